@@ -1,0 +1,67 @@
+/*
+ * Tool definitions (DESIGN.md §4): parsing and validating a ToolDef, and the
+ * per-call questions the executor asks of one (is this input valid, is it
+ * concurrency-safe, what argv and timeout does it get). Pure: no I/O.
+ */
+#ifndef STEXEC_TOOLDEF_H
+#define STEXEC_TOOLDEF_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TOOLDEF_TIMEOUT_DEFAULT 120000
+#define TOOLDEF_MAX_TIMEOUT_DEFAULT 600000
+#define TOOLDEF_MAX_RESULT_DEFAULT 100000
+
+enum tooldef_interrupt {
+	TOOLDEF_BLOCK,
+	TOOLDEF_CANCEL,
+};
+
+/* Reference-counted and immutable once parsed. */
+struct tooldef;
+
+/*
+ * Parse a ToolDef object. On error returns NULL and writes a message that
+ * names the bad field into err, e.g. "command[1]: must be a string".
+ */
+struct tooldef *tooldef_parse(const json_t *, char *err, size_t errlen);
+struct tooldef *tooldef_ref(struct tooldef *);
+void tooldef_unref(struct tooldef *);
+
+const char *tooldef_name(const struct tooldef *);
+/* The definition as listTools shows it: every field, defaults filled in. */
+json_t *tooldef_json(const struct tooldef *);
+enum tooldef_interrupt tooldef_interrupt(const struct tooldef *);
+bool tooldef_abort_siblings(const struct tooldef *);
+bool tooldef_requires_permission(const struct tooldef *);
+bool tooldef_stream_output(const struct tooldef *);
+size_t tooldef_max_result_bytes(const struct tooldef *);
+/* The definition's env object: string values (null unsets). Borrowed. */
+const json_t *tooldef_env(const struct tooldef *);
+
+/*
+ * Check input against inputSchema and the {field} substitutions of command.
+ * Returns true, or false with a readable detail in err (the text that goes
+ * after "InputValidationError: ").
+ */
+bool tooldef_check_input(const struct tooldef *, const json_t *input,
+    char *err, size_t errlen);
+
+/* The concurrencySafe rule for this input; false when it cannot be evaluated. */
+bool tooldef_is_safe(const struct tooldef *, const json_t *input);
+
+/* timeoutMs, or the timeoutFromInput field clamped to maxTimeoutMs. */
+int64_t tooldef_timeout_ms(const struct tooldef *, const json_t *input);
+
+/*
+ * The argv for this input with every "{field}" element substituted; NULL
+ * with err set when a field is missing or null. Free with tooldef_argv_free.
+ */
+char **tooldef_argv(const struct tooldef *, const json_t *input, char *err,
+    size_t errlen);
+void tooldef_argv_free(char **);
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * JSON-RPC 2.0 messages over NDJSON (DESIGN.md §3). Encoding produces one
+ * line ending in '\n'; decoding classifies an incoming line.
+ */
+#ifndef STEXEC_JSONRPC_H
+#define STEXEC_JSONRPC_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "stexec/protocol.h"
+
+enum jsonrpc_kind {
+	JSONRPC_REQUEST,      /* method + id (id may be any JSON scalar) */
+	JSONRPC_NOTIFICATION, /* method, no id */
+	JSONRPC_RESPONSE,     /* id + result */
+	JSONRPC_ERROR,        /* id + error {code, message, data?} */
+	JSONRPC_INVALID,      /* see code/message: parse error or invalid request */
+};
+
+struct jsonrpc_msg {
+	enum jsonrpc_kind kind;
+	json_t *root;         /* owned: the whole parsed message, or NULL */
+	json_t *id;           /* borrowed from root; NULL for notifications */
+	const char *method;   /* borrowed */
+	json_t *params;       /* borrowed; NULL when absent */
+	json_t *result;       /* borrowed, responses */
+	int code;             /* errors and INVALID */
+	const char *message;  /* errors and INVALID (static or borrowed) */
+	char detail[160];     /* INVALID: what was wrong, for the reply */
+};
+
+/*
+ * Parse one line. Always fills msg; kind INVALID with code -32700 for bad
+ * JSON and -32600 for a JSON value that is not a valid JSON-RPC 2.0 message.
+ * For -32600 msg->id holds the request's id when it had a usable one.
+ */
+void jsonrpc_decode(const char *line, size_t len, struct jsonrpc_msg *msg);
+void jsonrpc_msg_clear(struct jsonrpc_msg *);
+
+/*
+ * Encoders append one complete line ('\n' terminated) to *out, growing it
+ * with realloc. They steal no references. Return 0, or -1 when a value
+ * cannot be encoded.
+ */
+struct jsonrpc_out {
+	char *data;
+	size_t len;
+	size_t cap;
+};
+
+int jsonrpc_request(struct jsonrpc_out *, const json_t *id, const char *method,
+    const json_t *params);
+int jsonrpc_notification(struct jsonrpc_out *, const char *method,
+    const json_t *params);
+int jsonrpc_result(struct jsonrpc_out *, const json_t *id, const json_t *result);
+/* id NULL encodes "id": null. data may be NULL. */
+int jsonrpc_error(struct jsonrpc_out *, const json_t *id, int code,
+    const char *message, const json_t *data);
+void jsonrpc_out_free(struct jsonrpc_out *);
+
+/* Compact JSON text of a value appended to out (no newline). */
+int jsonrpc_dump(struct jsonrpc_out *, const json_t *);
+
+#endif

@@ -24,4 +24,11 @@ bool schema_check(const json_t *schema, char *err, size_t errlen);
 bool schema_validate(const json_t *schema, const json_t *instance, char *err,
     size_t errlen);
 
+/*
+ * The shortest decimal text that reads back as the same number: 0.1, not
+ * 0.10000000000000001; whole numbers as digits (2 for 2.0, 1500 for 1.5e3).
+ * NULL if v is not a number; free() it.
+ */
+char *schema_number_text(const json_t *v);
+
 #endif

@@ -32,7 +32,10 @@ struct tooldef *tooldef_ref(struct tooldef *);
 void tooldef_unref(struct tooldef *);
 
 const char *tooldef_name(const struct tooldef *);
-/* The definition as listTools shows it: every field, defaults filled in. */
+/*
+ * The definition as listTools shows it: every field, defaults filled in.
+ * A new object (a copy) owned by the caller.
+ */
 json_t *tooldef_json(const struct tooldef *);
 enum tooldef_interrupt tooldef_interrupt(const struct tooldef *);
 bool tooldef_abort_siblings(const struct tooldef *);

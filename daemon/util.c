@@ -119,17 +119,23 @@ void
 buf_printf(struct buf *b, const char *fmt, ...)
 {
 	va_list ap;
+	size_t room;
 	int n;
 
+	/* Format in place; grow and format again only when it did not fit. */
+	buf_grow(b, 64);
+	room = b->cap - b->len;
 	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	n = vsnprintf(b->data + b->len, room, fmt, ap);
 	va_end(ap);
 	if (n < 0)
 		fatal("bad format");
-	buf_grow(b, (size_t)n);
-	va_start(ap, fmt);
-	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
+	if ((size_t)n >= room) {
+		buf_grow(b, (size_t)n);
+		va_start(ap, fmt);
+		vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
 	b->len += (size_t)n;
 }
 

@@ -1,0 +1,1091 @@
+/*
+ * The executor core: scheduling (S3, S4), in-order delivery (S5), progress
+ * (S6), the sibling cascade (S7), aborts (S8, S9), discard (S11), drain
+ * (S12), permissions (S13), context modifiers (S14) and the state reports
+ * (S15) of one session, as a pure state machine. See executor.h.
+ */
+#include "executor.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "idmap.h"
+#include "stexec/protocol.h"
+#include "utf8.h"
+#include "util.h"
+
+enum exec_reason {
+	REASON_OK,
+	REASON_EXIT,
+	REASON_SIGNAL,
+	REASON_TIMEOUT,
+	REASON_UNKNOWN_TOOL,
+	REASON_INVALID_INPUT,
+	REASON_SIBLING_ERROR,
+	REASON_INTERRUPTED,
+	REASON_PERMISSION_DENIED,
+	REASON_SPAWN_FAILED,
+};
+
+static const char *exec_reason_names[] = {
+	"ok", "exit", "signal", "timeout", "unknown_tool", "invalid_input",
+	"sibling_error", "interrupted", "permission_denied", "spawn_failed",
+};
+
+enum exec_abort {
+	ABORT_NONE,
+	ABORT_INTERRUPT,
+	ABORT_CANCEL,
+};
+
+struct exec_tool {
+	struct exec *ex;
+	uint64_t turn;
+	char *id;
+	char *name;
+	struct tooldef *def;  /* NULL: unknown tool */
+	json_t *input;
+	char **argv;          /* NULL when the input is invalid */
+	char *invalid;        /* InputValidationError detail */
+	int64_t timeout_ms;
+	bool safe;
+	bool cancel;          /* interruptBehavior "cancel" */
+
+	enum exec_status status;
+	bool running;         /* has a process: spawned, exit not yet seen */
+	bool discarded;       /* its turn was discarded or the session closed */
+	/* Why we killed it: its result is this, not the process's. */
+	enum exec_reason killed_for;
+	bool killed;
+
+	json_t *context;      /* context modifiers seen, in order (S14) */
+	json_t *warnings;     /* meta.warnings */
+	json_t *result;       /* the tool_result params, once completed */
+	void *handle;
+
+	/* The in-progress list of the current turn (S15), or the orphans. */
+	struct exec_tool *prev, *next;
+};
+
+struct exec_turn {
+	uint64_t number;
+	struct exec_tool **tools; /* in add order */
+	size_t n, cap;
+	size_t sched;    /* tools before this are not queued (S4 scan start) */
+	size_t deliver;  /* first undelivered tool (S5) */
+	enum exec_abort abort;
+	char *errored;   /* DESC of the tool that errored (S7), or NULL */
+	void **drains;   /* cookies of pending drain requests */
+	size_t ndrains;
+	struct idmap ids;
+};
+
+struct exec {
+	struct exec_config cfg;
+	char *interrupt_message;
+	char *cwd;
+	json_t *env;
+	struct exec_turn turn;
+	bool closed;
+
+	/* Counted as executing for S3, including orphans of discarded turns. */
+	unsigned n_exec, n_exec_unsafe, n_exec_block;
+	unsigned n_running; /* tools with a process, for exec_busy */
+	struct exec_tool *progress_head, *progress_tail; /* S15 inProgress */
+	struct exec_tool *orphans; /* still running, their turn is gone */
+
+	bool state_dirty;
+	bool last_interruptible;
+};
+
+static void	exec_turn_init(struct exec *, uint64_t);
+static void	exec_turn_end(struct exec *, const char *, int);
+static void	exec_tool_free(struct exec_tool *);
+static void	exec_emit(struct exec *, const struct exec_effect *);
+static void	exec_notify(struct exec *, const char *, json_t *);
+static json_t	*exec_tool_params(const struct exec_tool *);
+static bool	exec_can_start(const struct exec *, const struct exec_tool *);
+static void	exec_schedule(struct exec *);
+static void	exec_start(struct exec_tool *);
+static void	exec_spawn(struct exec_tool *);
+static void	exec_enter(struct exec_tool *);
+static void	exec_leave(struct exec_tool *);
+static void	exec_kill(struct exec_tool *, enum exec_reason);
+static void	exec_complete(struct exec_tool *, enum exec_reason, char *,
+		    const struct proc_exit *);
+static void	exec_complete_synthetic(struct exec_tool *, enum exec_reason);
+static char	*exec_synthetic_content(struct exec *, enum exec_reason);
+static char	*exec_exit_content(const struct exec_tool *,
+		    const struct proc_exit *, enum exec_reason);
+static void	exec_deliver(struct exec *);
+static void	exec_cascade(struct exec_tool *);
+static char	*exec_describe(const struct exec_tool *);
+static void	exec_apply_context(struct exec *, const json_t *);
+static void	exec_check_drain(struct exec *);
+static void	exec_flush_state(struct exec *);
+static void	exec_after_event(struct exec *);
+
+struct exec *
+exec_new(const struct exec_config *cfg, const char *cwd, const json_t *env)
+{
+	struct exec *ex = xcalloc(1, sizeof *ex);
+
+	ex->cfg = *cfg;
+	if (ex->cfg.max_parallel == 0)
+		ex->cfg.max_parallel = EXEC_MAX_PARALLEL_DEFAULT;
+	ex->interrupt_message = xstrdup(cfg->interrupt_message != NULL ?
+	    cfg->interrupt_message : EXEC_INTERRUPT_MESSAGE);
+	ex->cfg.interrupt_message = ex->interrupt_message;
+	ex->cwd = xstrdup(cwd != NULL ? cwd : "/");
+	ex->env = env != NULL ? json_deep_copy(env) : json_object();
+	exec_turn_init(ex, 1);
+	return ex;
+}
+
+void
+exec_free(struct exec *ex)
+{
+	size_t i;
+
+	if (ex == NULL)
+		return;
+	if (ex->n_running != 0)
+		fatal("exec_free with %u tools still running", ex->n_running);
+	for (i = 0; i < ex->turn.n; i++)
+		exec_tool_free(ex->turn.tools[i]);
+	free(ex->turn.tools);
+	free(ex->turn.errored);
+	free(ex->turn.drains);
+	idmap_free(&ex->turn.ids);
+	free(ex->interrupt_message);
+	free(ex->cwd);
+	json_decref(ex->env);
+	free(ex);
+}
+
+static void
+exec_turn_init(struct exec *ex, uint64_t number)
+{
+	memset(&ex->turn, 0, sizeof ex->turn);
+	ex->turn.number = number;
+}
+
+static void
+exec_tool_free(struct exec_tool *t)
+{
+	if (t->def != NULL)
+		tooldef_unref(t->def);
+	tooldef_argv_free(t->argv);
+	json_decref(t->input);
+	json_decref(t->context);
+	json_decref(t->warnings);
+	json_decref(t->result);
+	free(t->invalid);
+	free(t->id);
+	free(t->name);
+	free(t);
+}
+
+static void
+exec_emit(struct exec *ex, const struct exec_effect *e)
+{
+	ex->cfg.effect(ex->cfg.arg, e);
+}
+
+/* Send a notification; steals params. */
+static void
+exec_notify(struct exec *ex, const char *method, json_t *params)
+{
+	struct exec_effect e = { .kind = EXEC_NOTIFY };
+
+	e.method = method;
+	e.params = params;
+	exec_emit(ex, &e);
+	json_decref(params);
+}
+
+/* The params every tool notification starts with. */
+static json_t *
+exec_tool_params(const struct exec_tool *t)
+{
+	return json_pack("{s:I, s:s}", "turn", (json_int_t)t->turn,
+	    "toolUseId", t->id);
+}
+
+static void
+exec_notify_status(struct exec_tool *t, const char *status)
+{
+	json_t *p = exec_tool_params(t);
+
+	json_object_set_new(p, "status", json_string(status));
+	exec_notify(t->ex, "tool_status", p);
+}
+
+int
+exec_add(struct exec *ex, const char *id, const char *name,
+    struct tooldef *def, const json_t *input, struct exec_tool **out)
+{
+	struct exec_turn *turn = &ex->turn;
+	struct exec_tool *t;
+	char err[512];
+
+	if (idmap_get(&turn->ids, id) != NULL)
+		return STEXEC_ERR_DUPLICATE_TOOL_USE;
+
+	t = xcalloc(1, sizeof *t);
+	t->ex = ex;
+	t->turn = turn->number;
+	t->id = xstrdup(id);
+	t->name = xstrdup(name);
+	t->input = input != NULL ? json_deep_copy(input) : json_object();
+	t->warnings = json_array();
+	t->status = EXEC_QUEUED;
+	if (turn->n == turn->cap) {
+		turn->cap = turn->cap ? turn->cap * 2 : 8;
+		turn->tools = xreallocarray(turn->tools, turn->cap,
+		    sizeof *turn->tools);
+	}
+	turn->tools[turn->n++] = t;
+	idmap_put(&turn->ids, t->id, t);
+	if (out != NULL)
+		*out = t;
+
+	if (def == NULL) {
+		/* S1: completes at once, blocks nobody, keeps its place. */
+		exec_complete_synthetic(t, REASON_UNKNOWN_TOOL);
+		exec_after_event(ex);
+		return 0;
+	}
+
+	/* S2: safety is decided here, once; invalid input means unsafe. */
+	t->def = tooldef_ref(def);
+	t->cancel = tooldef_interrupt(def) == TOOLDEF_CANCEL;
+	if (!tooldef_check_input(def, t->input, err, sizeof err))
+		t->invalid = xstrdup(err);
+	else if ((t->argv = tooldef_argv(def, t->input, err, sizeof err)) ==
+	    NULL)
+		t->invalid = xstrdup(err);
+	else {
+		t->safe = tooldef_is_safe(def, t->input);
+		t->timeout_ms = tooldef_timeout_ms(def, t->input);
+	}
+
+	/* S7, S8, S9: a turn that errored or was aborted starts nothing new. */
+	if (turn->errored != NULL)
+		exec_complete_synthetic(t, REASON_SIBLING_ERROR);
+	else if (turn->abort != ABORT_NONE)
+		exec_complete_synthetic(t, REASON_INTERRUPTED);
+	exec_after_event(ex);
+	return 0;
+}
+
+/* S3. */
+static bool
+exec_can_start(const struct exec *ex, const struct exec_tool *t)
+{
+	if (ex->n_exec == 0)
+		return true;
+	return t->safe && ex->n_exec_unsafe == 0 &&
+	    ex->n_exec < ex->cfg.max_parallel;
+}
+
+/*
+ * S4. A safe tool that may not start means something unsafe executes or
+ * maxParallel is reached; then no later tool may start either, so the scan
+ * stops at the first queued tool that may not start. Tools before `sched`
+ * are never queued again, so the whole scan is amortized O(1) per tool.
+ */
+static void
+exec_schedule(struct exec *ex)
+{
+	struct exec_turn *turn = &ex->turn;
+	struct exec_tool *t;
+
+	while (turn->sched < turn->n) {
+		t = turn->tools[turn->sched];
+		if (t->status != EXEC_QUEUED) {
+			turn->sched++;
+			continue;
+		}
+		if (!exec_can_start(ex, t))
+			break;
+		turn->sched++;
+		exec_start(t);
+	}
+}
+
+/* Its time has come: S2 invalid input, S13 permission, or a process. */
+static void
+exec_start(struct exec_tool *t)
+{
+	json_t *p;
+
+	if (t->invalid != NULL) {
+		exec_complete(t, REASON_INVALID_INPUT, NULL, NULL);
+		return;
+	}
+	if (tooldef_requires_permission(t->def)) {
+		t->status = EXEC_WAITING_PERMISSION;
+		exec_enter(t);
+		p = exec_tool_params(t);
+		json_object_set_new(p, "name", json_string(t->name));
+		json_object_set(p, "input", t->input);
+		exec_notify(t->ex, "permission_request", p);
+		return;
+	}
+	exec_enter(t);
+	exec_spawn(t);
+}
+
+/* The tool counts as executing from here (S3, S13, S15). */
+static void
+exec_enter(struct exec_tool *t)
+{
+	struct exec *ex = t->ex;
+
+	ex->n_exec++;
+	if (!t->safe)
+		ex->n_exec_unsafe++;
+	if (!t->cancel)
+		ex->n_exec_block++;
+	t->prev = ex->progress_tail;
+	t->next = NULL;
+	if (ex->progress_tail != NULL)
+		ex->progress_tail->next = t;
+	else
+		ex->progress_head = t;
+	ex->progress_tail = t;
+	ex->state_dirty = true;
+}
+
+/* The tool no longer counts as executing. */
+static void
+exec_leave(struct exec_tool *t)
+{
+	struct exec *ex = t->ex;
+
+	ex->n_exec--;
+	if (!t->safe)
+		ex->n_exec_unsafe--;
+	if (!t->cancel)
+		ex->n_exec_block--;
+	if (t->discarded) {
+		/* An orphan: unlink from the orphan list. */
+		if (t->prev != NULL)
+			t->prev->next = t->next;
+		else
+			ex->orphans = t->next;
+		if (t->next != NULL)
+			t->next->prev = t->prev;
+	} else {
+		if (t->prev != NULL)
+			t->prev->next = t->next;
+		else
+			ex->progress_head = t->next;
+		if (t->next != NULL)
+			t->next->prev = t->prev;
+		else
+			ex->progress_tail = t->prev;
+		ex->state_dirty = true;
+	}
+	t->prev = t->next = NULL;
+}
+
+static void
+exec_spawn(struct exec_tool *t)
+{
+	struct exec_effect e = { .kind = EXEC_SPAWN };
+
+	t->status = EXEC_EXECUTING;
+	t->running = true;
+	t->ex->n_running++;
+	e.tool = t;
+	exec_emit(t->ex, &e);
+	exec_notify_status(t, "executing");
+}
+
+/* Kill a running tool; its result is `why` once its processes are dead. */
+static void
+exec_kill(struct exec_tool *t, enum exec_reason why)
+{
+	struct exec_effect e = { .kind = EXEC_KILL };
+
+	if (t->killed)
+		return;
+	t->killed = true;
+	t->killed_for = why;
+	e.tool = t;
+	exec_emit(t->ex, &e);
+}
+
+static char *
+exec_synthetic_content(struct exec *ex, enum exec_reason why)
+{
+	char *s;
+
+	switch (why) {
+	case REASON_INTERRUPTED:
+		return xstrdup(ex->interrupt_message);
+	case REASON_SIBLING_ERROR:
+		xasprintf(&s, "<tool_use_error>Cancelled: parallel tool call "
+		    "%s errored</tool_use_error>", ex->turn.errored);
+		return s;
+	default:
+		fatal("no synthetic content for reason %d", why);
+	}
+}
+
+/* Complete a tool that will not (or did not get to) run. */
+static void
+exec_complete_synthetic(struct exec_tool *t, enum exec_reason why)
+{
+	char *content;
+
+	if (why == REASON_UNKNOWN_TOOL)
+		xasprintf(&content, "<tool_use_error>Error: No such tool "
+		    "available: %s</tool_use_error>", t->name);
+	else
+		content = exec_synthetic_content(t->ex, why);
+	exec_complete(t, why, content, NULL);
+}
+
+static void
+exec_add_output(struct buf *b, const struct output *o)
+{
+	if (o->path == NULL) {
+		utf8_repair(b, o->head, o->head_len);
+		return;
+	}
+	/* S17: errors usually sit at the end, so keep both ends. */
+	utf8_repair(b, o->head, o->head_len);
+	buf_printf(b, "\n\n[... output truncated: %llu bytes in total, the "
+	    "whole output is in %s; the first %zu and the last %zu bytes are "
+	    "shown ...]\n\n", (unsigned long long)o->total, o->path,
+	    o->head_len, o->tail_len);
+	utf8_repair(b, o->tail, o->tail_len);
+}
+
+/* The content of a tool that ran: its output and, on error, why. */
+static char *
+exec_exit_content(const struct exec_tool *t, const struct proc_exit *x,
+    enum exec_reason why)
+{
+	struct buf b = { 0 };
+	const char *sig;
+
+	if (why == REASON_SPAWN_FAILED) {
+		buf_printf(&b, "<tool_use_error>Error: %s</tool_use_error>",
+		    x->error != NULL ? x->error : "cannot start the tool");
+		return b.data;
+	}
+	exec_add_output(&b, &x->output);
+	if (why == REASON_OK) {
+		buf_add(&b, "", 0);
+		return b.data;
+	}
+	if (b.len > 0 && b.data[b.len - 1] != '\n')
+		buf_addstr(&b, "\n");
+	switch (why) {
+	case REASON_EXIT:
+		buf_printf(&b, "Exit code %d", x->status);
+		break;
+	case REASON_SIGNAL:
+		sig = sigabbrev_np(x->signal);
+		buf_printf(&b, "Killed by signal %d (SIG%s)", x->signal,
+		    sig != NULL ? sig : "?");
+		break;
+	case REASON_TIMEOUT:
+		buf_printf(&b, "Error: timed out after %lld ms",
+		    (long long)t->timeout_ms);
+		break;
+	default:
+		fatal("no exit content for reason %d", why);
+	}
+	return b.data;
+}
+
+/*
+ * The tool is done: build its result (content given, or from the process
+ * exit x), hold it for ordering, and report the completion. Steals content.
+ */
+static void
+exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
+    const struct proc_exit *x)
+{
+	struct exec *ex = t->ex;
+	json_t *p, *meta;
+	bool is_error = why != REASON_OK;
+
+	if (t->status == EXEC_WAITING_PERMISSION || t->status ==
+	    EXEC_EXECUTING)
+		exec_leave(t);
+	if (content == NULL) {
+		if (why == REASON_INVALID_INPUT)
+			xasprintf(&content, "<tool_use_error>"
+			    "InputValidationError: %s</tool_use_error>",
+			    t->invalid);
+		else
+			content = exec_exit_content(t, x, why);
+	}
+	t->status = EXEC_COMPLETED;
+
+	meta = json_pack("{s:s, s:o, s:o, s:I, s:b, s:o, s:O}",
+	    "reason", exec_reason_names[why],
+	    "exitCode", x != NULL && x->end == PROC_EXITED ?
+	    json_integer(x->status) : json_null(),
+	    "signal", x != NULL && x->signal != 0 ?
+	    json_integer(x->signal) : json_null(),
+	    "durationMs", (json_int_t)(x != NULL ? x->duration_ms : 0),
+	    "truncated", x != NULL && x->output.path != NULL,
+	    "fullOutputPath", x != NULL && x->output.path != NULL ?
+	    json_string(x->output.path) : json_null(),
+	    "warnings", t->warnings);
+	p = exec_tool_params(t);
+	json_object_set_new(p, "result", json_pack("{s:s, s:s, s:s, s:b}",
+	    "type", "tool_result", "tool_use_id", t->id, "content", content,
+	    "is_error", is_error));
+	json_object_set_new(p, "meta", meta);
+	free(content);
+	t->result = p;
+	exec_notify_status(t, "completed");
+
+	if (is_error && t->def != NULL && tooldef_abort_siblings(t->def) &&
+	    why != REASON_SIBLING_ERROR && why != REASON_INTERRUPTED &&
+	    why != REASON_PERMISSION_DENIED && ex->turn.errored == NULL)
+		exec_cascade(t);
+}
+
+/* S5: deliver every completed result whose predecessors are delivered. */
+static void
+exec_deliver(struct exec *ex)
+{
+	struct exec_turn *turn = &ex->turn;
+	struct exec_tool *t;
+
+	while (turn->deliver < turn->n) {
+		t = turn->tools[turn->deliver];
+		if (t->status != EXEC_COMPLETED)
+			break;
+		t->status = EXEC_DELIVERED;
+		turn->deliver++;
+		exec_notify(ex, "tool_result", t->result);
+		t->result = NULL;
+	}
+}
+
+/* S7: DESC = name(first 40 characters of command/file_path/pattern). */
+static char *
+exec_describe(const struct exec_tool *t)
+{
+	static const char *keys[] = { "command", "file_path", "pattern" };
+	const char *s = NULL, *p;
+	size_t i, chars;
+	char *desc;
+
+	for (i = 0; i < nitems(keys) && s == NULL; i++) {
+		s = json_string_value(json_object_get(t->input, keys[i]));
+		if (s != NULL && *s == '\0')
+			s = NULL;
+	}
+	if (s == NULL)
+		return xstrdup(t->name);
+	/* Count characters, not bytes: never cut a UTF-8 sequence. */
+	for (p = s, chars = 0; *p != '\0' && chars < 40; chars++) {
+		p++;
+		while ((*p & 0xc0) == 0x80)
+			p++;
+	}
+	xasprintf(&desc, "%s(%.*s%s)", t->name, (int)(p - s), s,
+	    *p != '\0' ? "\xe2\x80\xa6" : "");
+	return desc;
+}
+
+/* S7: the turn errors; every other unfinished tool is cancelled. */
+static void
+exec_cascade(struct exec_tool *failed)
+{
+	struct exec *ex = failed->ex;
+	struct exec_turn *turn = &ex->turn;
+	struct exec_tool *t;
+	size_t i;
+
+	turn->errored = exec_describe(failed);
+	for (i = turn->deliver; i < turn->n; i++) {
+		t = turn->tools[i];
+		if (t == failed)
+			continue;
+		if (t->status == EXEC_QUEUED ||
+		    t->status == EXEC_WAITING_PERMISSION)
+			exec_complete_synthetic(t, REASON_SIBLING_ERROR);
+		else if (t->status == EXEC_EXECUTING && t->cancel)
+			exec_kill(t, REASON_SIBLING_ERROR);
+	}
+}
+
+void
+exec_progress_line(struct exec_tool *t, const char *line, size_t len)
+{
+	struct exec *ex = t->ex;
+	json_t *v, *data = NULL, *ctx, *p;
+	struct buf b = { 0 };
+
+	if (t->discarded || t->status != EXEC_EXECUTING)
+		return;
+	v = json_loadb(line, len, JSON_DECODE_ANY, NULL);
+	if (json_is_object(v) && json_object_size(v) == 1 &&
+	    (ctx = json_object_get(v, "context")) != NULL) {
+		/* S14: only an unsafe tool may change the session context. */
+		if (t->safe)
+			json_array_append_new(t->warnings, json_string(
+			    "context modifier ignored: a concurrency-safe tool "
+			    "cannot change the session context"));
+		else if (!json_is_object(ctx))
+			json_array_append_new(t->warnings, json_string(
+			    "context modifier ignored: \"context\" must be an "
+			    "object"));
+		else {
+			if (t->context == NULL)
+				t->context = json_array();
+			json_array_append(t->context, ctx);
+		}
+		json_decref(v);
+		return;
+	}
+	if (json_is_object(v) && json_object_size(v) == 1 &&
+	    json_object_get(v, "progress") != NULL)
+		data = json_incref(json_object_get(v, "progress"));
+	else {
+		utf8_repair(&b, line, len);
+		data = json_pack("{s:s%}", "text", b.data != NULL ? b.data :
+		    "", b.len);
+		buf_free(&b);
+	}
+	json_decref(v);
+	p = exec_tool_params(t);
+	json_object_set_new(p, "data", data);
+	exec_notify(ex, "progress", p);
+}
+
+void
+exec_output_chunk(struct exec_tool *t, int fd, const char *data, size_t len)
+{
+	struct buf b = { 0 };
+	json_t *p;
+
+	if (t->discarded || t->status != EXEC_EXECUTING)
+		return;
+	utf8_repair(&b, data, len);
+	p = exec_tool_params(t);
+	json_object_set_new(p, "data", json_pack("{s:s, s:s%}", "stream",
+	    fd == 2 ? "stderr" : "stdout", "text", b.data != NULL ? b.data :
+	    "", b.len));
+	buf_free(&b);
+	exec_notify(t->ex, "progress", p);
+}
+
+/* S14: a relative cwd is resolved against the current one; null unsets. */
+static void
+exec_apply_context(struct exec *ex, const json_t *ctx)
+{
+	const char *cwd, *key;
+	json_t *env, *v;
+	char *joined;
+
+	if ((cwd = json_string_value(json_object_get(ctx, "cwd"))) != NULL &&
+	    *cwd != '\0') {
+		if (*cwd == '/')
+			joined = xstrdup(cwd);
+		else
+			xasprintf(&joined, "%s%s%s", ex->cwd,
+			    ex->cwd[strlen(ex->cwd) - 1] == '/' ? "" : "/",
+			    cwd);
+		free(ex->cwd);
+		ex->cwd = joined;
+	}
+	env = json_object_get(ctx, "env");
+	json_object_foreach(env, key, v) {
+		if (json_is_string(v))
+			json_object_set(ex->env, key, v);
+		else if (json_is_null(v))
+			json_object_del(ex->env, key);
+	}
+}
+
+void
+exec_exited(struct exec_tool *t, const struct proc_exit *x)
+{
+	struct exec *ex = t->ex;
+	enum exec_reason why;
+	size_t i;
+
+	if (!t->running)
+		fatal("exec_exited for tool %s that has no process", t->id);
+	t->running = false;
+	ex->n_running--;
+
+	if (t->discarded) {
+		/* S11: finishes silently; it stops counting for S3 now. */
+		exec_leave(t);
+		exec_tool_free(t);
+		exec_after_event(ex);
+		return;
+	}
+
+	if (t->killed) {
+		exec_complete_synthetic(t, t->killed_for);
+		exec_after_event(ex);
+		return;
+	}
+	switch (x->end) {
+	case PROC_EXITED:
+		why = x->status == 0 ? REASON_OK : REASON_EXIT;
+		break;
+	case PROC_SIGNALED:
+		why = REASON_SIGNAL;
+		break;
+	case PROC_TIMED_OUT:
+		why = REASON_TIMEOUT;
+		break;
+	case PROC_SPAWN_FAILED:
+		why = REASON_SPAWN_FAILED;
+		break;
+	default:
+		/* Killed, but not by us: the daemon is going away. */
+		why = REASON_INTERRUPTED;
+		break;
+	}
+	/* S14: only a process that ended by itself changes the context. */
+	if ((why == REASON_OK || why == REASON_EXIT) && t->context != NULL)
+		for (i = 0; i < json_array_size(t->context); i++)
+			exec_apply_context(ex, json_array_get(t->context, i));
+	if (why == REASON_INTERRUPTED)
+		exec_complete_synthetic(t, why);
+	else
+		exec_complete(t, why, NULL, x);
+	exec_after_event(ex);
+}
+
+void
+exec_abort(struct exec *ex, bool hard)
+{
+	struct exec_turn *turn = &ex->turn;
+	enum exec_abort level = hard ? ABORT_CANCEL : ABORT_INTERRUPT;
+	struct exec_tool *t;
+	size_t i;
+
+	if (ex->closed)
+		return;
+	if (turn->abort < level)
+		turn->abort = level;
+	for (i = turn->deliver; i < turn->n; i++) {
+		t = turn->tools[i];
+		if (t->status == EXEC_QUEUED ||
+		    t->status == EXEC_WAITING_PERMISSION)
+			exec_complete_synthetic(t, REASON_INTERRUPTED);
+		else if (t->status == EXEC_EXECUTING && (hard || t->cancel))
+			exec_kill(t, REASON_INTERRUPTED);
+	}
+	exec_after_event(ex);
+}
+
+/*
+ * End the current turn: its tools that still run become orphans (they go
+ * on counting for S3), the rest are freed, pending drains are answered.
+ */
+static void
+exec_turn_end(struct exec *ex, const char *reason, int drain_error)
+{
+	struct exec_turn *turn = &ex->turn;
+	struct exec_effect e = { .kind = EXEC_DRAIN_DONE };
+	struct exec_tool *t;
+	uint64_t number = turn->number;
+	unsigned results = (unsigned)turn->deliver;
+	json_t *p;
+	size_t i;
+
+	for (i = 0; i < turn->n; i++) {
+		t = turn->tools[i];
+		if (t->status == EXEC_WAITING_PERMISSION)
+			exec_leave(t);
+		if (!t->running) {
+			exec_tool_free(t);
+			continue;
+		}
+		/* S11: cancel tools are killed, block tools run on, unseen. */
+		if (t->cancel || ex->closed)
+			exec_kill(t, REASON_INTERRUPTED);
+		if (t->prev != NULL)
+			t->prev->next = t->next;
+		else
+			ex->progress_head = t->next;
+		if (t->next != NULL)
+			t->next->prev = t->prev;
+		else
+			ex->progress_tail = t->prev;
+		t->discarded = true;
+		t->prev = NULL;
+		t->next = ex->orphans;
+		if (ex->orphans != NULL)
+			ex->orphans->prev = t;
+		ex->orphans = t;
+		ex->state_dirty = true;
+	}
+	if (!ex->closed) {
+		p = json_pack("{s:I, s:s}", "turn", (json_int_t)number,
+		    "reason", reason);
+		exec_notify(ex, "turn_end", p);
+	}
+	for (i = 0; i < turn->ndrains; i++) {
+		e.cookie = turn->drains[i];
+		e.turn = number;
+		e.results = results;
+		e.error = drain_error;
+		exec_emit(ex, &e);
+	}
+	free(turn->tools);
+	free(turn->errored);
+	free(turn->drains);
+	idmap_free(&turn->ids);
+	exec_turn_init(ex, number + 1);
+}
+
+uint64_t
+exec_discard(struct exec *ex)
+{
+	uint64_t number = ex->turn.number;
+
+	if (ex->closed)
+		return number;
+	exec_turn_end(ex, "discarded", STEXEC_ERR_STATE);
+	exec_after_event(ex);
+	return number;
+}
+
+/* S12: the turn ends once every result is delivered and a drain waits. */
+static void
+exec_check_drain(struct exec *ex)
+{
+	if (ex->turn.ndrains > 0 && ex->turn.deliver == ex->turn.n)
+		exec_turn_end(ex, "drained", 0);
+}
+
+void
+exec_drain(struct exec *ex, void *cookie)
+{
+	struct exec_turn *turn = &ex->turn;
+	struct exec_effect e = { .kind = EXEC_DRAIN_DONE };
+
+	if (ex->closed) {
+		e.cookie = cookie;
+		e.turn = turn->number;
+		e.error = STEXEC_ERR_STATE;
+		exec_emit(ex, &e);
+		return;
+	}
+	turn->drains = xreallocarray(turn->drains, turn->ndrains + 1,
+	    sizeof *turn->drains);
+	turn->drains[turn->ndrains++] = cookie;
+	exec_after_event(ex);
+}
+
+int
+exec_permission(struct exec *ex, const char *id, bool allow,
+    const char *message)
+{
+	struct exec_tool *t = idmap_get(&ex->turn.ids, id);
+
+	if (t == NULL)
+		return STEXEC_ERR_INVALID_PARAMS;
+	if (t->status != EXEC_WAITING_PERMISSION)
+		return STEXEC_ERR_STATE;
+	if (allow) {
+		exec_spawn(t);
+		exec_after_event(ex);
+		return 0;
+	}
+	/* S13: deny bubbles up: the whole turn is hard-aborted (S9). */
+	exec_complete(t, REASON_PERMISSION_DENIED, xstrdup(message != NULL ?
+	    message : ex->interrupt_message), NULL);
+	exec_abort(ex, true);
+	return 0;
+}
+
+void
+exec_close(struct exec *ex)
+{
+	struct exec_tool *t;
+
+	if (ex->closed)
+		return;
+	ex->closed = true;
+	exec_turn_end(ex, NULL, STEXEC_ERR_STATE);
+	for (t = ex->orphans; t != NULL; t = t->next)
+		exec_kill(t, REASON_INTERRUPTED);
+}
+
+/* S15: report interruptible/inProgress whenever either changed. */
+static void
+exec_flush_state(struct exec *ex)
+{
+	bool interruptible = exec_interruptible(ex);
+	struct exec_tool *t;
+	json_t *ids;
+
+	if (!ex->state_dirty && interruptible == ex->last_interruptible)
+		return;
+	ex->state_dirty = false;
+	ex->last_interruptible = interruptible;
+	ids = json_array();
+	for (t = ex->progress_head; t != NULL; t = t->next)
+		json_array_append_new(ids, json_string(t->id));
+	exec_notify(ex, "state", json_pack("{s:b, s:o}", "interruptible",
+	    interruptible, "inProgress", ids));
+}
+
+/* What follows every event: deliver, start what may start, end, report. */
+static void
+exec_after_event(struct exec *ex)
+{
+	if (ex->closed)
+		return;
+	exec_deliver(ex);
+	exec_schedule(ex);
+	exec_deliver(ex);
+	exec_check_drain(ex);
+	exec_flush_state(ex);
+}
+
+uint64_t
+exec_turn(const struct exec *ex)
+{
+	return ex->turn.number;
+}
+
+/* Something executes and every executing tool is "cancel" (S15). */
+bool
+exec_interruptible(const struct exec *ex)
+{
+	return ex->n_exec > 0 && ex->n_exec_block == 0;
+}
+
+unsigned
+exec_unfinished(const struct exec *ex)
+{
+	return (unsigned)(ex->turn.n - ex->turn.deliver);
+}
+
+bool
+exec_busy(const struct exec *ex)
+{
+	return ex->n_running > 0;
+}
+
+const char *
+exec_status_name(enum exec_status s)
+{
+	static const char *names[] = { "queued", "waiting_permission",
+		"executing", "completed", "delivered" };
+
+	return names[s];
+}
+
+json_t *
+exec_status_json(const struct exec *ex, long (*pid_of)(struct exec_tool *))
+{
+	json_t *tools = json_array(), *o;
+	struct exec_tool *t;
+	long pid;
+	size_t i;
+
+	for (i = 0; i < ex->turn.n; i++) {
+		t = ex->turn.tools[i];
+		o = json_pack("{s:s, s:s, s:s, s:b}", "id", t->id, "name",
+		    t->name, "status", exec_status_name(t->status),
+		    "concurrencySafe", t->safe);
+		if (pid_of != NULL && t->running && (pid = pid_of(t)) > 0)
+			json_object_set_new(o, "pid", json_integer(pid));
+		json_array_append_new(tools, o);
+	}
+	return json_pack("{s:I, s:b, s:o}", "turn",
+	    (json_int_t)ex->turn.number, "interruptible",
+	    exec_interruptible(ex), "tools", tools);
+}
+
+const char *
+exec_cwd(const struct exec *ex)
+{
+	return ex->cwd;
+}
+
+const json_t *
+exec_env(const struct exec *ex)
+{
+	return ex->env;
+}
+
+const char *
+exec_tool_id(const struct exec_tool *t)
+{
+	return t->id;
+}
+
+const char *
+exec_tool_name(const struct exec_tool *t)
+{
+	return t->name;
+}
+
+uint64_t
+exec_tool_turn(const struct exec_tool *t)
+{
+	return t->turn;
+}
+
+enum exec_status
+exec_tool_status(const struct exec_tool *t)
+{
+	return t->status;
+}
+
+bool
+exec_tool_safe(const struct exec_tool *t)
+{
+	return t->safe;
+}
+
+struct tooldef *
+exec_tool_def(const struct exec_tool *t)
+{
+	return t->def;
+}
+
+const json_t *
+exec_tool_input(const struct exec_tool *t)
+{
+	return t->input;
+}
+
+char *const *
+exec_tool_argv(const struct exec_tool *t)
+{
+	return t->argv;
+}
+
+int64_t
+exec_tool_timeout_ms(const struct exec_tool *t)
+{
+	return t->timeout_ms;
+}
+
+void
+exec_tool_set_handle(struct exec_tool *t, void *handle)
+{
+	t->handle = handle;
+}
+
+void *
+exec_tool_handle(const struct exec_tool *t)
+{
+	return t->handle;
+}

@@ -1,0 +1,122 @@
+/*
+ * The executor core (DESIGN.md §2): one session's turns as a sans-I/O state
+ * machine. Events come in as calls (a tool was added, a process ended, the
+ * client aborted...); what must happen goes out as effects through one
+ * callback: start this tool's process, kill it, send this notification,
+ * answer this drain. It knows no sockets, pids, clocks or event loops.
+ *
+ * Effect callbacks must not call back into the executor; everything an
+ * event causes is emitted before the call that delivered the event returns.
+ */
+#ifndef STEXEC_EXECUTOR_H
+#define STEXEC_EXECUTOR_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proc.h"
+#include "tooldef.h"
+
+#define EXEC_MAX_PARALLEL_DEFAULT 10
+#define EXEC_MAX_PARALLEL_LIMIT 256
+#define EXEC_INTERRUPT_MESSAGE \
+	"<tool_use_error>Interrupted by user</tool_use_error>"
+
+struct exec;
+struct exec_tool;
+
+enum exec_status {
+	EXEC_QUEUED,
+	EXEC_WAITING_PERMISSION,
+	EXEC_EXECUTING,
+	EXEC_COMPLETED, /* result held until every earlier one is delivered */
+	EXEC_DELIVERED,
+};
+
+enum exec_effect_kind {
+	EXEC_SPAWN,      /* start the tool's process (accessors below) */
+	EXEC_KILL,       /* kill its process group; exec_exited follows */
+	EXEC_NOTIFY,     /* method + params; the session adds sessionId, seq */
+	EXEC_DRAIN_DONE, /* answer the drain with this cookie */
+};
+
+struct exec_effect {
+	enum exec_effect_kind kind;
+	struct exec_tool *tool; /* SPAWN, KILL */
+	const char *method;     /* NOTIFY */
+	json_t *params;         /* NOTIFY: borrowed for the call */
+	void *cookie;           /* DRAIN_DONE */
+	uint64_t turn;          /* DRAIN_DONE: the drained turn */
+	unsigned results;       /* DRAIN_DONE: results that turn delivered */
+	int error;              /* DRAIN_DONE: 0, or STEXEC_ERR_STATE */
+};
+
+struct exec_config {
+	unsigned max_parallel;         /* 1..256; 0 means the default */
+	const char *interrupt_message; /* NULL means the default */
+	void (*effect)(void *arg, const struct exec_effect *);
+	void *arg;
+};
+
+/* cwd and env (an object of strings) are the session's starting context. */
+struct exec *exec_new(const struct exec_config *, const char *cwd,
+    const json_t *env);
+/* Only once exec_busy() is false: no process may still refer to a tool. */
+void exec_free(struct exec *);
+
+/*
+ * A tool_use block arrived. def is NULL when the session knows no tool of
+ * that name (S1). Returns 0 and the tool, or STEXEC_ERR_DUPLICATE_TOOL_USE.
+ */
+int exec_add(struct exec *, const char *id, const char *name,
+    struct tooldef *def, const json_t *input, struct exec_tool **);
+/* A line the tool wrote to its progress fd, parsed (S6, S14). */
+void exec_progress_line(struct exec_tool *, const char *line, size_t len);
+/* A chunk of stdout or stderr of a streamOutput tool. */
+void exec_output_chunk(struct exec_tool *, int fd, const char *data,
+    size_t len);
+/* The tool's process has ended and every process of it is dead. */
+void exec_exited(struct exec_tool *, const struct proc_exit *);
+/* abort: hard false is "interrupt" (S8), true is "cancel" (S9). */
+void exec_abort(struct exec *, bool hard);
+/* S11. Returns the number of the discarded turn. */
+uint64_t exec_discard(struct exec *);
+/* S12: EXEC_DRAIN_DONE with this cookie once the turn has ended. */
+void exec_drain(struct exec *, void *cookie);
+/*
+ * S13. Returns 0, STEXEC_ERR_INVALID_PARAMS when the turn has no such tool,
+ * or STEXEC_ERR_STATE when it is not waiting for permission.
+ */
+int exec_permission(struct exec *, const char *id, bool allow,
+    const char *message);
+/* closeSession: kill every process, deliver nothing more, fail drains. */
+void exec_close(struct exec *);
+
+uint64_t exec_turn(const struct exec *);
+bool exec_interruptible(const struct exec *);
+/* Tools of the current turn whose result is not delivered yet. */
+unsigned exec_unfinished(const struct exec *);
+/* Some tool of this session still has a process. */
+bool exec_busy(const struct exec *);
+/* The status reply: {turn, interruptible, tools:[...]}. pid_of may be NULL. */
+json_t *exec_status_json(const struct exec *,
+    long (*pid_of)(struct exec_tool *));
+const char *exec_cwd(const struct exec *);
+const json_t *exec_env(const struct exec *);
+
+const char *exec_tool_id(const struct exec_tool *);
+const char *exec_tool_name(const struct exec_tool *);
+uint64_t exec_tool_turn(const struct exec_tool *);
+enum exec_status exec_tool_status(const struct exec_tool *);
+const char *exec_status_name(enum exec_status);
+bool exec_tool_safe(const struct exec_tool *);
+struct tooldef *exec_tool_def(const struct exec_tool *);
+const json_t *exec_tool_input(const struct exec_tool *);
+char *const *exec_tool_argv(const struct exec_tool *);
+int64_t exec_tool_timeout_ms(const struct exec_tool *);
+/* The I/O layer's handle for the tool's process. */
+void exec_tool_set_handle(struct exec_tool *, void *);
+void *exec_tool_handle(const struct exec_tool *);
+
+#endif

@@ -1,0 +1,450 @@
+/*
+ * JSON-RPC 2.0 codec. Decoding parses with jansson and classifies; encoding
+ * writes the envelope text directly and lets jansson dump only the values
+ * the caller passes, so no wrapper object is built per message.
+ */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonrpc.h"
+
+/* Values are dumped compact; ids and params may be any JSON value. */
+#define JSONRPC_DUMP_FLAGS (JSON_COMPACT | JSON_ENCODE_ANY)
+
+static void	jsonrpc_invalid(struct jsonrpc_msg *, int, const char *, ...)
+		    __attribute__((format(printf, 3, 4)));
+static size_t	jsonrpc_utf8_len(const unsigned char *, size_t);
+static const char *jsonrpc_classify(struct jsonrpc_msg *);
+static int	jsonrpc_valid_id(const json_t *);
+static void	jsonrpc_add(struct jsonrpc_out *, const void *, size_t);
+static void	jsonrpc_add_text(struct jsonrpc_out *, const char *);
+static int	jsonrpc_add_cb(const char *, size_t, void *);
+static int	jsonrpc_add_value(struct jsonrpc_out *, const json_t *);
+static int	jsonrpc_add_string(struct jsonrpc_out *, const char *);
+static int	jsonrpc_fail(struct jsonrpc_out *, size_t);
+
+/*
+ * Mark msg invalid with a detail safe to send back: the text may quote
+ * the client's bytes, so anything that is not valid UTF-8 or is a control
+ * character becomes '?', and so does a sequence cut by truncation.
+ */
+static void
+jsonrpc_invalid(struct jsonrpc_msg *msg, int code, const char *fmt, ...)
+{
+	va_list		 ap;
+	unsigned char	*p;
+	size_t		 left, n;
+
+	msg->kind = JSONRPC_INVALID;
+	msg->code = code;
+	msg->message = code == STEXEC_ERR_PARSE ? "Parse error" :
+	    "Invalid Request";
+	msg->method = NULL;
+	msg->params = NULL;
+	msg->result = NULL;
+
+	va_start(ap, fmt);
+	vsnprintf(msg->detail, sizeof msg->detail, fmt, ap);
+	va_end(ap);
+
+	p = (unsigned char *)msg->detail;
+	left = strlen(msg->detail);
+	while (left > 0) {
+		if (*p < 0x20 || *p == 0x7f) {
+			*p = '?';
+			n = 1;
+		} else if ((n = jsonrpc_utf8_len(p, left)) == 0) {
+			*p = '?';
+			n = 1;
+		}
+		p += n;
+		left -= n;
+	}
+}
+
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629), 0 if none. */
+static size_t
+jsonrpc_utf8_len(const unsigned char *s, size_t n)
+{
+	unsigned char	 lo = 0x80, hi = 0xbf;
+	size_t		 len, i;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] < 0xc2)
+		return 0;
+	if (s[0] < 0xe0)
+		len = 2;
+	else if (s[0] < 0xf0) {
+		len = 3;
+		if (s[0] == 0xe0)
+			lo = 0xa0;	/* overlong */
+		else if (s[0] == 0xed)
+			hi = 0x9f;	/* surrogates */
+	} else if (s[0] < 0xf5) {
+		len = 4;
+		if (s[0] == 0xf0)
+			lo = 0x90;	/* overlong */
+		else if (s[0] == 0xf4)
+			hi = 0x8f;	/* past U+10FFFF */
+	} else
+		return 0;
+	if (n < len || s[1] < lo || s[1] > hi)
+		return 0;
+	for (i = 2; i < len; i++) {
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	}
+	return len;
+}
+
+/*
+ * Check the JSON-RPC 2.0 shape of msg->root and fill msg. Returns NULL,
+ * or what was wrong. The id is kept as soon as it is known to be usable,
+ * so that an invalid request can still be answered with its id.
+ */
+static const char *
+jsonrpc_classify(struct jsonrpc_msg *msg)
+{
+	json_t		*root = msg->root, *id, *version, *method, *params;
+	json_t		*result, *error, *code, *message;
+	json_int_t	 n;
+
+	if (json_is_array(root))
+		return "batch requests are not supported";
+	if (!json_is_object(root))
+		return "a message must be a JSON object";
+
+	id = json_object_get(root, "id");
+	if (id != NULL && !jsonrpc_valid_id(id))
+		return "\"id\" must be a string, number or null";
+	msg->id = id;
+
+	version = json_object_get(root, "jsonrpc");
+	if (!json_is_string(version) || json_string_length(version) != 3 ||
+	    memcmp(json_string_value(version), "2.0", 3) != 0)
+		return "\"jsonrpc\" must be \"2.0\"";
+
+	method = json_object_get(root, "method");
+	params = json_object_get(root, "params");
+	result = json_object_get(root, "result");
+	error = json_object_get(root, "error");
+
+	if (method != NULL) {
+		if (!json_is_string(method))
+			return "\"method\" must be a string";
+		if (result != NULL || error != NULL)
+			return "a request cannot have \"result\" or \"error\"";
+		if (params != NULL && !json_is_object(params) &&
+		    !json_is_array(params))
+			return "\"params\" must be an object or array";
+		msg->kind = id != NULL ? JSONRPC_REQUEST : JSONRPC_NOTIFICATION;
+		msg->method = json_string_value(method);
+		msg->params = params;
+		return NULL;
+	}
+
+	if (result == NULL && error == NULL)
+		return "\"method\", \"result\" or \"error\" is required";
+	if (result != NULL && error != NULL)
+		return "a response cannot have both \"result\" and \"error\"";
+	if (id == NULL)
+		return "a response must have an \"id\"";
+	if (result != NULL) {
+		msg->kind = JSONRPC_RESPONSE;
+		msg->result = result;
+		return NULL;
+	}
+
+	if (!json_is_object(error))
+		return "\"error\" must be an object";
+	code = json_object_get(error, "code");
+	if (!json_is_integer(code))
+		return "\"error.code\" must be an integer";
+	n = json_integer_value(code);
+	if (n < INT_MIN || n > INT_MAX)
+		return "\"error.code\" is out of range";
+	message = json_object_get(error, "message");
+	if (!json_is_string(message))
+		return "\"error.message\" must be a string";
+	msg->kind = JSONRPC_ERROR;
+	msg->code = (int)n;
+	msg->message = json_string_value(message);
+	return NULL;
+}
+
+/* JSON-RPC 2.0 §4: an id is a string, a number or null. */
+static int
+jsonrpc_valid_id(const json_t *id)
+{
+	return json_is_string(id) || json_is_number(id) || json_is_null(id);
+}
+
+/* Duplicate keys are accepted (the last wins); trailing bytes are not. */
+void
+jsonrpc_decode(const char *line, size_t len, struct jsonrpc_msg *msg)
+{
+	json_error_t	 error;
+	const char	*detail;
+
+	memset(msg, 0, sizeof *msg);
+	msg->root = json_loadb(line, len, JSON_DECODE_ANY, &error);
+	if (msg->root == NULL) {
+		jsonrpc_invalid(msg, STEXEC_ERR_PARSE, "%s at column %d",
+		    error.text, error.column);
+		return;
+	}
+	if ((detail = jsonrpc_classify(msg)) != NULL)
+		jsonrpc_invalid(msg, STEXEC_ERR_INVALID_REQUEST, "%s", detail);
+}
+
+void
+jsonrpc_msg_clear(struct jsonrpc_msg *msg)
+{
+	json_decref(msg->root);
+	memset(msg, 0, sizeof *msg);
+}
+
+/* Append bytes, keeping data NUL-terminated. */
+static void
+jsonrpc_add(struct jsonrpc_out *out, const void *data, size_t n)
+{
+	size_t	 need, cap;
+	char	*p;
+
+	if (n > SIZE_MAX - 1 - out->len) {
+		fprintf(stderr, "jsonrpc: output size overflow\n");
+		abort();
+	}
+	need = out->len + n + 1;
+	if (need > out->cap) {
+		cap = out->cap != 0 ? out->cap : 256;
+		while (cap < need)
+			cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+		if ((p = realloc(out->data, cap)) == NULL) {
+			fprintf(stderr, "jsonrpc: out of memory (%zu bytes)\n",
+			    cap);
+			abort();
+		}
+		out->data = p;
+		out->cap = cap;
+	}
+	memcpy(out->data + out->len, data, n);
+	out->len += n;
+	out->data[out->len] = '\0';
+}
+
+static void
+jsonrpc_add_text(struct jsonrpc_out *out, const char *s)
+{
+	jsonrpc_add(out, s, strlen(s));
+}
+
+static int
+jsonrpc_add_cb(const char *buf, size_t n, void *arg)
+{
+	jsonrpc_add(arg, buf, n);
+	return 0;
+}
+
+static int
+jsonrpc_add_value(struct jsonrpc_out *out, const json_t *v)
+{
+	if (v == NULL)
+		return -1;
+	return json_dump_callback(v, jsonrpc_add_cb, out, JSONRPC_DUMP_FLAGS);
+}
+
+/*
+ * Append s as a JSON string, escaped as jansson does; -1 when s is not
+ * valid UTF-8 (the peer's parser would reject the whole line).
+ */
+static int
+jsonrpc_add_string(struct jsonrpc_out *out, const char *s)
+{
+	const unsigned char	*p = (const unsigned char *)s, *run;
+	size_t			 left, n;
+	char			 esc[8];
+	const char		*e;
+
+	if (s == NULL)
+		return -1;
+	left = strlen(s);
+	jsonrpc_add(out, "\"", 1);
+	while (left > 0) {
+		run = p;
+		while (left > 0 && *p >= 0x20 && *p < 0x80 && *p != '"' &&
+		    *p != '\\') {
+			p++;
+			left--;
+		}
+		if (p != run)
+			jsonrpc_add(out, run, (size_t)(p - run));
+		if (left == 0)
+			break;
+		if (*p >= 0x80) {
+			if ((n = jsonrpc_utf8_len(p, left)) == 0)
+				return -1;
+			jsonrpc_add(out, p, n);
+			p += n;
+			left -= n;
+			continue;
+		}
+		switch (*p) {
+		case '"':
+			e = "\\\"";
+			break;
+		case '\\':
+			e = "\\\\";
+			break;
+		case '\b':
+			e = "\\b";
+			break;
+		case '\f':
+			e = "\\f";
+			break;
+		case '\n':
+			e = "\\n";
+			break;
+		case '\r':
+			e = "\\r";
+			break;
+		case '\t':
+			e = "\\t";
+			break;
+		default:
+			snprintf(esc, sizeof esc, "\\u%04X", *p);
+			e = esc;
+			break;
+		}
+		jsonrpc_add_text(out, e);
+		p++;
+		left--;
+	}
+	jsonrpc_add(out, "\"", 1);
+	return 0;
+}
+
+/* Undo a partly written message: out holds only whole lines. */
+static int
+jsonrpc_fail(struct jsonrpc_out *out, size_t mark)
+{
+	out->len = mark;
+	if (out->data != NULL)
+		out->data[mark] = '\0';
+	return -1;
+}
+
+/* params, when given, must be an object or array (JSON-RPC 2.0 §4.2). */
+int
+jsonrpc_request(struct jsonrpc_out *out, const json_t *id, const char *method,
+    const json_t *params)
+{
+	size_t	 mark = out->len;
+
+	if (id == NULL || !jsonrpc_valid_id(id))
+		return -1;
+	if (params != NULL && !json_is_object(params) && !json_is_array(params))
+		return -1;
+	jsonrpc_add_text(out, "{\"jsonrpc\":\"2.0\",\"id\":");
+	if (jsonrpc_add_value(out, id) != 0)
+		return jsonrpc_fail(out, mark);
+	jsonrpc_add_text(out, ",\"method\":");
+	if (jsonrpc_add_string(out, method) != 0)
+		return jsonrpc_fail(out, mark);
+	if (params != NULL) {
+		jsonrpc_add_text(out, ",\"params\":");
+		if (jsonrpc_add_value(out, params) != 0)
+			return jsonrpc_fail(out, mark);
+	}
+	jsonrpc_add_text(out, "}\n");
+	return 0;
+}
+
+int
+jsonrpc_notification(struct jsonrpc_out *out, const char *method,
+    const json_t *params)
+{
+	size_t	 mark = out->len;
+
+	if (params != NULL && !json_is_object(params) && !json_is_array(params))
+		return -1;
+	jsonrpc_add_text(out, "{\"jsonrpc\":\"2.0\",\"method\":");
+	if (jsonrpc_add_string(out, method) != 0)
+		return jsonrpc_fail(out, mark);
+	if (params != NULL) {
+		jsonrpc_add_text(out, ",\"params\":");
+		if (jsonrpc_add_value(out, params) != 0)
+			return jsonrpc_fail(out, mark);
+	}
+	jsonrpc_add_text(out, "}\n");
+	return 0;
+}
+
+int
+jsonrpc_result(struct jsonrpc_out *out, const json_t *id, const json_t *result)
+{
+	size_t	 mark = out->len;
+
+	if (id == NULL || !jsonrpc_valid_id(id) || result == NULL)
+		return -1;
+	jsonrpc_add_text(out, "{\"jsonrpc\":\"2.0\",\"id\":");
+	if (jsonrpc_add_value(out, id) != 0)
+		return jsonrpc_fail(out, mark);
+	jsonrpc_add_text(out, ",\"result\":");
+	if (jsonrpc_add_value(out, result) != 0)
+		return jsonrpc_fail(out, mark);
+	jsonrpc_add_text(out, "}\n");
+	return 0;
+}
+
+int
+jsonrpc_error(struct jsonrpc_out *out, const json_t *id, int code,
+    const char *message, const json_t *data)
+{
+	size_t	 mark = out->len;
+	char	 num[32];
+
+	if (id != NULL && !jsonrpc_valid_id(id))
+		return -1;
+	jsonrpc_add_text(out, "{\"jsonrpc\":\"2.0\",\"id\":");
+	if (id == NULL)
+		jsonrpc_add_text(out, "null");
+	else if (jsonrpc_add_value(out, id) != 0)
+		return jsonrpc_fail(out, mark);
+	snprintf(num, sizeof num, "%d", code);
+	jsonrpc_add_text(out, ",\"error\":{\"code\":");
+	jsonrpc_add_text(out, num);
+	jsonrpc_add_text(out, ",\"message\":");
+	if (jsonrpc_add_string(out, message) != 0)
+		return jsonrpc_fail(out, mark);
+	if (data != NULL) {
+		jsonrpc_add_text(out, ",\"data\":");
+		if (jsonrpc_add_value(out, data) != 0)
+			return jsonrpc_fail(out, mark);
+	}
+	jsonrpc_add_text(out, "}}\n");
+	return 0;
+}
+
+void
+jsonrpc_out_free(struct jsonrpc_out *out)
+{
+	free(out->data);
+	out->data = NULL;
+	out->len = out->cap = 0;
+}
+
+int
+jsonrpc_dump(struct jsonrpc_out *out, const json_t *v)
+{
+	size_t	 mark = out->len;
+
+	if (jsonrpc_add_value(out, v) != 0)
+		return jsonrpc_fail(out, mark);
+	return 0;
+}

@@ -11,7 +11,7 @@
 #include "stexec/protocol.h"
 
 enum jsonrpc_kind {
-	JSONRPC_REQUEST,      /* method + id (id may be any JSON scalar) */
+	JSONRPC_REQUEST,      /* method + id (a string, number or null) */
 	JSONRPC_NOTIFICATION, /* method, no id */
 	JSONRPC_RESPONSE,     /* id + result */
 	JSONRPC_ERROR,        /* id + error {code, message, data?} */
@@ -40,8 +40,10 @@ void jsonrpc_msg_clear(struct jsonrpc_msg *);
 
 /*
  * Encoders append one complete line ('\n' terminated) to *out, growing it
- * with realloc. They steal no references. Return 0, or -1 when a value
- * cannot be encoded.
+ * with realloc; data stays NUL-terminated. They steal no references.
+ * Return 0, or -1 when a value cannot be encoded (not valid UTF-8, an id
+ * that is not a string, number or null, params not an object or array):
+ * then out is left as it was.
  */
 struct jsonrpc_out {
 	char *data;

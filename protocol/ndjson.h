@@ -38,7 +38,8 @@ void ndjson_feed(struct ndjson *, const void *, size_t);
 /*
  * Take the next complete line (without its '\n', NUL-terminated in place,
  * valid until the next call that changes the reader). A trailing '\r' is
- * kept: JSON parsing treats it as white space.
+ * kept: JSON parsing treats it as white space. Blank lines are skipped.
+ * After NDJSON_TOO_LONG every call returns NDJSON_TOO_LONG.
  */
 enum ndjson_status ndjson_next(struct ndjson *, char **line, size_t *len);
 

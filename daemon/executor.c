@@ -99,6 +99,9 @@ struct exec {
 	bool last_interruptible;
 };
 
+static struct exec_tool *exec_add_tool(struct exec *, const char *,
+		    const char *, struct tooldef *, const json_t *);
+static void	exec_notify_status(struct exec_tool *, const char *);
 static void	exec_turn_init(struct exec *, uint64_t);
 static void	exec_turn_end(struct exec *, const char *, int);
 static void	exec_tool_free(struct exec_tool *);
@@ -224,14 +227,40 @@ exec_notify_status(struct exec_tool *t, const char *status)
 
 int
 exec_add(struct exec *ex, const char *id, const char *name,
-    struct tooldef *def, const json_t *input, struct exec_tool **out)
+    struct tooldef *def, const json_t *input, struct exec_added *out)
+{
+	uint64_t number = ex->turn.number;
+	struct exec_tool *t;
+	bool safe;
+
+	if (idmap_get(&ex->turn.ids, id) != NULL)
+		return STEXEC_ERR_DUPLICATE_TOOL_USE;
+	t = exec_add_tool(ex, id, name, def, input);
+	safe = t->safe;
+	exec_after_event(ex);
+	if (out != NULL) {
+		out->turn = number;
+		out->safe = safe;
+		/* A pending drain may have ended the turn, and freed t. */
+		if (ex->turn.number != number || ex->closed) {
+			out->tool = NULL;
+			out->status = EXEC_DELIVERED;
+		} else {
+			out->tool = t;
+			out->status = t->status;
+		}
+	}
+	return 0;
+}
+
+/* Track a new tool and decide what can be decided at add (S1, S2). */
+static struct exec_tool *
+exec_add_tool(struct exec *ex, const char *id, const char *name,
+    struct tooldef *def, const json_t *input)
 {
 	struct exec_turn *turn = &ex->turn;
 	struct exec_tool *t;
 	char err[512];
-
-	if (idmap_get(&turn->ids, id) != NULL)
-		return STEXEC_ERR_DUPLICATE_TOOL_USE;
 
 	t = xcalloc(1, sizeof *t);
 	t->ex = ex;
@@ -248,14 +277,11 @@ exec_add(struct exec *ex, const char *id, const char *name,
 	}
 	turn->tools[turn->n++] = t;
 	idmap_put(&turn->ids, t->id, t);
-	if (out != NULL)
-		*out = t;
 
 	if (def == NULL) {
 		/* S1: completes at once, blocks nobody, keeps its place. */
 		exec_complete_synthetic(t, REASON_UNKNOWN_TOOL);
-		exec_after_event(ex);
-		return 0;
+		return t;
 	}
 
 	/* S2: safety is decided here, once; invalid input means unsafe. */
@@ -276,8 +302,7 @@ exec_add(struct exec *ex, const char *id, const char *name,
 		exec_complete_synthetic(t, REASON_SIBLING_ERROR);
 	else if (turn->abort != ABORT_NONE)
 		exec_complete_synthetic(t, REASON_INTERRUPTED);
-	exec_after_event(ex);
-	return 0;
+	return t;
 }
 
 /* S3. */
@@ -952,8 +977,16 @@ exec_after_event(struct exec *ex)
 	exec_deliver(ex);
 	exec_schedule(ex);
 	exec_deliver(ex);
+	/* State before turn_end: the drain reply is the last of a turn. */
+	exec_flush_state(ex);
 	exec_check_drain(ex);
 	exec_flush_state(ex);
+}
+
+void *
+exec_arg(const struct exec *ex)
+{
+	return ex->cfg.arg;
 }
 
 uint64_t
@@ -967,6 +1000,12 @@ bool
 exec_interruptible(const struct exec *ex)
 {
 	return ex->n_exec > 0 && ex->n_exec_block == 0;
+}
+
+unsigned
+exec_turn_size(const struct exec *ex)
+{
+	return (unsigned)ex->turn.n;
 }
 
 unsigned
@@ -1022,6 +1061,12 @@ const json_t *
 exec_env(const struct exec *ex)
 {
 	return ex->env;
+}
+
+struct exec *
+exec_tool_exec(const struct exec_tool *t)
+{
+	return t->ex;
 }
 
 const char *

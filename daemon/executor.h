@@ -65,12 +65,21 @@ struct exec *exec_new(const struct exec_config *, const char *cwd,
 /* Only once exec_busy() is false: no process may still refer to a tool. */
 void exec_free(struct exec *);
 
+/* What addTool answers; tool is NULL once the turn has ended (S12). */
+struct exec_added {
+	struct exec_tool *tool;
+	uint64_t turn;
+	enum exec_status status;
+	bool safe;
+};
+
 /*
  * A tool_use block arrived. def is NULL when the session knows no tool of
- * that name (S1). Returns 0 and the tool, or STEXEC_ERR_DUPLICATE_TOOL_USE.
+ * that name (S1). Returns 0, or STEXEC_ERR_DUPLICATE_TOOL_USE. out may be
+ * NULL.
  */
 int exec_add(struct exec *, const char *id, const char *name,
-    struct tooldef *def, const json_t *input, struct exec_tool **);
+    struct tooldef *def, const json_t *input, struct exec_added *out);
 /* A line the tool wrote to its progress fd, parsed (S6, S14). */
 void exec_progress_line(struct exec_tool *, const char *line, size_t len);
 /* A chunk of stdout or stderr of a streamOutput tool. */
@@ -93,7 +102,11 @@ int exec_permission(struct exec *, const char *id, bool allow,
 /* closeSession: kill every process, deliver nothing more, fail drains. */
 void exec_close(struct exec *);
 
+/* The arg of the exec_config. */
+void *exec_arg(const struct exec *);
 uint64_t exec_turn(const struct exec *);
+/* Tools added to the current turn. */
+unsigned exec_turn_size(const struct exec *);
 bool exec_interruptible(const struct exec *);
 /* Tools of the current turn whose result is not delivered yet. */
 unsigned exec_unfinished(const struct exec *);
@@ -105,6 +118,7 @@ json_t *exec_status_json(const struct exec *,
 const char *exec_cwd(const struct exec *);
 const json_t *exec_env(const struct exec *);
 
+struct exec *exec_tool_exec(const struct exec_tool *);
 const char *exec_tool_id(const struct exec_tool *);
 const char *exec_tool_name(const struct exec_tool *);
 uint64_t exec_tool_turn(const struct exec_tool *);

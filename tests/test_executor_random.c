@@ -277,7 +277,7 @@ sim_add(struct sim *s)
 	static const char *inputs[] = { "{\"file_path\":\"/a\"}",
 		"{\"file_path\":5}", "{\"command\":\"ls\"}", "{}" };
 	const char *name;
-	struct exec_tool *t;
+	struct exec_added added;
 	struct rec *r;
 	json_t *in;
 	char id[16], err[256];
@@ -298,9 +298,10 @@ sim_add(struct sim *s)
 	    sizeof err) && tooldef_is_safe(s->defs[pick], in);
 	s->nrecs++;
 	rc = exec_add(s->ex, id, name, pick == s->ndefs ? NULL :
-	    s->defs[pick], in, &t);
+	    s->defs[pick], in, &added);
 	CHECK(s, rc == 0, "add failed");
-	CHECK(s, exec_tool_safe(t) == r->safe, "S2 safety differs");
+	CHECK(s, added.safe == r->safe, "S2 safety differs");
+	CHECK(s, added.turn == r->turn, "added to turn %" PRIu64, added.turn);
 	json_decref(in);
 	/* The same id again in this turn is refused. */
 	if (sim_pick(s, 20) == 0)

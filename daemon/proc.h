@@ -22,12 +22,17 @@ struct proc;
 struct proc_spec {
 	char *const *argv;   /* argv[0] is executed as given (no PATH search
 	                        unless it has no '/') */
-	char *const *envp;   /* the complete environment */
+	char *const *envp;   /* the complete environment; the child gets it
+	                        plus STEXEC_PROC_TOKEN=<n>, a number unique in
+	                        this daemon (any such entry given is replaced),
+	                        by which escapees are told apart (S20) */
 	const char *cwd;
 	const char *input;   /* written to stdin, then EOF */
 	size_t input_len;
 	int64_t timeout_ms;  /* wall clock from spawn; <= 0: none */
-	size_t max_output;   /* combined content kept whole up to this */
+	size_t max_output;   /* combined content kept whole up to this;
+	                        beyond, max_output / 2 bytes of head, the
+	                        rest of it as tail, and a file */
 	bool stream_output;  /* report stdout/stderr chunks as they come */
 	const char *name;    /* for the output file name and logs */
 };
@@ -45,15 +50,32 @@ struct proc_exit {
 	int status;            /* exit code, PROC_EXITED */
 	int signal;            /* terminating signal, when there was one */
 	int64_t duration_ms;   /* from spawn to the end of the main process */
-	const char *error;     /* PROC_SPAWN_FAILED: e.g. "/x: No such file..." */
-	struct output output;  /* valid during the callback only */
+	const char *error;     /* PROC_SPAWN_FAILED: e.g. "cannot run /x: No
+	                          such file or directory", "cannot chdir to
+	                          /y: Not a directory" */
+	struct output output;  /* valid during the callback only; truncated
+	                          when total > head_len; head and tail are
+	                          NUL-terminated */
+	const char *output_error; /* the whole content could not be saved
+	                             (e.g. "cannot write PATH: No space left
+	                             on device"): output.path is then NULL
+	                             but head and tail are still right */
 };
 
 struct proc_ops {
-	/* One line from fd 3, without its newline. */
+	/*
+	 * One line from fd 3, without its newline, NUL-terminated. A line
+	 * longer than 1 MiB comes in 1 MiB pieces; a last line without a
+	 * newline is delivered at EOF.
+	 */
 	void (*line)(void *arg, const char *line, size_t len);
 	/* With stream_output: a chunk of stdout (fd 1) or stderr (fd 2). */
 	void (*chunk)(void *arg, int fd, const char *data, size_t len);
+	/*
+	 * line and chunk may call proc_kill, proc_pause and proc_spawn (never
+	 * proc_shutdown). After main has exited, what is left in the pipes is
+	 * read (up to 8 MiB each) and delivered even while paused.
+	 */
 	/*
 	 * Called once, when the main process has ended, its leftovers are dead
 	 * and reaped, and every pipe is drained and closed. The proc is freed
@@ -63,29 +85,46 @@ struct proc_ops {
 };
 
 struct proc_config {
-	int kill_grace_ms;     /* TERM -> KILL, default 2000 */
-	int leftover_grace_ms; /* main exited -> kill leftovers, default 100 */
+	int kill_grace_ms;     /* TERM -> KILL, default (when <= 0) 2000 */
+	int leftover_grace_ms; /* main exited -> kill leftovers, default
+	                          (when <= 0) 100 */
 	int max_procs;         /* running tool processes at once; 0: no cap */
-	const char *output_dir;
+	const char *output_dir; /* for output files; NULL: /tmp */
 };
 
 /*
  * Set up the supervisor on a base: become a child subreaper, install the
- * SIGCHLD event, create the output directory. -1 with err on failure.
+ * SIGCHLD event (the only one: nothing else may reap children or own
+ * SIGCHLD), ignore SIGPIPE (writing stdin needs it), create the output
+ * directory. -1 with err on failure.
+ *
+ * Every child of the daemon is taken for a tool's: when a tool ends, any
+ * re-parented process that is neither in a running tool's process group
+ * nor carries a running tool's STEXEC_PROC_TOKEN is killed.
  */
 int proc_init(struct event_base *, const struct proc_config *, char *err,
     size_t errlen);
-/* Kill every process group, wait for all to be reaped, free everything. */
+/*
+ * Kill every process group and every child, wait for all to be reaped, free
+ * everything, without callbacks. Output files not yet reported are removed.
+ */
 void proc_shutdown(void);
 
 /*
- * Start a process, or queue it until a max_procs slot is free. Never NULL:
- * failures to start are reported through ops->exit (PROC_SPAWN_FAILED),
- * from the event loop, never from inside this call.
+ * Start a process, or queue it until a max_procs slot is free (FIFO; the
+ * timeout counts from the real start). Never NULL: failures to start are
+ * reported through ops->exit (PROC_SPAWN_FAILED), from the event loop, never
+ * from inside this call. The spec and everything it points to are copied.
+ * argv[0] without a '/' is looked up in the PATH of envp (default
+ * /usr/local/bin:/usr/bin:/bin; relative entries against cwd).
  */
 struct proc *proc_spawn(const struct proc_spec *, const struct proc_ops *,
     void *arg);
-/* TERM to the group now, KILL after the grace; ends as PROC_KILLED. */
+/*
+ * TERM to the group now, KILL after the grace; ends as PROC_KILLED. Queued:
+ * never starts. After main has exited: leftovers are killed at once. No-op
+ * once the processes are dead.
+ */
 void proc_kill(struct proc *);
 /* Stop (true) or resume (false) reading the process's pipes. */
 void proc_pause(struct proc *, bool);

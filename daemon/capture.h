@@ -1,0 +1,41 @@
+/*
+ * A process's captured output (DESIGN.md §4, S17): the combined content is
+ * stdout, then stderr, with a newline between them when both are non-empty
+ * and stdout does not end with one. It is kept whole in memory while it fits
+ * in max bytes; beyond, only a head (the first max/2 bytes) and a tail (the
+ * last max - max/2 bytes) stay in memory and the whole content goes to a file.
+ * Memory stays bounded by about 2 * max whatever the process writes.
+ */
+#ifndef STEXEC_CAPTURE_H
+#define STEXEC_CAPTURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "output.h"
+
+struct capture;
+
+/*
+ * The output file, when one is needed, is DIR/NAME-PID-ID.out (mode 0600);
+ * name is cut to a safe set of characters.
+ */
+struct capture *capture_create(size_t max, const char *dir, const char *name,
+    long pid, uint64_t id);
+/* Add bytes the process wrote to fd 1 or 2. Writes to disk as it goes. */
+void capture_add(struct capture *, int fd, const void *, size_t);
+/*
+ * Once the process is done: assemble the file and the head and tail. Does a
+ * bounded amount of disk work per call: returns 1 while more remains (call
+ * again from the loop), 0 when the output is ready.
+ */
+int capture_finish(struct capture *);
+/* The result, valid until capture_free. */
+void capture_output(struct capture *, struct output *);
+/* Why the whole content could not be saved, or NULL. */
+const char *capture_error(struct capture *);
+/* Free it; the output file is removed unless keep_file. */
+void capture_free(struct capture *, bool keep_file);
+
+#endif

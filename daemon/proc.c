@@ -1,0 +1,1111 @@
+/*
+ * Supervised tool processes: posix_spawn into a new process group, pipes read
+ * without blocking, the timeout and kill escalation, leftovers killed and
+ * reaped before the one exit callback.
+ */
+#include "proc.h"
+
+#include <sys/queue.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "capture.h"
+#include "reaper.h"
+#include "util.h"
+
+#define PROC_TOKEN "STEXEC_PROC_TOKEN"
+#define PROC_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+/* Longest fd 3 line delivered whole; longer ones come in pieces. */
+#define PROC_LINE_MAX (1U << 20)
+#define PROC_READ_SIZE 65536
+/* Per read event, so one busy tool cannot starve the others. */
+#define PROC_READ_BURST (16U * PROC_READ_SIZE)
+/* What is read from a pipe after its writers are dead. */
+#define PROC_DRAIN_MAX (8U << 20)
+/* Polls for the leftovers to be reaped; then the result goes anyway. */
+#define PROC_POLL_MS 5
+#define PROC_POLL_MAX 2000
+
+enum proc_state {
+	PROC_QUEUED,   /* waiting for a max_procs slot */
+	PROC_RUNNING,  /* the main process runs */
+	PROC_GRACE,    /* main ended: waiting a little for EOF */
+	PROC_KILLING,  /* leftovers killed: waiting for them to be reaped */
+	PROC_FLUSHING, /* all dead: assembling the output */
+	PROC_DONE,     /* waiting for its exit callback */
+};
+
+struct proc_pipe {
+	struct proc *p;
+	int fd;             /* ours: the read end */
+	int which;          /* the child's fd: 1, 2 or 3 */
+	struct event *ev;
+};
+
+struct proc {
+	enum proc_state state;
+	uint64_t token;
+	char **argv;
+	char **envp;
+	char *cwd;
+	char *name;
+	char *input;
+	size_t input_len;
+	size_t input_off;
+	int64_t timeout_ms;
+	size_t max_output;
+	bool stream_output;
+	struct proc_ops ops;
+	void *arg;
+
+	pid_t pid;          /* main, while it runs */
+	pid_t pgid;         /* the group, until it is known empty */
+	bool started;
+	int in_fd;
+	struct event *in_ev;
+	struct proc_pipe pipes[3];
+	struct event *timer;      /* the timeout, then TERM -> KILL */
+	struct event *end_timer;  /* leftover grace, kill polls, flush */
+	int polls;
+
+	bool paused;
+	bool killed;
+	bool timed_out;
+	bool term_sent;
+	int status;
+	struct timespec start;
+	int64_t duration_ms;
+	char *error;
+	enum proc_end end;
+
+	struct capture *capture;
+	struct buf line;
+	bool line_cut;      /* the line so far went out in pieces */
+
+	TAILQ_ENTRY(proc) all_entry;
+	TAILQ_ENTRY(proc) entry;  /* queue or done */
+};
+TAILQ_HEAD(proc_list, proc);
+
+/* What an orphan scan for one ending proc found. */
+struct proc_scan {
+	struct proc *p;
+	int pending;
+};
+
+static char **proc_copy_argv(char *const *);
+static char **proc_copy_env(char *const *, uint64_t);
+static void proc_free_strv(char **);
+static const char *proc_getenv(char *const *, const char *);
+static int proc_resolve(struct proc *, int, char **);
+static int proc_highfd(int);
+static void proc_start(struct proc *);
+static void proc_start_queued(void);
+static void proc_spawn_failed(struct proc *, char *);
+static void proc_add_timer(struct event *, int64_t);
+static int64_t proc_elapsed_ms(const struct timespec *);
+static void proc_signal_group(struct proc *, int);
+static void proc_write_cb(evutil_socket_t, short, void *);
+static void proc_close_stdin(struct proc *);
+static void proc_read_cb(evutil_socket_t, short, void *);
+static void proc_read(struct proc_pipe *, size_t, bool);
+static void proc_deliver(struct proc *, int, char *, size_t);
+static void proc_line_add(struct proc *, char *, size_t);
+static void proc_line(struct proc *, const char *, size_t);
+static void proc_close_pipe(struct proc_pipe *);
+static bool proc_pipes_closed(struct proc *);
+static void proc_timer_cb(evutil_socket_t, short, void *);
+static void proc_exited(pid_t, int, void *);
+static void proc_end_cb(evutil_socket_t, short, void *);
+static bool proc_reap_leftovers(struct proc *);
+static void proc_scan_orphan(const struct reaper_orphan *, void *);
+static struct proc *proc_owner(const struct reaper_orphan *);
+static bool proc_alive(const struct proc *);
+static void proc_finish(struct proc *);
+static void proc_done_cb(evutil_socket_t, short, void *);
+static void proc_free(struct proc *, bool);
+static int proc_mkdirs(const char *);
+
+static struct event_base *proc_base;
+static struct proc_config proc_cfg;
+static char *proc_output_dir;
+static struct event *proc_done_ev;
+static struct proc_list proc_all = TAILQ_HEAD_INITIALIZER(proc_all);
+static struct proc_list proc_queue = TAILQ_HEAD_INITIALIZER(proc_queue);
+static struct proc_list proc_done = TAILQ_HEAD_INITIALIZER(proc_done);
+static unsigned proc_nrunning;
+static uint64_t proc_nstarted;
+static uint64_t proc_next_token;
+static bool proc_starting;
+/* One read buffer for all pipes: reads never nest. +1 for a NUL. */
+static char proc_rbuf[PROC_READ_SIZE + 1];
+
+int
+proc_init(struct event_base *base, const struct proc_config *cfg, char *err,
+    size_t errlen)
+{
+	struct sigaction sa;
+
+	if (proc_base != NULL)
+		fatal("proc_init called twice");
+	proc_cfg = *cfg;
+	if (proc_cfg.kill_grace_ms <= 0)
+		proc_cfg.kill_grace_ms = 2000;
+	if (proc_cfg.leftover_grace_ms <= 0)
+		proc_cfg.leftover_grace_ms = 100;
+	if (proc_cfg.max_procs < 0)
+		proc_cfg.max_procs = 0;
+	proc_output_dir = xstrdup(cfg->output_dir != NULL ? cfg->output_dir :
+	    "/tmp");
+	proc_cfg.output_dir = proc_output_dir;
+	if (proc_mkdirs(proc_output_dir) != 0) {
+		snprintf(err, errlen, "cannot create %s: %s", proc_output_dir,
+		    strerror(errno));
+		free(proc_output_dir);
+		proc_output_dir = NULL;
+		return -1;
+	}
+
+	/* A tool that closes its stdin must not kill the daemon. */
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_IGN;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGPIPE, &sa, NULL);
+
+	if (reaper_init(base, err, errlen) != 0) {
+		free(proc_output_dir);
+		proc_output_dir = NULL;
+		return -1;
+	}
+	proc_done_ev = event_new(base, -1, 0, proc_done_cb, NULL);
+	if (proc_done_ev == NULL)
+		fatal("event_new failed");
+	proc_base = base;
+	proc_nrunning = 0;
+	proc_nstarted = 0;
+	return 0;
+}
+
+void
+proc_shutdown(void)
+{
+	struct proc *p;
+
+	if (proc_base == NULL)
+		return;
+	TAILQ_FOREACH(p, &proc_all, all_entry) {
+		if (p->pgid > 0)
+			kill(-p->pgid, SIGKILL);
+	}
+	reaper_kill_all();
+	while ((p = TAILQ_FIRST(&proc_all)) != NULL) {
+		TAILQ_REMOVE(&proc_all, p, all_entry);
+		proc_free(p, false);
+	}
+	TAILQ_INIT(&proc_queue);
+	TAILQ_INIT(&proc_done);
+	event_free(proc_done_ev);
+	proc_done_ev = NULL;
+	reaper_free();
+	free(proc_output_dir);
+	proc_output_dir = NULL;
+	proc_base = NULL;
+	proc_nrunning = 0;
+}
+
+struct proc *
+proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
+    void *arg)
+{
+	struct proc *p;
+	size_t i;
+
+	if (proc_base == NULL)
+		fatal("proc_spawn before proc_init");
+	p = xcalloc(1, sizeof *p);
+	p->token = ++proc_next_token;
+	p->argv = proc_copy_argv(spec->argv);
+	p->envp = proc_copy_env(spec->envp, p->token);
+	p->cwd = spec->cwd != NULL ? xstrdup(spec->cwd) : NULL;
+	p->name = xstrdup(spec->name != NULL ? spec->name : "proc");
+	if (spec->input_len > 0) {
+		p->input = xmalloc(spec->input_len);
+		memcpy(p->input, spec->input, spec->input_len);
+		p->input_len = spec->input_len;
+	}
+	p->timeout_ms = spec->timeout_ms;
+	p->max_output = spec->max_output;
+	p->stream_output = spec->stream_output;
+	p->ops = *ops;
+	p->arg = arg;
+	p->in_fd = -1;
+	for (i = 0; i < nitems(p->pipes); i++) {
+		p->pipes[i].p = p;
+		p->pipes[i].fd = -1;
+		p->pipes[i].which = (int)i + 1;
+	}
+	p->timer = evtimer_new(proc_base, proc_timer_cb, p);
+	p->end_timer = evtimer_new(proc_base, proc_end_cb, p);
+	if (p->timer == NULL || p->end_timer == NULL)
+		fatal("evtimer_new failed");
+	TAILQ_INSERT_TAIL(&proc_all, p, all_entry);
+
+	p->state = PROC_QUEUED;
+	TAILQ_INSERT_TAIL(&proc_queue, p, entry);
+	proc_start_queued();
+	return p;
+}
+
+/* Start queued procs in order while there are free slots. */
+static void
+proc_start_queued(void)
+{
+	struct proc *p;
+
+	/* A failed start finishes at once and calls back here: no nesting. */
+	if (proc_starting)
+		return;
+	proc_starting = true;
+	while ((p = TAILQ_FIRST(&proc_queue)) != NULL) {
+		if (proc_cfg.max_procs > 0 &&
+		    proc_nrunning >= (unsigned)proc_cfg.max_procs)
+			break;
+		TAILQ_REMOVE(&proc_queue, p, entry);
+		proc_start(p);
+	}
+	proc_starting = false;
+}
+
+static char **
+proc_copy_argv(char *const *argv)
+{
+	char **v;
+	size_t n = 0, i;
+
+	while (argv != NULL && argv[n] != NULL)
+		n++;
+	v = xcalloc(n + 1, sizeof *v);
+	for (i = 0; i < n; i++)
+		v[i] = xstrdup(argv[i]);
+	return v;
+}
+
+/* The given environment, then our token (replacing any inherited one). */
+static char **
+proc_copy_env(char *const *envp, uint64_t token)
+{
+	size_t tlen = strlen(PROC_TOKEN), n = 0, i, j = 0;
+	char **v;
+
+	while (envp != NULL && envp[n] != NULL)
+		n++;
+	v = xcalloc(n + 2, sizeof *v);
+	for (i = 0; i < n; i++) {
+		if (strncmp(envp[i], PROC_TOKEN, tlen) == 0 &&
+		    envp[i][tlen] == '=')
+			continue;
+		v[j++] = xstrdup(envp[i]);
+	}
+	xasprintf(&v[j], "%s=%" PRIu64, PROC_TOKEN, token);
+	return v;
+}
+
+static void
+proc_free_strv(char **v)
+{
+	size_t i;
+
+	if (v == NULL)
+		return;
+	for (i = 0; v[i] != NULL; i++)
+		free(v[i]);
+	free(v);
+}
+
+static const char *
+proc_getenv(char *const *envp, const char *name)
+{
+	size_t len = strlen(name), i;
+
+	for (i = 0; envp[i] != NULL; i++) {
+		if (strncmp(envp[i], name, len) == 0 && envp[i][len] == '=')
+			return envp[i] + len + 1;
+	}
+	return NULL;
+}
+
+/*
+ * Find argv[0] as execvp would, but in the tool's PATH, not the daemon's;
+ * relative PATH entries are taken from dirfd, where the child will be.
+ */
+static int
+proc_resolve(struct proc *p, int dirfd, char **path)
+{
+	const char *name = p->argv[0], *s, *e;
+	char *cand;
+	struct stat st;
+	bool denied = false;
+	size_t len;
+
+	if (*name == '\0')
+		return ENOENT;
+	if (strchr(name, '/') != NULL) {
+		*path = xstrdup(name);
+		return 0;
+	}
+	if ((s = proc_getenv(p->envp, "PATH")) == NULL)
+		s = PROC_DEFAULT_PATH;
+	for (;;) {
+		e = strchr(s, ':');
+		len = e != NULL ? (size_t)(e - s) : strlen(s);
+		if (len == 0)
+			xasprintf(&cand, "./%s", name);
+		else
+			xasprintf(&cand, "%.*s/%s", (int)len, s, name);
+		if (fstatat(dirfd, cand, &st, 0) == 0) {
+			if (S_ISREG(st.st_mode) &&
+			    faccessat(dirfd, cand, X_OK, AT_EACCESS) == 0) {
+				*path = cand;
+				return 0;
+			}
+			denied = true;
+		} else if (errno == EACCES)
+			denied = true;
+		free(cand);
+		if (e == NULL)
+			break;
+		s = e + 1;
+	}
+	return denied ? EACCES : ENOENT;
+}
+
+/* Child ends must not sit on 0-3, where the file actions dup2 to. */
+static int
+proc_highfd(int fd)
+{
+	int nfd, error;
+
+	if (fd > 3)
+		return fd;
+	nfd = fcntl(fd, F_DUPFD_CLOEXEC, 4);
+	error = errno;
+	close(fd);
+	errno = error;
+	return nfd;
+}
+
+static void
+proc_start(struct proc *p)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t mask, dfl;
+	int fds[4][2], child[4], dirfd = -1, error = 0, i;
+	char *path = NULL, *msg;
+	pid_t pid;
+
+	p->state = PROC_RUNNING;
+	if (p->argv[0] == NULL) {
+		proc_spawn_failed(p, xstrdup("no command to run"));
+		return;
+	}
+	if (p->cwd != NULL) {
+		dirfd = open(p->cwd, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (dirfd == -1 ||
+		    faccessat(dirfd, ".", X_OK, AT_EACCESS) != 0) {
+			xasprintf(&msg, "cannot chdir to %s: %s", p->cwd,
+			    strerror(errno));
+			if (dirfd != -1)
+				close(dirfd);
+			proc_spawn_failed(p, msg);
+			return;
+		}
+	}
+	if ((error = proc_resolve(p, dirfd == -1 ? AT_FDCWD : dirfd,
+	    &path)) != 0) {
+		xasprintf(&msg, "cannot run %s: %s", p->argv[0],
+		    strerror(error));
+		if (dirfd != -1)
+			close(dirfd);
+		proc_spawn_failed(p, msg);
+		return;
+	}
+
+	/* 0: stdin, 1: stdout, 2: stderr, 3: progress. */
+	for (i = 0; i < 4; i++) {
+		if (pipe2(fds[i], O_CLOEXEC) != 0) {
+			error = errno;
+			while (i-- > 0) {
+				close(fds[i][0]);
+				close(fds[i][1]);
+			}
+			xasprintf(&msg, "cannot create a pipe: %s",
+			    strerror(error));
+			if (dirfd != -1)
+				close(dirfd);
+			free(path);
+			proc_spawn_failed(p, msg);
+			return;
+		}
+	}
+	child[0] = proc_highfd(fds[0][0]);
+	p->in_fd = fds[0][1];
+	for (i = 1; i < 4; i++) {
+		child[i] = proc_highfd(fds[i][1]);
+		p->pipes[i - 1].fd = fds[i][0];
+	}
+	for (i = 0; i < 4; i++) {
+		if (child[i] == -1)
+			error = EMFILE;
+	}
+	if (error != 0) {
+		for (i = 0; i < 4; i++) {
+			if (child[i] != -1)
+				close(child[i]);
+		}
+		xasprintf(&msg, "cannot create a pipe: %s", strerror(error));
+		if (dirfd != -1)
+			close(dirfd);
+		free(path);
+		proc_spawn_failed(p, msg);
+		return;
+	}
+	fcntl(p->in_fd, F_SETFL, O_NONBLOCK);
+	for (i = 0; i < 3; i++)
+		fcntl(p->pipes[i].fd, F_SETFL, O_NONBLOCK);
+
+	posix_spawn_file_actions_init(&fa);
+	for (i = 0; i < 4; i++)
+		posix_spawn_file_actions_adddup2(&fa, child[i], i);
+	if (dirfd != -1)
+		posix_spawn_file_actions_addfchdir_np(&fa, dirfd);
+	/* Everything is CLOEXEC; this also covers fds libraries leak. */
+	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setflags(&attr, (short)(POSIX_SPAWN_SETPGROUP |
+	    POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF));
+	posix_spawnattr_setpgroup(&attr, 0);
+	sigemptyset(&mask);
+	posix_spawnattr_setsigmask(&attr, &mask);
+	/* Dispositions the daemon ignores (SIGPIPE) would be inherited. */
+	sigfillset(&dfl);
+	sigdelset(&dfl, SIGKILL);
+	sigdelset(&dfl, SIGSTOP);
+	posix_spawnattr_setsigdefault(&attr, &dfl);
+
+	error = posix_spawn(&pid, path, &fa, &attr, p->argv, p->envp);
+
+	posix_spawnattr_destroy(&attr);
+	posix_spawn_file_actions_destroy(&fa);
+	for (i = 0; i < 4; i++)
+		close(child[i]);
+	if (dirfd != -1)
+		close(dirfd);
+	free(path);
+	if (error != 0) {
+		xasprintf(&msg, "cannot run %s: %s", p->argv[0],
+		    strerror(error));
+		proc_spawn_failed(p, msg);
+		return;
+	}
+	proc_free_strv(p->argv);
+	p->argv = NULL;
+	proc_free_strv(p->envp);
+	p->envp = NULL;
+
+	p->pid = pid;
+	p->pgid = pid;
+	p->started = true;
+	proc_nrunning++;
+	proc_nstarted++;
+	clock_gettime(CLOCK_MONOTONIC, &p->start);
+	reaper_add(pid, proc_exited, p);
+	p->capture = capture_create(p->max_output, proc_output_dir, p->name,
+	    (long)pid, p->token);
+
+	if (p->input_len > 0) {
+		p->in_ev = event_new(proc_base, p->in_fd, EV_WRITE | EV_PERSIST,
+		    proc_write_cb, p);
+		if (p->in_ev == NULL)
+			fatal("event_new failed");
+		event_add(p->in_ev, NULL);
+	} else
+		proc_close_stdin(p);
+	for (i = 0; i < 3; i++) {
+		p->pipes[i].ev = event_new(proc_base, p->pipes[i].fd,
+		    EV_READ | EV_PERSIST, proc_read_cb, &p->pipes[i]);
+		if (p->pipes[i].ev == NULL)
+			fatal("event_new failed");
+		if (!p->paused)
+			event_add(p->pipes[i].ev, NULL);
+	}
+	if (p->timeout_ms > 0)
+		proc_add_timer(p->timer, p->timeout_ms);
+}
+
+/* Never started: report it from the loop like any other end. */
+static void
+proc_spawn_failed(struct proc *p, char *msg)
+{
+	int i;
+
+	p->error = msg;
+	if (p->in_fd != -1)
+		close(p->in_fd);
+	p->in_fd = -1;
+	for (i = 0; i < 3; i++)
+		proc_close_pipe(&p->pipes[i]);
+	proc_free_strv(p->argv);
+	p->argv = NULL;
+	proc_free_strv(p->envp);
+	p->envp = NULL;
+	proc_finish(p);
+}
+
+static void
+proc_add_timer(struct event *ev, int64_t ms)
+{
+	struct timeval tv;
+
+	tv.tv_sec = (time_t)(ms / 1000);
+	tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
+	evtimer_add(ev, &tv);
+}
+
+static int64_t
+proc_elapsed_ms(const struct timespec *since)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int64_t)(now.tv_sec - since->tv_sec) * 1000 +
+	    (now.tv_nsec - since->tv_nsec) / 1000000;
+}
+
+/* Signal the group while it may exist; a gone group's id may be reused. */
+static void
+proc_signal_group(struct proc *p, int sig)
+{
+	if (p->pgid <= 0)
+		return;
+	if (kill(-p->pgid, sig) == -1 && errno == ESRCH)
+		p->pgid = 0;
+}
+
+static void
+proc_write_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct proc *p = arg;
+	ssize_t n;
+
+	(void)fd;
+	(void)events;
+	while (p->input_off < p->input_len) {
+		n = write(p->in_fd, p->input + p->input_off,
+		    p->input_len - p->input_off);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && errno == EAGAIN)
+			return;
+		/* EPIPE: the tool does not want the rest. */
+		if (n == -1)
+			break;
+		p->input_off += (size_t)n;
+	}
+	proc_close_stdin(p);
+}
+
+static void
+proc_close_stdin(struct proc *p)
+{
+	if (p->in_ev != NULL)
+		event_del(p->in_ev);
+	if (p->in_fd != -1)
+		close(p->in_fd);
+	p->in_fd = -1;
+	free(p->input);
+	p->input = NULL;
+	p->input_len = p->input_off = 0;
+}
+
+static void
+proc_read_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct proc_pipe *pp = arg;
+
+	(void)fd;
+	(void)events;
+	proc_read(pp, PROC_READ_BURST, false);
+}
+
+/* Read up to limit bytes; stop early when paused unless forced. */
+static void
+proc_read(struct proc_pipe *pp, size_t limit, bool force)
+{
+	struct proc *p = pp->p;
+	size_t total = 0;
+	ssize_t n;
+
+	while (pp->fd != -1 && total < limit) {
+		if (p->paused && !force)
+			break;
+		n = read(pp->fd, proc_rbuf, PROC_READ_SIZE);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			proc_close_pipe(pp);
+			/* All EOF during the grace: no need to wait longer. */
+			if (p->state == PROC_GRACE && proc_pipes_closed(p)) {
+				evtimer_del(p->end_timer);
+				proc_add_timer(p->end_timer, 0);
+			}
+			break;
+		}
+		total += (size_t)n;
+		proc_rbuf[n] = '\0';
+		proc_deliver(p, pp->which, proc_rbuf, (size_t)n);
+	}
+}
+
+static void
+proc_deliver(struct proc *p, int which, char *data, size_t len)
+{
+	if (which == 3) {
+		proc_line_add(p, data, len);
+		return;
+	}
+	capture_add(p->capture, which, data, len);
+	if (p->stream_output && p->ops.chunk != NULL)
+		p->ops.chunk(p->arg, which, data, len);
+}
+
+/* Split fd 3 into lines; pieces of PROC_LINE_MAX for longer ones. */
+static void
+proc_line_add(struct proc *p, char *data, size_t len)
+{
+	char *nl;
+	size_t k, room;
+
+	while (len > 0) {
+		nl = memchr(data, '\n', len);
+		k = nl != NULL ? (size_t)(nl - data) : len;
+		if (nl != NULL && p->line.len == 0 && !p->line_cut &&
+		    k <= PROC_LINE_MAX) {
+			/* A whole line in the read buffer: no copy. */
+			*nl = '\0';
+			proc_line(p, data, k);
+		} else {
+			while (k > 0) {
+				room = PROC_LINE_MAX - p->line.len;
+				if (room > k)
+					room = k;
+				buf_add(&p->line, data, room);
+				data += room;
+				len -= room;
+				k -= room;
+				if (p->line.len == PROC_LINE_MAX) {
+					proc_line(p, p->line.data, p->line.len);
+					buf_reset(&p->line);
+					p->line_cut = true;
+				}
+			}
+			if (nl != NULL) {
+				if (p->line.len > 0 || !p->line_cut)
+					proc_line(p, p->line.data != NULL ?
+					    p->line.data : "", p->line.len);
+				/* Do not keep a huge line's buffer around. */
+				if (p->line.cap > PROC_READ_SIZE)
+					buf_free(&p->line);
+				buf_reset(&p->line);
+				p->line_cut = false;
+			}
+		}
+		if (nl == NULL)
+			break;
+		len -= (size_t)(nl - data) + 1;
+		data = nl + 1;
+	}
+}
+
+static void
+proc_line(struct proc *p, const char *line, size_t len)
+{
+	if (p->ops.line != NULL)
+		p->ops.line(p->arg, line, len);
+}
+
+/* Stop reading a pipe: EOF, error, or the end. The event is freed later. */
+static void
+proc_close_pipe(struct proc_pipe *pp)
+{
+	struct proc *p = pp->p;
+
+	if (pp->fd == -1)
+		return;
+	if (pp->ev != NULL)
+		event_del(pp->ev);
+	close(pp->fd);
+	pp->fd = -1;
+	if (pp->which == 3 && p->line.len > 0) {
+		proc_line(p, p->line.data, p->line.len);
+		buf_free(&p->line);
+	}
+}
+
+static bool
+proc_pipes_closed(struct proc *p)
+{
+	size_t i;
+
+	for (i = 0; i < nitems(p->pipes); i++) {
+		if (p->pipes[i].fd != -1)
+			return false;
+	}
+	return true;
+}
+
+/* The timeout, and the KILL after TERM (from the timeout or proc_kill). */
+static void
+proc_timer_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct proc *p = arg;
+
+	(void)fd;
+	(void)events;
+	if (p->state != PROC_RUNNING)
+		return;
+	if (p->term_sent) {
+		proc_signal_group(p, SIGKILL);
+		return;
+	}
+	p->timed_out = true;
+	p->term_sent = true;
+	proc_signal_group(p, SIGTERM);
+	/* A stopped process would not act on TERM until continued. */
+	proc_signal_group(p, SIGCONT);
+	proc_add_timer(p->timer, proc_cfg.kill_grace_ms);
+}
+
+/* From the reaper: the main process has been reaped. */
+static void
+proc_exited(pid_t pid, int status, void *arg)
+{
+	struct proc *p = arg;
+
+	(void)pid;
+	p->status = status;
+	p->duration_ms = proc_elapsed_ms(&p->start);
+	p->pid = 0;
+	p->state = PROC_GRACE;
+	evtimer_del(p->timer);
+	proc_close_stdin(p);
+	if (p->killed || proc_pipes_closed(p))
+		proc_add_timer(p->end_timer, 0);
+	else
+		proc_add_timer(p->end_timer, proc_cfg.leftover_grace_ms);
+}
+
+/* The end, step by step: grace over, kill and wait, assemble output. */
+static void
+proc_end_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct proc *p = arg;
+	size_t i;
+
+	(void)fd;
+	(void)events;
+	if (p->state == PROC_GRACE) {
+		p->state = PROC_KILLING;
+		p->polls = 0;
+	}
+	if (p->state == PROC_KILLING) {
+		if (!proc_reap_leftovers(p) && ++p->polls < PROC_POLL_MAX) {
+			proc_add_timer(p->end_timer, PROC_POLL_MS);
+			return;
+		}
+		/* Nobody writes any more: take what the pipes still hold. */
+		for (i = 0; i < nitems(p->pipes); i++) {
+			proc_read(&p->pipes[i], PROC_DRAIN_MAX, true);
+			proc_close_pipe(&p->pipes[i]);
+		}
+		p->state = PROC_FLUSHING;
+	}
+	if (p->state == PROC_FLUSHING) {
+		if (capture_finish(p->capture) != 0) {
+			proc_add_timer(p->end_timer, 0);
+			return;
+		}
+		proc_finish(p);
+	}
+}
+
+/*
+ * Kill what is left of the tool: its group, and the processes that left the
+ * group (setsid) and were re-parented to us. True once all are reaped.
+ */
+static bool
+proc_reap_leftovers(struct proc *p)
+{
+	struct proc_scan scan = { p, 0 };
+
+	reaper_reap();
+	proc_signal_group(p, SIGKILL);
+	/*
+	 * Escapees are re-parented to us only as their parents in the group
+	 * die: scan /proc once the group is gone, usually a single time.
+	 */
+	if (p->pgid != 0)
+		return false;
+	reaper_orphans(proc_scan_orphan, &scan);
+	return scan.pending == 0;
+}
+
+static void
+proc_scan_orphan(const struct reaper_orphan *ro, void *arg)
+{
+	struct proc_scan *scan = arg;
+	struct proc *owner;
+
+	owner = proc_owner(ro);
+	if (owner != NULL && owner != scan->p)
+		return;
+	/* Ours, or nobody's: kill it, and wait until it has been reaped. */
+	if (!ro->zombie)
+		kill(ro->pid, SIGKILL);
+	scan->pending++;
+}
+
+/* The live proc an orphan belongs to: by its group, else by its token. */
+static struct proc *
+proc_owner(const struct reaper_orphan *ro)
+{
+	struct proc *q;
+	char value[32], *end;
+	uint64_t token;
+
+	TAILQ_FOREACH(q, &proc_all, all_entry) {
+		if (proc_alive(q) && q->pgid > 0 && q->pgid == ro->pgid)
+			return q;
+	}
+	if (ro->zombie ||
+	    reaper_getenv(ro->pid, PROC_TOKEN, value, sizeof value) != 0)
+		return NULL;
+	errno = 0;
+	token = strtoull(value, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return NULL;
+	TAILQ_FOREACH(q, &proc_all, all_entry) {
+		if (proc_alive(q) && q->token == token)
+			return q;
+	}
+	return NULL;
+}
+
+/* Started and its processes not yet known to be all dead. */
+static bool
+proc_alive(const struct proc *p)
+{
+	return p->state == PROC_RUNNING || p->state == PROC_GRACE ||
+	    p->state == PROC_KILLING;
+}
+
+/* Everything is dead and closed: queue the exit callback. */
+static void
+proc_finish(struct proc *p)
+{
+	evtimer_del(p->timer);
+	evtimer_del(p->end_timer);
+	if (p->error != NULL)
+		p->end = PROC_SPAWN_FAILED;
+	else if (p->killed)
+		p->end = PROC_KILLED;
+	else if (p->timed_out)
+		p->end = PROC_TIMED_OUT;
+	else if (WIFSIGNALED(p->status))
+		p->end = PROC_SIGNALED;
+	else
+		p->end = PROC_EXITED;
+	if (p->started)
+		proc_nrunning--;
+	p->state = PROC_DONE;
+	TAILQ_INSERT_TAIL(&proc_done, p, entry);
+	event_active(proc_done_ev, EV_TIMEOUT, 1);
+	proc_start_queued();
+}
+
+/* Exit callbacks, each proc freed after its own callback has returned. */
+static void
+proc_done_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct proc_exit e;
+	struct proc *p;
+
+	(void)fd;
+	(void)events;
+	(void)arg;
+	while ((p = TAILQ_FIRST(&proc_done)) != NULL) {
+		TAILQ_REMOVE(&proc_done, p, entry);
+		/* Off every list: proc_shutdown from the callback is safe. */
+		TAILQ_REMOVE(&proc_all, p, all_entry);
+
+		memset(&e, 0, sizeof e);
+		e.end = p->end;
+		if (p->started && WIFEXITED(p->status))
+			e.status = WEXITSTATUS(p->status);
+		if (p->started && WIFSIGNALED(p->status))
+			e.signal = WTERMSIG(p->status);
+		e.duration_ms = p->duration_ms;
+		e.error = p->error;
+		if (p->capture != NULL) {
+			capture_output(p->capture, &e.output);
+			e.output_error = capture_error(p->capture);
+		} else {
+			e.output.head = "";
+			e.output.tail = "";
+		}
+		if (p->ops.exit != NULL)
+			p->ops.exit(p->arg, &e);
+		proc_free(p, true);
+		if (proc_base == NULL)
+			break;
+	}
+}
+
+static void
+proc_free(struct proc *p, bool keep_file)
+{
+	size_t i;
+
+	if (p->pid > 0)
+		reaper_remove(p->pid);
+	if (p->in_ev != NULL)
+		event_free(p->in_ev);
+	if (p->in_fd != -1)
+		close(p->in_fd);
+	for (i = 0; i < nitems(p->pipes); i++) {
+		if (p->pipes[i].ev != NULL)
+			event_free(p->pipes[i].ev);
+		if (p->pipes[i].fd != -1)
+			close(p->pipes[i].fd);
+	}
+	event_free(p->timer);
+	event_free(p->end_timer);
+	capture_free(p->capture, keep_file);
+	proc_free_strv(p->argv);
+	proc_free_strv(p->envp);
+	buf_free(&p->line);
+	free(p->input);
+	free(p->cwd);
+	free(p->name);
+	free(p->error);
+	free(p);
+}
+
+void
+proc_kill(struct proc *p)
+{
+	switch (p->state) {
+	case PROC_QUEUED:
+		TAILQ_REMOVE(&proc_queue, p, entry);
+		p->killed = true;
+		proc_finish(p);
+		break;
+	case PROC_RUNNING:
+		p->killed = true;
+		if (p->term_sent)
+			break;
+		p->term_sent = true;
+		proc_signal_group(p, SIGTERM);
+		proc_signal_group(p, SIGCONT);
+		evtimer_del(p->timer);
+		proc_add_timer(p->timer, proc_cfg.kill_grace_ms);
+		break;
+	case PROC_GRACE:
+		p->killed = true;
+		evtimer_del(p->end_timer);
+		proc_add_timer(p->end_timer, 0);
+		break;
+	default:
+		break;
+	}
+}
+
+void
+proc_pause(struct proc *p, bool pause)
+{
+	size_t i;
+
+	if (p->paused == pause)
+		return;
+	p->paused = pause;
+	if (!p->started || p->state == PROC_DONE)
+		return;
+	for (i = 0; i < nitems(p->pipes); i++) {
+		if (p->pipes[i].fd == -1 || p->pipes[i].ev == NULL)
+			continue;
+		if (pause)
+			event_del(p->pipes[i].ev);
+		else
+			event_add(p->pipes[i].ev, NULL);
+	}
+}
+
+pid_t
+proc_pid(const struct proc *p)
+{
+	return p->state == PROC_RUNNING ? p->pid : 0;
+}
+
+unsigned
+proc_running(void)
+{
+	return proc_nrunning;
+}
+
+uint64_t
+proc_started(void)
+{
+	return proc_nstarted;
+}
+
+/* mkdir -p, mode 0700 for what it creates. */
+static int
+proc_mkdirs(const char *dir)
+{
+	char *copy = xstrdup(dir), *s;
+	int r = 0;
+
+	for (s = copy + 1; r == 0; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		if (*s == '/' && s[1] == '/')
+			continue;
+		if (*s == '\0') {
+			if (mkdir(copy, 0700) != 0 && errno != EEXIST)
+				r = -1;
+			break;
+		}
+		*s = '\0';
+		if (mkdir(copy, 0700) != 0 && errno != EEXIST)
+			r = -1;
+		*s = '/';
+	}
+	free(copy);
+	return r;
+}

@@ -1,0 +1,167 @@
+/*
+ * The built-in ToolDefs. A description is all an agent knows of a tool, so
+ * each states the input, the output format and every cap.
+ */
+#include <stddef.h>
+
+#include "defs.h"
+
+#define DEFS_TOOL "\"command\": [\"" BUILTIN_DEFS_PLACEHOLDER "\", "
+#define DEFS_READ_ONLY \
+	"\"concurrencySafe\": true, \"interruptBehavior\": \"cancel\", " \
+	"\"abortSiblingsOnError\": false, \"requiresPermission\": false"
+
+static const char defs_bash[] = "{"
+    "\"name\": \"bash\", "
+    "\"description\": \"Run a shell command with /bin/sh -c in the session's "
+    "working directory and return its stdout, then its stderr. A non-zero "
+    "exit status makes the result an error, and then cancels this turn's "
+    "other tool calls that are still running. `timeout` is in milliseconds "
+    "(default 120000, at most 600000); a command that runs longer is killed "
+    "with its whole process group. Processes the command leaves running in "
+    "the background are killed when it exits. Each call starts afresh: `cd` "
+    "and shell variables do not carry over to the next call. Stdin is not a "
+    "terminal (it carries this call's JSON input: redirect </dev/null for "
+    "commands that would read it). Output beyond 100000 bytes is saved to a "
+    "file and shown as its head and tail. Prefer read_file, write_file, "
+    "glob, grep and list_dir to cat, echo >, find, grep and ls: they are "
+    "quicker and the read-only ones run in parallel.\", "
+    "\"command\": [\"/bin/sh\", \"-c\", \"{command}\"], "
+    "\"inputSchema\": {\"type\": \"object\", \"properties\": {"
+    "\"command\": {\"type\": \"string\", \"minLength\": 1, "
+    "\"description\": \"The shell command to run\"}, "
+    "\"timeout\": {\"type\": \"integer\", \"minimum\": 1, "
+    "\"description\": \"Timeout in milliseconds (default 120000, at most "
+    "600000)\"}}, "
+    "\"required\": [\"command\"], \"additionalProperties\": false}, "
+    "\"concurrencySafe\": false, \"interruptBehavior\": \"cancel\", "
+    "\"abortSiblingsOnError\": true, \"requiresPermission\": false, "
+    "\"timeoutMs\": 120000, \"maxTimeoutMs\": 600000, "
+    "\"timeoutFromInput\": \"timeout\""
+    "}";
+
+static const char defs_read_file[] = "{"
+    "\"name\": \"read_file\", "
+    "\"description\": \"Read a text file. Each line comes numbered like "
+    "`cat -n`: its 1-based line number right-aligned in 6 columns, a tab, "
+    "then the text. Returns at most `limit` lines (default 2000) from line "
+    "`offset` on (default 1); when lines remain, the last output line is "
+    "\\\"… N more lines (use offset/limit to read them)\\\": call again with "
+    "`offset` set to the next line number. Lines longer than 2000 "
+    "characters are cut and end with \\\"… [line truncated]\\\"; the output "
+    "also stops at a whole line once it reaches about 96 KiB. An empty file "
+    "gives \\\"(empty file)\\\". Directories (use list_dir) and binary files "
+    "(a NUL byte in the first 8 KiB) are refused with an error. A relative "
+    "path is resolved against the session's working directory.\", "
+    DEFS_TOOL "\"read_file\"], "
+    "\"inputSchema\": {\"type\": \"object\", \"properties\": {"
+    "\"file_path\": {\"type\": \"string\", \"minLength\": 1, "
+    "\"description\": \"The file to read\"}, "
+    "\"offset\": {\"type\": \"integer\", \"minimum\": 1, "
+    "\"description\": \"The first line to return, 1-based (default 1)\"}, "
+    "\"limit\": {\"type\": \"integer\", \"minimum\": 1, "
+    "\"description\": \"The most lines to return (default 2000)\"}}, "
+    "\"required\": [\"file_path\"], \"additionalProperties\": false}, "
+    DEFS_READ_ONLY
+    "}";
+
+static const char defs_write_file[] = "{"
+    "\"name\": \"write_file\", "
+    "\"description\": \"Write `content` to a file, replacing all of it if it "
+    "exists. Missing parent directories are created. The write is atomic: "
+    "the content goes to a temporary file in the same directory that is then "
+    "renamed over the target, so no reader ever sees half a file. An "
+    "existing file keeps its permissions, and a symlink is written through "
+    "to its target. Prints \\\"Wrote N bytes to PATH\\\". A relative path is "
+    "resolved against the session's working directory.\", "
+    DEFS_TOOL "\"write_file\"], "
+    "\"inputSchema\": {\"type\": \"object\", \"properties\": {"
+    "\"file_path\": {\"type\": \"string\", \"minLength\": 1, "
+    "\"description\": \"The file to write\"}, "
+    "\"content\": {\"type\": \"string\", "
+    "\"description\": \"The complete new content of the file\"}}, "
+    "\"required\": [\"file_path\", \"content\"], "
+    "\"additionalProperties\": false}, "
+    "\"concurrencySafe\": false, \"interruptBehavior\": \"block\", "
+    "\"abortSiblingsOnError\": false, \"requiresPermission\": false"
+    "}";
+
+static const char defs_glob[] = "{"
+    "\"name\": \"glob\", "
+    "\"description\": \"Find files by path pattern. `pattern` is matched "
+    "against paths relative to `path` (default: the session's working "
+    "directory): `*` and `?` match within one path component, `[abc]` is a "
+    "character class, `{a,b}` are alternatives, and `**` matches any number "
+    "of directories (\\\"**/*.c\\\": every .c file at any depth; "
+    "\\\"src/**/test_*.py\\\": test files anywhere under src). Prints one "
+    "path per line, sorted, ready for read_file: prefixed with `path` when "
+    "one is given, absolute for an absolute pattern. Matches files and "
+    "symlinks; end the pattern with / to match directories instead. Hidden "
+    "files are included, .git directories skipped, symlinked directories "
+    "not followed. At most 1000 paths, then \\\"… N more matches\\\"; "
+    "\\\"No files match PATTERN\\\" when nothing does.\", "
+    DEFS_TOOL "\"glob\"], "
+    "\"inputSchema\": {\"type\": \"object\", \"properties\": {"
+    "\"pattern\": {\"type\": \"string\", \"minLength\": 1, "
+    "\"description\": \"The pattern, e.g. \\\"**/*.c\\\"\"}, "
+    "\"path\": {\"type\": \"string\", \"minLength\": 1, "
+    "\"description\": \"The directory to search (default: the working "
+    "directory)\"}}, "
+    "\"required\": [\"pattern\"], \"additionalProperties\": false}, "
+    DEFS_READ_ONLY
+    "}";
+
+static const char defs_grep[] = "{"
+    "\"name\": \"grep\", "
+    "\"description\": \"Search file contents for a POSIX extended regular "
+    "expression, as grep -E does: `|`, `+`, `?`, `{n,m}`, `( )`, "
+    "`[[:space:]]`, also `\\\\w`, `\\\\s` and `\\\\b`; no `\\\\d` (use "
+    "[0-9]); case-sensitive. Searches `path`, a file or a directory "
+    "(recursively; default: the session's working directory), skipping .git "
+    "directories and binary files (a NUL byte in the first 8 KiB). `glob` "
+    "limits the files searched: a pattern without / such as \\\"*.c\\\" or "
+    "\\\"*.{ts,tsx}\\\" is matched against file names, one with / such as "
+    "\\\"src/**/*.h\\\" against paths relative to `path`. Prints "
+    "\\\"file:line:text\\\" for each matching line, files in sorted order; "
+    "text longer than 500 characters is cut and ends with \\\"…\\\". At most "
+    "500 matches, then \\\"… N more matches\\\"; \\\"No matches for "
+    "PATTERN\\\" when there are none, which is not an error.\", "
+    DEFS_TOOL "\"grep\"], "
+    "\"inputSchema\": {\"type\": \"object\", \"properties\": {"
+    "\"pattern\": {\"type\": \"string\", \"minLength\": 1, "
+    "\"description\": \"The regular expression (POSIX extended)\"}, "
+    "\"path\": {\"type\": \"string\", \"minLength\": 1, "
+    "\"description\": \"The file or directory to search (default: the "
+    "working directory)\"}, "
+    "\"glob\": {\"type\": \"string\", \"minLength\": 1, "
+    "\"description\": \"Only search files matching this, e.g. \\\"*.c\\\" or "
+    "\\\"src/**/*.h\\\"\"}}, "
+    "\"required\": [\"pattern\"], \"additionalProperties\": false}, "
+    DEFS_READ_ONLY
+    "}";
+
+static const char defs_list_dir[] = "{"
+    "\"name\": \"list_dir\", "
+    "\"description\": \"List a directory: its entries sorted by name, one "
+    "per line, hidden ones included; a directory ends with /, a symlink "
+    "shows as \\\"name -> target\\\". At most 1000 entries, then \\\"… N "
+    "more\\\"; an empty directory gives \\\"(empty directory)\\\". A relative "
+    "path is resolved against the session's working directory. To find "
+    "files at any depth, use glob.\", "
+    DEFS_TOOL "\"list_dir\"], "
+    "\"inputSchema\": {\"type\": \"object\", \"properties\": {"
+    "\"path\": {\"type\": \"string\", \"minLength\": 1, "
+    "\"description\": \"The directory to list\"}}, "
+    "\"required\": [\"path\"], \"additionalProperties\": false}, "
+    DEFS_READ_ONLY
+    "}";
+
+const char *const builtin_defs[] = {
+	defs_bash,
+	defs_read_file,
+	defs_write_file,
+	defs_glob,
+	defs_grep,
+	defs_list_dir,
+	NULL,
+};

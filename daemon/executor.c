@@ -475,19 +475,28 @@ exec_complete_synthetic(struct exec_tool *t, enum exec_reason why)
 	exec_complete(t, why, content, NULL);
 }
 
+/* S17: errors usually sit at the end, so a long output keeps both ends. */
 static void
-exec_add_output(struct buf *b, const struct output *o)
+exec_add_output(struct buf *b, const struct proc_exit *x)
 {
-	if (o->path == NULL) {
-		utf8_repair(b, o->head, o->head_len);
-		return;
-	}
-	/* S17: errors usually sit at the end, so keep both ends. */
+	const struct output *o = &x->output;
+
 	utf8_repair(b, o->head, o->head_len);
-	buf_printf(b, "\n\n[... output truncated: %llu bytes in total, the "
-	    "whole output is in %s; the first %zu and the last %zu bytes are "
-	    "shown ...]\n\n", (unsigned long long)o->total, o->path,
-	    o->head_len, o->tail_len);
+	if (o->total <= o->head_len)
+		return;
+	if (o->path != NULL)
+		buf_printf(b, "\n\n[... output truncated: %llu bytes in "
+		    "total, the whole output is in %s; the first %zu and the "
+		    "last %zu bytes are shown ...]\n\n",
+		    (unsigned long long)o->total, o->path, o->head_len,
+		    o->tail_len);
+	else
+		buf_printf(b, "\n\n[... output truncated: %llu bytes in "
+		    "total, and the whole output could not be saved (%s); the "
+		    "first %zu and the last %zu bytes are shown ...]\n\n",
+		    (unsigned long long)o->total, x->output_error != NULL ?
+		    x->output_error : "no output directory", o->head_len,
+		    o->tail_len);
 	utf8_repair(b, o->tail, o->tail_len);
 }
 
@@ -504,7 +513,7 @@ exec_exit_content(const struct exec_tool *t, const struct proc_exit *x,
 		    x->error != NULL ? x->error : "cannot start the tool");
 		return b.data;
 	}
-	exec_add_output(&b, &x->output);
+	exec_add_output(&b, x);
 	if (why == REASON_OK) {
 		buf_add(&b, "", 0);
 		return b.data;
@@ -562,7 +571,7 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	    "signal", x != NULL && x->signal != 0 ?
 	    json_integer(x->signal) : json_null(),
 	    "durationMs", (json_int_t)(x != NULL ? x->duration_ms : 0),
-	    "truncated", x != NULL && x->output.path != NULL,
+	    "truncated", x != NULL && x->output.total > x->output.head_len,
 	    "fullOutputPath", x != NULL && x->output.path != NULL ?
 	    json_string(x->output.path) : json_null(),
 	    "warnings", t->warnings);

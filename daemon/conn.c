@@ -1,0 +1,475 @@
+/*
+ * Client connections: NDJSON framing, JSON-RPC dispatch, bounded output.
+ * See conn.h.
+ */
+#include "conn.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "jsonrpc.h"
+#include "log.h"
+#include "methods.h"
+#include "ndjson.h"
+#include "session.h"
+#include "util.h"
+
+/* Bytes read per read(2), and reads per wakeup: fairness across clients. */
+#define CONN_READ_SIZE (64 * 1024)
+#define CONN_READS_PER_WAKEUP 16
+
+struct ticket {
+	struct conn *c;
+	json_t *id;
+	struct ticket *prev, *next;
+};
+
+struct conn {
+	int fd;
+	uid_t uid;
+	struct event *rev, *wev;
+	struct ndjson in;
+	struct evbuffer *out;
+	struct jsonrpc_out scratch; /* replies are encoded here, then queued */
+	bool reading;       /* rev is armed */
+	bool throttled;     /* not reading: the client does not read replies */
+	bool closing;       /* close once out is flushed */
+	bool dead;          /* waiting to be freed from the loop */
+	struct sub **subs;
+	size_t nsubs;
+	struct ticket *tickets;
+	struct conn *prev, *next;
+};
+
+static struct event_base *conn_base;
+static size_t conn_max_message;
+static struct conn *conn_list;
+static unsigned conn_n;
+static struct event *conn_reaper;
+static struct conn *conn_dead;
+
+static void	conn_read_cb(evutil_socket_t, short, void *);
+static void	conn_write_cb(evutil_socket_t, short, void *);
+static void	conn_reap_cb(evutil_socket_t, short, void *);
+static void	conn_lines(struct conn *);
+static void	conn_line(struct conn *, const char *, size_t);
+static void	conn_kill(struct conn *);
+static void	conn_free(struct conn *);
+static void	conn_queue(struct conn *);
+static void	conn_set_reading(struct conn *, bool);
+
+void
+conn_init(struct event_base *base, size_t max_message)
+{
+	conn_base = base;
+	conn_max_message = max_message;
+	conn_reaper = event_new(base, -1, 0, conn_reap_cb, NULL);
+}
+
+unsigned
+conn_count(void)
+{
+	return conn_n;
+}
+
+void
+conn_accept(int fd)
+{
+	struct conn *c = xcalloc(1, sizeof *c);
+	struct ucred cred;
+	socklen_t len = sizeof cred;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+		log_warn("cannot read the peer's credentials: %s",
+		    strerror(errno));
+		close(fd);
+		free(c);
+		return;
+	}
+	c->fd = fd;
+	c->uid = cred.uid;
+	ndjson_init(&c->in, conn_max_message);
+	c->out = evbuffer_new();
+	c->rev = event_new(conn_base, fd, EV_READ | EV_PERSIST, conn_read_cb,
+	    c);
+	c->wev = event_new(conn_base, fd, EV_WRITE | EV_PERSIST,
+	    conn_write_cb, c);
+	conn_set_reading(c, true);
+	c->next = conn_list;
+	if (conn_list != NULL)
+		conn_list->prev = c;
+	conn_list = c;
+	conn_n++;
+	log_debug("client connected (pid %ld, uid %u)", (long)cred.pid,
+	    (unsigned)cred.uid);
+}
+
+uid_t
+conn_uid(const struct conn *c)
+{
+	return c->uid;
+}
+
+size_t
+conn_queued(const struct conn *c)
+{
+	return evbuffer_get_length(c->out);
+}
+
+static void
+conn_set_reading(struct conn *c, bool on)
+{
+	if (on == c->reading)
+		return;
+	c->reading = on;
+	if (on)
+		event_add(c->rev, NULL);
+	else
+		event_del(c->rev);
+}
+
+/* Arm the write event: what is queued goes out in one write per wakeup. */
+static void
+conn_queue(struct conn *c)
+{
+	if (!event_pending(c->wev, EV_WRITE, NULL))
+		event_add(c->wev, NULL);
+}
+
+void
+conn_write(struct conn *c, const char *data, size_t len)
+{
+	if (c->dead)
+		return;
+	evbuffer_add(c->out, data, len);
+	conn_queue(c);
+}
+
+void
+conn_close_after_flush(struct conn *c)
+{
+	c->closing = true;
+	conn_set_reading(c, false);
+	if (evbuffer_get_length(c->out) == 0)
+		conn_kill(c);
+}
+
+static void
+conn_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	ssize_t n;
+	char *p;
+	int i;
+
+	for (i = 0; i < CONN_READS_PER_WAKEUP; i++) {
+		p = ndjson_space(&c->in, CONN_READ_SIZE);
+		n = read(fd, p, CONN_READ_SIZE);
+		if (n == 0) {
+			log_debug("client disconnected");
+			conn_kill(c);
+			return;
+		}
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK) {
+				log_debug("read from client: %s",
+				    strerror(errno));
+				conn_kill(c);
+			}
+			return;
+		}
+		ndjson_commit(&c->in, (size_t)n);
+		conn_lines(c);
+		if (!c->reading || c->dead)
+			return;
+	}
+}
+
+/* Handle the complete lines held, while the client reads its replies. */
+static void
+conn_lines(struct conn *c)
+{
+	enum ndjson_status st;
+	size_t len;
+	char *line;
+
+	while (!c->dead && !c->closing) {
+		if (evbuffer_get_length(c->out) > CONN_OUT_HIGH) {
+			c->throttled = true;
+			conn_set_reading(c, false);
+			return;
+		}
+		st = ndjson_next(&c->in, &line, &len);
+		if (st == NDJSON_MORE)
+			return;
+		if (st == NDJSON_TOO_LONG) {
+			/* Framing is lost: say why, then hang up. */
+			conn_error(c, NULL, STEXEC_ERR_INVALID_REQUEST, NULL,
+			    "Invalid Request: message longer than %zu bytes",
+			    conn_max_message);
+			conn_close_after_flush(c);
+			return;
+		}
+		conn_line(c, line, len);
+	}
+}
+
+static void
+conn_line(struct conn *c, const char *line, size_t len)
+{
+	struct jsonrpc_msg msg;
+
+	jsonrpc_decode(line, len, &msg);
+	switch (msg.kind) {
+	case JSONRPC_REQUEST:
+	case JSONRPC_NOTIFICATION:
+		methods_call(c, msg.method, msg.id, msg.params);
+		break;
+	case JSONRPC_INVALID:
+		conn_error(c, msg.id, msg.code, NULL, "%s: %s", msg.message,
+		    msg.detail);
+		break;
+	default:
+		/* Responses: we send no requests, so there is nothing to do. */
+		break;
+	}
+	jsonrpc_msg_clear(&msg);
+}
+
+static void
+conn_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	size_t i;
+
+	if (evbuffer_write(c->out, fd) < 0 && errno != EAGAIN &&
+	    errno != EINTR) {
+		log_debug("write to client: %s", strerror(errno));
+		conn_kill(c);
+		return;
+	}
+	if (evbuffer_get_length(c->out) > 0)
+		return;
+	event_del(c->wev);
+	if (c->closing) {
+		conn_kill(c);
+		return;
+	}
+	/* Room again: pull notifications, then take requests again. */
+	for (i = 0; i < c->nsubs && !c->dead; i++)
+		sub_pump(c->subs[i]);
+	if (c->throttled && evbuffer_get_length(c->out) < CONN_OUT_LOW) {
+		c->throttled = false;
+		conn_lines(c);
+		if (!c->throttled && !c->dead && !c->closing)
+			conn_set_reading(c, true);
+	}
+}
+
+void
+conn_reply(struct conn *c, const json_t *id, json_t *result)
+{
+	if (id != NULL && !c->dead) {
+		c->scratch.len = 0;
+		if (jsonrpc_result(&c->scratch, id, result) != 0)
+			fatal("cannot encode a reply");
+		conn_write(c, c->scratch.data, c->scratch.len);
+	}
+	json_decref(result);
+}
+
+void
+conn_reply_raw(struct conn *c, const json_t *id, const char *result,
+    size_t len)
+{
+	static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
+	static const char mid[] = ",\"result\":";
+
+	if (id == NULL || c->dead)
+		return;
+	c->scratch.len = 0;
+	if (jsonrpc_dump(&c->scratch, id) != 0)
+		fatal("cannot encode a reply id");
+	evbuffer_add(c->out, head, sizeof head - 1);
+	evbuffer_add(c->out, c->scratch.data, c->scratch.len);
+	evbuffer_add(c->out, mid, sizeof mid - 1);
+	evbuffer_add(c->out, result, len);
+	evbuffer_add(c->out, "}\n", 2);
+	conn_queue(c);
+}
+
+void
+conn_error(struct conn *c, const json_t *id, int code, const json_t *data,
+    const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	/* Parse errors and invalid requests are answered even without id. */
+	if (c->dead || (id == NULL && code != STEXEC_ERR_PARSE &&
+	    code != STEXEC_ERR_INVALID_REQUEST))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	c->scratch.len = 0;
+	if (jsonrpc_error(&c->scratch, id, code, msg, data) != 0)
+		fatal("cannot encode an error");
+	conn_write(c, c->scratch.data, c->scratch.len);
+}
+
+struct ticket *
+conn_ticket(struct conn *c, const json_t *id)
+{
+	struct ticket *tk = xcalloc(1, sizeof *tk);
+
+	tk->c = c;
+	tk->id = id != NULL ? json_deep_copy(id) : NULL;
+	tk->next = c->tickets;
+	if (c->tickets != NULL)
+		c->tickets->prev = tk;
+	c->tickets = tk;
+	return tk;
+}
+
+void
+ticket_drop(struct ticket *tk)
+{
+	if (tk->c != NULL) {
+		if (tk->prev != NULL)
+			tk->prev->next = tk->next;
+		else
+			tk->c->tickets = tk->next;
+		if (tk->next != NULL)
+			tk->next->prev = tk->prev;
+	}
+	json_decref(tk->id);
+	free(tk);
+}
+
+struct conn *
+ticket_conn(const struct ticket *tk)
+{
+	return tk->c;
+}
+
+void
+ticket_reply(struct ticket *tk, json_t *result)
+{
+	if (tk->c != NULL)
+		conn_reply(tk->c, tk->id, result);
+	else
+		json_decref(result);
+	ticket_drop(tk);
+}
+
+void
+ticket_error(struct ticket *tk, int code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (tk->c != NULL)
+		conn_error(tk->c, tk->id, code, NULL, "%s", msg);
+	ticket_drop(tk);
+}
+
+void
+conn_add_sub(struct conn *c, struct sub *sub)
+{
+	c->subs = xreallocarray(c->subs, c->nsubs + 1, sizeof *c->subs);
+	c->subs[c->nsubs++] = sub;
+}
+
+void
+conn_remove_sub(struct conn *c, struct sub *sub)
+{
+	size_t i;
+
+	for (i = 0; i < c->nsubs; i++)
+		if (c->subs[i] == sub) {
+			c->subs[i] = c->subs[--c->nsubs];
+			return;
+		}
+}
+
+/* Never free inside the connection's own callback: defer to the loop. */
+static void
+conn_kill(struct conn *c)
+{
+	struct ticket *tk;
+
+	if (c->dead)
+		return;
+	c->dead = true;
+	event_del(c->rev);
+	event_del(c->wev);
+	/* Its subscriptions and pending replies go at once. */
+	while (c->nsubs > 0)
+		sub_free(c->subs[0]);
+	for (tk = c->tickets; tk != NULL; tk = tk->next)
+		tk->c = NULL;
+	c->tickets = NULL;
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		conn_list = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	conn_n--;
+	c->next = conn_dead;
+	conn_dead = c;
+	event_active(conn_reaper, EV_TIMEOUT, 0);
+}
+
+static void
+conn_reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c;
+
+	while ((c = conn_dead) != NULL) {
+		conn_dead = c->next;
+		conn_free(c);
+	}
+}
+
+static void
+conn_free(struct conn *c)
+{
+	event_free(c->rev);
+	event_free(c->wev);
+	close(c->fd);
+	ndjson_free(&c->in);
+	evbuffer_free(c->out);
+	jsonrpc_out_free(&c->scratch);
+	free(c->subs);
+	free(c);
+}
+
+void
+conn_shutdown(void)
+{
+	struct conn *c;
+
+	while ((c = conn_list) != NULL) {
+		/* One last non-blocking write of what is queued. */
+		evbuffer_write(c->out, c->fd);
+		conn_kill(c);
+	}
+	conn_reap_cb(-1, 0, NULL);
+	if (conn_reaper != NULL)
+		event_free(conn_reaper);
+	conn_reaper = NULL;
+}

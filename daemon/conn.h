@@ -1,0 +1,65 @@
+/*
+ * Client connections: NDJSON in with a line cap, JSON-RPC requests handed to
+ * methods_call, replies and notifications out through a bounded buffer that
+ * is flushed once per loop iteration. A connection that stops reading is
+ * not read from either (its replies would pile up), and a subscriber's
+ * notifications are pulled from the session's log as the socket drains.
+ */
+#ifndef STEXEC_CONN_H
+#define STEXEC_CONN_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct event_base;
+struct conn;
+struct ticket;
+
+/* Out-buffer levels: pull notifications below LOW, stop reading above HIGH. */
+#define CONN_OUT_LOW (256 * 1024)
+#define CONN_OUT_HIGH (4 * 1024 * 1024)
+
+void conn_init(struct event_base *, size_t max_message);
+/* Take over an accepted socket. */
+void conn_accept(int fd);
+/* Close every connection, flushing what can be written without blocking. */
+void conn_shutdown(void);
+unsigned conn_count(void);
+
+uid_t conn_uid(const struct conn *);
+/* Bytes waiting to be written. */
+size_t conn_queued(const struct conn *);
+/* Append a complete line (with its newline) to the output. */
+void conn_write(struct conn *, const char *, size_t);
+/* Close after what is queued has been written. */
+void conn_close_after_flush(struct conn *);
+
+/* Replies. id is the request's id (NULL: a notification, no reply). */
+void conn_reply(struct conn *, const json_t *id, json_t *result);
+/* A reply whose result is JSON text already (len bytes). */
+void conn_reply_raw(struct conn *, const json_t *id, const char *result,
+    size_t len);
+void conn_error(struct conn *, const json_t *id, int code, const json_t *data,
+    const char *, ...) __attribute__((format(printf, 5, 6)));
+
+/*
+ * A reply given later (drain, closeSession): it outlives the connection;
+ * answering a ticket whose connection is gone does nothing. Answering frees
+ * the ticket.
+ */
+struct ticket *conn_ticket(struct conn *, const json_t *id);
+void ticket_reply(struct ticket *, json_t *result);
+void ticket_error(struct ticket *, int code, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+void ticket_drop(struct ticket *);
+/* The connection a ticket answers on, or NULL once it is gone. */
+struct conn *ticket_conn(const struct ticket *);
+
+/* Subscriptions the connection holds: see session.h. */
+struct sub;
+void conn_add_sub(struct conn *, struct sub *);
+void conn_remove_sub(struct conn *, struct sub *);
+
+#endif

@@ -1,0 +1,71 @@
+/*
+ * Logging to stderr, one line per message, filtered by level. Under
+ * journald (stderr is the stream named by $JOURNAL_STREAM) each line
+ * carries its syslog priority as a "<N>" prefix instead of a level word.
+ */
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static enum log_level log_level = LOG_LEVEL_INFO;
+static int log_journal = -1; /* unknown yet */
+static const char *log_names[] = { "error", "warn", "info", "debug" };
+static const int log_priorities[] = { 3, 4, 6, 7 };
+
+static int	log_to_journal(void);
+
+int
+log_parse_level(const char *s)
+{
+	int i;
+
+	for (i = 0; i <= LOG_LEVEL_DEBUG; i++)
+		if (strcmp(s, log_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+void
+log_set_level(enum log_level level)
+{
+	log_level = level;
+}
+
+/* Is stderr the journal stream systemd connected us to? */
+static int
+log_to_journal(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (js == NULL || sscanf(js, "%llu:%llu", &dev, &ino) != 2 ||
+	    fstat(2, &st) != 0)
+		return 0;
+	return (unsigned long long)st.st_dev == dev &&
+	    (unsigned long long)st.st_ino == ino;
+}
+
+void
+log_msg(enum log_level level, const char *fmt, ...)
+{
+	char line[2048];
+	va_list ap;
+
+	if (level > log_level)
+		return;
+	if (log_journal < 0)
+		log_journal = log_to_journal();
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	/* One write per line, so lines of concurrent writers do not mix. */
+	if (log_journal)
+		fprintf(stderr, "<%d>%s\n", log_priorities[level], line);
+	else
+		fprintf(stderr, "stexecd: %s: %s\n", log_names[level], line);
+}

@@ -1,0 +1,23 @@
+/* Logging: readable lines on stderr (issue 5 adds journald priorities). */
+#ifndef STEXEC_LOG_H
+#define STEXEC_LOG_H
+
+enum log_level {
+	LOG_LEVEL_ERROR,
+	LOG_LEVEL_WARN,
+	LOG_LEVEL_INFO,
+	LOG_LEVEL_DEBUG,
+};
+
+/* Parse "error", "warn", "info" or "debug"; -1 if it is none of them. */
+int log_parse_level(const char *);
+void log_set_level(enum log_level);
+void log_msg(enum log_level, const char *, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(LOG_LEVEL_DEBUG, __VA_ARGS__)
+
+#endif

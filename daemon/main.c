@@ -1,0 +1,460 @@
+/*
+ * stexecd: options, setup, the event loop, and an orderly shutdown
+ * (DESIGN.md §5).
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "log.h"
+#include "methods.h"
+#include "notify.h"
+#include "proc.h"
+#include "registry.h"
+#include "server.h"
+#include "session.h"
+#include "stexec/protocol.h"
+#include "util.h"
+
+#ifndef STEXEC_LIBEXECDIR
+#define STEXEC_LIBEXECDIR "/usr/local/libexec"
+#endif
+
+extern char **environ;
+
+struct options {
+	const char *socket;
+	mode_t socket_mode;
+	const char **tools_dirs;
+	size_t ntools_dirs;
+	int max_procs;
+	const char *output_dir;
+	size_t max_message;
+	int kill_grace_ms;
+	const char *interrupt_message;
+	size_t retention_bytes;
+	unsigned max_sessions;
+	unsigned max_tools_per_turn;
+	int idle_exit_s;
+};
+
+static struct event_base *main_base;
+
+static void	usage(FILE *, int) __attribute__((noreturn));
+static long	parse_number(const char *, const char *, long, long);
+static void	parse_options(int, char **, struct options *);
+static char	*find_tool_binary(void);
+static json_t	*base_environment(void);
+static char	*default_output_dir(void);
+static int	make_dirs(const char *);
+static void	on_signal(evutil_socket_t, short, void *);
+static int	activated_socket(void);
+
+static void
+usage(FILE *f, int status)
+{
+	fprintf(f,
+"usage: stexecd [options]\n"
+"Run LLM agents' tools for clients speaking JSON-RPC over a Unix socket.\n"
+"\n"
+"  --socket PATH            listen here (default: $STEXEC_SOCKET, else\n"
+"                           $XDG_RUNTIME_DIR/stexec/stexecd.sock, else\n"
+"                           /run/stexec/stexecd.sock)\n"
+"  --socket-mode MODE       socket permissions, octal (default 0600)\n"
+"  --tools-dir DIR          load ToolDef *.json files from DIR (repeatable;\n"
+"                           default: the built-in tools)\n"
+"  --max-procs N            tool processes at once, all sessions (default 64)\n"
+"  --output-dir DIR         where large outputs are saved whole\n"
+"  --max-message BYTES      longest request line (default %u)\n"
+"  --kill-grace-ms MS       SIGTERM to SIGKILL delay (default 2000)\n"
+"  --interrupt-message TEXT result content of interrupted tools\n"
+"  --retention-bytes BYTES  notification log budget per session\n"
+"                           (default 4194304)\n"
+"  --max-sessions N         open sessions at once (default 100000)\n"
+"  --max-tools-per-turn N   tools one turn may hold (default 10000)\n"
+"  --idle-exit SECONDS      when socket-activated, exit after this long\n"
+"                           with no session and no client (default: never)\n"
+"  --log-level LEVEL        error, warn, info or debug (default info)\n"
+"  --version, --help\n",
+	    STEXEC_MAX_MESSAGE_DEFAULT);
+	exit(status);
+}
+
+static long
+parse_number(const char *opt, const char *s, long min, long max)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || *s == '\0' || *end != '\0' || v < min || v > max) {
+		fprintf(stderr, "stexecd: %s: expected a number from %ld to "
+		    "%ld, got \"%s\"\n", opt, min, max, s);
+		exit(2);
+	}
+	return v;
+}
+
+static void
+parse_options(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "socket-mode", required_argument, NULL, 'm' },
+		{ "tools-dir", required_argument, NULL, 't' },
+		{ "max-procs", required_argument, NULL, 'p' },
+		{ "output-dir", required_argument, NULL, 'o' },
+		{ "max-message", required_argument, NULL, 'M' },
+		{ "kill-grace-ms", required_argument, NULL, 'g' },
+		{ "interrupt-message", required_argument, NULL, 'i' },
+		{ "retention-bytes", required_argument, NULL, 'r' },
+		{ "max-sessions", required_argument, NULL, 'S' },
+		{ "max-tools-per-turn", required_argument, NULL, 'T' },
+		{ "idle-exit", required_argument, NULL, 'I' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char *end;
+	long mode;
+	int c, level;
+
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			o->socket = optarg;
+			break;
+		case 'm':
+			errno = 0;
+			mode = strtol(optarg, &end, 8);
+			if (errno != 0 || *end != '\0' || mode < 0 ||
+			    mode > 0777 || (mode & 0600) != 0600) {
+				fprintf(stderr, "stexecd: --socket-mode: "
+				    "expected an octal mode with owner read "
+				    "and write, like 0600 or 0660, got \"%s\"\n",
+				    optarg);
+				exit(2);
+			}
+			o->socket_mode = (mode_t)mode;
+			break;
+		case 't':
+			o->tools_dirs = xreallocarray(o->tools_dirs,
+			    o->ntools_dirs + 1, sizeof *o->tools_dirs);
+			o->tools_dirs[o->ntools_dirs++] = optarg;
+			break;
+		case 'p':
+			o->max_procs = (int)parse_number("--max-procs", optarg,
+			    1, 100000);
+			break;
+		case 'o':
+			o->output_dir = optarg;
+			break;
+		case 'M':
+			o->max_message = (size_t)parse_number("--max-message",
+			    optarg, 1024, 1L << 30);
+			break;
+		case 'g':
+			o->kill_grace_ms = (int)parse_number("--kill-grace-ms",
+			    optarg, 0, 600000);
+			break;
+		case 'i':
+			o->interrupt_message = optarg;
+			break;
+		case 'r':
+			o->retention_bytes = (size_t)parse_number(
+			    "--retention-bytes", optarg, 4096, 1L << 34);
+			break;
+		case 'S':
+			o->max_sessions = (unsigned)parse_number(
+			    "--max-sessions", optarg, 1, 10000000);
+			break;
+		case 'T':
+			o->max_tools_per_turn = (unsigned)parse_number(
+			    "--max-tools-per-turn", optarg, 1, 10000000);
+			break;
+		case 'I':
+			o->idle_exit_s = (int)parse_number("--idle-exit", optarg,
+			    1, 86400 * 365);
+			break;
+		case 'l':
+			if ((level = log_parse_level(optarg)) < 0) {
+				fprintf(stderr, "stexecd: --log-level: expected "
+				    "error, warn, info or debug, got \"%s\"\n",
+				    optarg);
+				exit(2);
+			}
+			log_set_level((enum log_level)level);
+			break;
+		case 'V':
+			printf("stexecd %s (protocol %d)\n", STEXEC_VERSION,
+			    STEXEC_PROTOCOL_VERSION);
+			exit(0);
+		case 'h':
+			usage(stdout, 0);
+		default:
+			usage(stderr, 2);
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "stexecd: unexpected argument \"%s\"\n",
+		    argv[optind]);
+		usage(stderr, 2);
+	}
+}
+
+/*
+ * The built-in tools' executable: beside this one (the build tree, or an
+ * install with both in one directory), else in libexecdir.
+ */
+static char *
+find_tool_binary(void)
+{
+	char self[PATH_MAX], *dir, *path;
+	ssize_t n;
+
+	if ((n = readlink("/proc/self/exe", self, sizeof self - 1)) > 0) {
+		self[n] = '\0';
+		dir = dirname(self);
+		xasprintf(&path, "%s/builtin/stexec-tool", dir);
+		if (access(path, X_OK) == 0)
+			return path;
+		free(path);
+		xasprintf(&path, "%s/stexec-tool", dir);
+		if (access(path, X_OK) == 0)
+			return path;
+		free(path);
+	}
+	return xstrdup(STEXEC_LIBEXECDIR "/stexec-tool");
+}
+
+/* The daemon's environment, less what systemd gave the daemon itself. */
+static json_t *
+base_environment(void)
+{
+	static const char *drop[] = { "NOTIFY_SOCKET", "LISTEN_PID",
+		"LISTEN_FDS", "LISTEN_FDNAMES", "WATCHDOG_PID", "WATCHDOG_USEC",
+		"INVOCATION_ID", "JOURNAL_STREAM", "MANAGERPID",
+		"SYSTEMD_EXEC_PID", "MONITOR_SERVICE_RESULT", "TRIGGER_UNIT" };
+	json_t *env = json_object();
+	char **e, *key;
+	const char *eq;
+	size_t i;
+
+	for (e = environ; *e != NULL; e++) {
+		if ((eq = strchr(*e, '=')) == NULL)
+			continue;
+		key = xstrndup(*e, (size_t)(eq - *e));
+		for (i = 0; i < nitems(drop); i++)
+			if (strcmp(key, drop[i]) == 0)
+				break;
+		if (i == nitems(drop))
+			json_object_set_new(env, key, json_string(eq + 1));
+		free(key);
+	}
+	return env;
+}
+
+/* Disk, not tmpfs: whole outputs can be large. */
+static char *
+default_output_dir(void)
+{
+	const char *state = getenv("STATE_DIRECTORY");
+	const char *xdg = getenv("XDG_STATE_HOME");
+	const char *home = getenv("HOME");
+	char *dir;
+
+	if (state != NULL && *state == '/')
+		xasprintf(&dir, "%s/output", state);
+	else if (geteuid() == 0)
+		dir = xstrdup("/var/lib/stexec/output");
+	else if (xdg != NULL && *xdg == '/')
+		xasprintf(&dir, "%s/stexec/output", xdg);
+	else if (home != NULL && *home == '/')
+		xasprintf(&dir, "%s/.local/state/stexec/output", home);
+	else
+		xasprintf(&dir, "/var/tmp/stexec-%u/output",
+		    (unsigned)geteuid());
+	return dir;
+}
+
+/* Create dir and its missing parents (0700). */
+static int
+make_dirs(const char *dir)
+{
+	char *p = xstrdup(dir), *s;
+	int rc = 0;
+
+	for (s = p + 1; rc == 0 && (s = strchr(s, '/')) != NULL; s++) {
+		*s = '\0';
+		if (mkdir(p, 0700) != 0 && errno != EEXIST)
+			rc = -1;
+		*s = '/';
+	}
+	if (rc == 0 && mkdir(p, 0700) != 0 && errno != EEXIST)
+		rc = -1;
+	free(p);
+	return rc;
+}
+
+/*
+ * The socket systemd passed us (Accept=no), or -1. It must be a listening
+ * Unix stream socket; anything else is refused and we bind our own.
+ */
+static int
+activated_socket(void)
+{
+	int n = sd_listen_fds(1), fd;
+
+	if (n < 0) {
+		log_error("socket activation: %s", strerror(-n));
+		return -1;
+	}
+	if (n == 0)
+		return -1;
+	for (fd = SD_LISTEN_FDS_START; fd < SD_LISTEN_FDS_START + n; fd++) {
+		if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) > 0) {
+			if (n > 1)
+				log_warn("socket activation: %d sockets "
+				    "passed, using fd %d", n, fd);
+			return fd;
+		}
+		log_error("socket activation: fd %d is not a listening Unix "
+		    "stream socket; ignoring it", fd);
+	}
+	return -1;
+}
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	if (sig == SIGHUP) {
+		log_info("SIGHUP ignored: restart the daemon to reload tools");
+		return;
+	}
+	log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	event_base_loopbreak(main_base);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct options o = {
+		.socket_mode = 0600,
+		.max_procs = 64,
+		.max_message = STEXEC_MAX_MESSAGE_DEFAULT,
+		.kill_grace_ms = 2000,
+		.retention_bytes = 4 * 1024 * 1024,
+		.max_sessions = 100000,
+		.max_tools_per_turn = 10000,
+	};
+	struct proc_config pcfg = { 0 };
+	struct session_config scfg = { 0 };
+	struct methods_config mcfg = { 0 };
+	struct event *sigs[3];
+	char err[1024], pathbuf[4096], *tool, *outdir, cwd[PATH_MAX];
+	const char *path;
+	bool activated;
+	size_t i;
+	int fd;
+
+	parse_options(argc, argv, &o);
+	signal(SIGPIPE, SIG_IGN);
+	if ((main_base = event_base_new()) == NULL)
+		fatal("cannot create the event loop");
+
+	outdir = o.output_dir != NULL ? xstrdup(o.output_dir) :
+	    default_output_dir();
+	if (make_dirs(outdir) != 0) {
+		log_error("cannot create output directory %s: %s", outdir,
+		    strerror(errno));
+		free(outdir);
+		return 1;
+	}
+	pcfg.kill_grace_ms = o.kill_grace_ms;
+	pcfg.leftover_grace_ms = 100;
+	pcfg.max_procs = o.max_procs;
+	pcfg.output_dir = outdir;
+	if (proc_init(main_base, &pcfg, err, sizeof err) != 0) {
+		log_error("%s", err);
+		return 1;
+	}
+
+	if (o.ntools_dirs == 0) {
+		tool = find_tool_binary();
+		if (registry_load_builtin(tool, err, sizeof err) != 0)
+			fatal("%s", err);
+		log_debug("built-in tools use %s", tool);
+		free(tool);
+	}
+	for (i = 0; i < o.ntools_dirs; i++)
+		if (registry_load_dir(o.tools_dirs[i], err, sizeof err) != 0) {
+			log_error("%s", err);
+			return 1;
+		}
+
+	scfg.retention_bytes = o.retention_bytes;
+	scfg.max_sessions = o.max_sessions;
+	scfg.max_tools_per_turn = o.max_tools_per_turn;
+	scfg.interrupt_message = o.interrupt_message;
+	scfg.base_env = base_environment();
+	scfg.base_cwd = getcwd(cwd, sizeof cwd) != NULL ? cwd : "/";
+	session_init(&scfg);
+	conn_init(main_base, o.max_message);
+	mcfg.max_message = o.max_message;
+	methods_init(&mcfg);
+
+	activated = (fd = activated_socket()) >= 0;
+	if (activated) {
+		path = "the socket systemd passed";
+		server_start(main_base, fd, NULL);
+	} else {
+		path = server_default_path(o.socket, pathbuf, sizeof pathbuf);
+		fd = server_listen(path, o.socket_mode, err, sizeof err);
+		if (fd < 0) {
+			log_error("%s", err);
+			return 1;
+		}
+		server_start(main_base, fd, path);
+	}
+	notify_init(main_base, activated, o.idle_exit_s);
+
+	sigs[0] = evsignal_new(main_base, SIGTERM, on_signal, NULL);
+	sigs[1] = evsignal_new(main_base, SIGINT, on_signal, NULL);
+	sigs[2] = evsignal_new(main_base, SIGHUP, on_signal, NULL);
+	for (i = 0; i < nitems(sigs); i++)
+		event_add(sigs[i], NULL);
+
+	log_info("serving %zu tools on %s", registry_count(), path);
+	notify_ready();
+	event_base_dispatch(main_base);
+
+	/* Stop accepting, kill every tool, tell the clients, flush, exit. */
+	notify_stopping();
+	notify_free();
+	server_stop();
+	session_shutdown();
+	conn_shutdown();
+	for (i = 0; i < nitems(sigs); i++)
+		event_free(sigs[i]);
+	registry_free();
+	json_decref(scfg.base_env);
+	free(o.tools_dirs);
+	free(outdir);
+	event_base_free(main_base);
+	log_info("stopped");
+	return 0;
+}

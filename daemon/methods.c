@@ -1,0 +1,555 @@
+/*
+ * The JSON-RPC methods: strict parameter checks with errors that name the
+ * field (-32602), then one call into the session or the executor.
+ */
+#include "methods.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "executor.h"
+#include "proc.h"
+#include "session.h"
+#include "stexec/protocol.h"
+#include "util.h"
+
+#define METHODS_EVENTS_MAX 10000
+
+struct call {
+	struct conn *c;
+	const json_t *id;
+	const json_t *params; /* an object (possibly empty) */
+};
+
+struct method {
+	const char *name;
+	void (*fn)(struct call *);
+};
+
+static struct methods_config methods_cfg;
+
+static void	bad_param(struct call *, const char *, const char *, ...)
+		    __attribute__((format(printf, 3, 4)));
+static bool	param_string(struct call *, const char *, bool, const char **);
+static bool	param_uint(struct call *, const char *, uint64_t, uint64_t,
+		    bool, uint64_t *);
+static struct session *param_session(struct call *);
+static uint64_t	methods_now_ms(void);
+static long	methods_pid_of(struct exec_tool *);
+static long	methods_rss(void);
+
+static void	m_initialize(struct call *);
+static void	m_create_session(struct call *);
+static void	m_close_session(struct call *);
+static void	m_list_sessions(struct call *);
+static void	m_list_tools(struct call *);
+static void	m_add_tool(struct call *);
+static void	m_abort(struct call *);
+static void	m_discard(struct call *);
+static void	m_drain(struct call *);
+static void	m_respond_permission(struct call *);
+static void	m_subscribe(struct call *);
+static void	m_unsubscribe(struct call *);
+static void	m_events(struct call *);
+static void	m_status(struct call *);
+static void	m_ping(struct call *);
+static void	m_stats(struct call *);
+
+static const struct method methods[] = {
+	{ "initialize", m_initialize },
+	{ "createSession", m_create_session },
+	{ "closeSession", m_close_session },
+	{ "listSessions", m_list_sessions },
+	{ "listTools", m_list_tools },
+	{ "addTool", m_add_tool },
+	{ "abort", m_abort },
+	{ "discard", m_discard },
+	{ "drain", m_drain },
+	{ "respondPermission", m_respond_permission },
+	{ "subscribe", m_subscribe },
+	{ "unsubscribe", m_unsubscribe },
+	{ "events", m_events },
+	{ "status", m_status },
+	{ "ping", m_ping },
+	{ "stats", m_stats },
+};
+
+void
+methods_init(const struct methods_config *cfg)
+{
+	methods_cfg = *cfg;
+	methods_cfg.start_ms = methods_now_ms();
+}
+
+void
+methods_call(struct conn *c, const char *name, const json_t *id,
+    const json_t *params)
+{
+	struct call call = { c, id, params };
+	json_t *empty = NULL;
+	size_t i;
+
+	for (i = 0; i < nitems(methods); i++)
+		if (strcmp(methods[i].name, name) == 0)
+			break;
+	if (i == nitems(methods)) {
+		conn_error(c, id, STEXEC_ERR_METHOD_NOT_FOUND, NULL,
+		    "Method not found: %s", name);
+		return;
+	}
+	if (params == NULL)
+		call.params = empty = json_object();
+	else if (!json_is_object(params)) {
+		bad_param(&call, "params", "must be an object");
+		return;
+	}
+	methods[i].fn(&call);
+	json_decref(empty);
+}
+
+static void
+bad_param(struct call *call, const char *field, const char *fmt, ...)
+{
+	char problem[512];
+	va_list ap;
+	json_t *data;
+
+	va_start(ap, fmt);
+	vsnprintf(problem, sizeof problem, fmt, ap);
+	va_end(ap);
+	data = json_pack("{s:s}", "field", field);
+	conn_error(call->c, call->id, STEXEC_ERR_INVALID_PARAMS, data,
+	    "Invalid params: %s: %s", field, problem);
+	json_decref(data);
+}
+
+/* A string field; false (with the error sent) when it is wrong. */
+static bool
+param_string(struct call *call, const char *field, bool required,
+    const char **out)
+{
+	const json_t *v = json_object_get(call->params, field);
+
+	*out = NULL;
+	if (v == NULL || (json_is_null(v) && !required)) {
+		if (required)
+			bad_param(call, field, "required");
+		return !required;
+	}
+	if (!json_is_string(v)) {
+		bad_param(call, field, "must be a string");
+		return false;
+	}
+	*out = json_string_value(v);
+	return true;
+}
+
+/* An integer field within [min, max]; *out untouched when absent. */
+static bool
+param_uint(struct call *call, const char *field, uint64_t min, uint64_t max,
+    bool required, uint64_t *out)
+{
+	const json_t *v = json_object_get(call->params, field);
+	json_int_t n;
+
+	if (v == NULL || json_is_null(v)) {
+		if (required)
+			bad_param(call, field, "required");
+		return !required;
+	}
+	if (!json_is_integer(v) || (n = json_integer_value(v)) < 0 ||
+	    (uint64_t)n < min || (uint64_t)n > max) {
+		bad_param(call, field, "must be an integer from %llu to %llu",
+		    (unsigned long long)min, (unsigned long long)max);
+		return false;
+	}
+	*out = (uint64_t)n;
+	return true;
+}
+
+/* The session named by sessionId, owned by the caller. */
+static struct session *
+param_session(struct call *call)
+{
+	struct session *s;
+	const char *id;
+	int code;
+
+	if (!param_string(call, "sessionId", true, &id))
+		return NULL;
+	if ((s = session_find(id, conn_uid(call->c), &code)) != NULL)
+		return s;
+	if (code == STEXEC_ERR_NOT_PERMITTED)
+		conn_error(call->c, call->id, code, NULL, "Not permitted: "
+		    "the session belongs to another user");
+	else
+		conn_error(call->c, call->id, code, NULL,
+		    "Unknown session: %s", id);
+	return NULL;
+}
+
+static uint64_t
+methods_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void
+m_initialize(struct call *call)
+{
+	conn_reply(call->c, call->id, json_pack("{s:{s:s, s:s}, s:i, "
+	    "s:{s:b, s:b, s:b, s:b, s:b, s:I}}",
+	    "server", "name", "stexecd", "version", STEXEC_VERSION,
+	    "protocolVersion", STEXEC_PROTOCOL_VERSION,
+	    "capabilities", "subscribe", 1, "events", 1, "permissions", 1,
+	    "contextModifiers", 1, "streamOutput", 1, "maxMessage",
+	    (json_int_t)methods_cfg.max_message));
+}
+
+static void
+m_create_session(struct call *call)
+{
+	const json_t *tools = json_object_get(call->params, "tools");
+	const json_t *env = json_object_get(call->params, "env"), *v;
+	struct tooldef **defs = NULL;
+	struct session *s;
+	uint64_t max_parallel = EXEC_MAX_PARALLEL_DEFAULT;
+	const char *cwd, *key;
+	char err[512], field[64];
+	struct stat st;
+	size_t i, n = 0;
+	int code;
+
+	if (!param_uint(call, "maxParallel", 1, EXEC_MAX_PARALLEL_LIMIT,
+	    false, &max_parallel) || !param_string(call, "cwd", false, &cwd))
+		return;
+	if (cwd != NULL && (cwd[0] != '/' || stat(cwd, &st) != 0 ||
+	    !S_ISDIR(st.st_mode))) {
+		bad_param(call, "cwd", cwd[0] != '/' ? "must be an absolute "
+		    "path" : "%s is not a directory", cwd);
+		return;
+	}
+	if (env != NULL && !json_is_null(env)) {
+		if (!json_is_object(env)) {
+			bad_param(call, "env", "must be an object");
+			return;
+		}
+		json_object_foreach((json_t *)env, key, v)
+			if (!json_is_string(v) && !json_is_null(v)) {
+				snprintf(field, sizeof field, "env.%s", key);
+				bad_param(call, field, "must be a string or null");
+				return;
+			}
+	}
+	if (tools != NULL && !json_is_null(tools)) {
+		if (!json_is_array(tools)) {
+			bad_param(call, "tools", "must be an array of ToolDefs");
+			return;
+		}
+		defs = xcalloc(json_array_size(tools) + 1, sizeof *defs);
+		for (n = 0; n < json_array_size(tools); n++) {
+			defs[n] = tooldef_parse(json_array_get(tools, n), err,
+			    sizeof err);
+			snprintf(field, sizeof field, "tools[%zu]", n);
+			if (defs[n] == NULL) {
+				bad_param(call, field, "%s", err);
+				goto out;
+			}
+			for (i = 0; i < n; i++)
+				if (strcmp(tooldef_name(defs[i]),
+				    tooldef_name(defs[n])) == 0) {
+					bad_param(call, field, "name: \"%s\" is "
+					    "defined twice", tooldef_name(defs[n]));
+					n++;
+					goto out;
+				}
+		}
+	}
+	s = session_create(conn_uid(call->c), defs, n, (unsigned)max_parallel,
+	    cwd, env, &code, err, sizeof err);
+	if (s == NULL)
+		conn_error(call->c, call->id, code, NULL, "%s", err);
+	else
+		conn_reply(call->c, call->id, json_pack("{s:s}", "sessionId",
+		    session_id(s)));
+out:
+	for (i = 0; i < n; i++)
+		tooldef_unref(defs[i]);
+	free(defs);
+}
+
+static void
+m_close_session(struct call *call)
+{
+	struct session *s = param_session(call);
+
+	if (s != NULL)
+		session_close(s, conn_ticket(call->c, call->id));
+}
+
+static void
+m_list_sessions(struct call *call)
+{
+	conn_reply(call->c, call->id, json_pack("{s:o}", "sessions",
+	    session_list_json(conn_uid(call->c))));
+}
+
+static void
+m_list_tools(struct call *call)
+{
+	struct session *s = NULL;
+
+	if (!json_is_null(json_object_get(call->params, "sessionId")) &&
+	    json_object_get(call->params, "sessionId") != NULL &&
+	    (s = param_session(call)) == NULL)
+		return;
+	conn_reply(call->c, call->id, json_pack("{s:o}", "tools",
+	    session_tools_json(s)));
+}
+
+static void
+m_add_tool(struct call *call)
+{
+	const json_t *use = json_object_get(call->params, "toolUse"), *input;
+	struct session *s;
+	struct exec_added added;
+	const char *id, *name;
+	int rc;
+
+	if ((s = param_session(call)) == NULL)
+		return;
+	if (!json_is_object(use)) {
+		bad_param(call, "toolUse", use == NULL ? "required" :
+		    "must be an object {id, name, input}");
+		return;
+	}
+	id = json_string_value(json_object_get(use, "id"));
+	name = json_string_value(json_object_get(use, "name"));
+	input = json_object_get(use, "input");
+	if (id == NULL || *id == '\0') {
+		bad_param(call, "toolUse.id", "must be a non-empty string");
+		return;
+	}
+	if (name == NULL) {
+		bad_param(call, "toolUse.name", "must be a string");
+		return;
+	}
+	if (input != NULL && !json_is_object(input) && !json_is_null(input)) {
+		bad_param(call, "toolUse.input", "must be an object");
+		return;
+	}
+	if (session_turn_full(s)) {
+		conn_error(call->c, call->id, STEXEC_ERR_LIMIT, NULL,
+		    "Limit exceeded: turn %llu already has %u tools",
+		    (unsigned long long)exec_turn(session_exec(s)),
+		    exec_turn_size(session_exec(s)));
+		return;
+	}
+	rc = exec_add(session_exec(s), id, name, session_tool(s, name),
+	    json_is_object(input) ? input : NULL, &added);
+	if (rc != 0) {
+		conn_error(call->c, call->id, rc, NULL, "Duplicate tool use id "
+		    "in this turn: %s", id);
+		return;
+	}
+	conn_reply(call->c, call->id, json_pack("{s:s, s:I, s:s, s:b}",
+	    "toolUseId", id, "turn", (json_int_t)added.turn, "status",
+	    exec_status_name(added.status), "concurrencySafe", added.safe));
+}
+
+static void
+m_abort(struct call *call)
+{
+	struct session *s;
+	const char *reason;
+	uint64_t turn;
+
+	if ((s = param_session(call)) == NULL ||
+	    !param_string(call, "reason", true, &reason))
+		return;
+	if (strcmp(reason, "interrupt") != 0 && strcmp(reason, "cancel") != 0) {
+		bad_param(call, "reason", "must be \"interrupt\" or \"cancel\"");
+		return;
+	}
+	turn = exec_turn(session_exec(s));
+	exec_abort(session_exec(s), strcmp(reason, "cancel") == 0);
+	conn_reply(call->c, call->id, json_pack("{s:I}", "turn",
+	    (json_int_t)turn));
+}
+
+static void
+m_discard(struct call *call)
+{
+	struct session *s;
+	uint64_t old;
+
+	if ((s = param_session(call)) == NULL)
+		return;
+	old = exec_discard(session_exec(s));
+	conn_reply(call->c, call->id, json_pack("{s:I, s:I}", "discardedTurn",
+	    (json_int_t)old, "turn", (json_int_t)exec_turn(session_exec(s))));
+}
+
+static void
+m_drain(struct call *call)
+{
+	struct session *s;
+
+	if ((s = param_session(call)) != NULL)
+		exec_drain(session_exec(s), conn_ticket(call->c, call->id));
+}
+
+static void
+m_respond_permission(struct call *call)
+{
+	struct session *s;
+	const char *tid, *decision, *message;
+	int rc;
+
+	if ((s = param_session(call)) == NULL ||
+	    !param_string(call, "toolUseId", true, &tid) ||
+	    !param_string(call, "decision", true, &decision) ||
+	    !param_string(call, "message", false, &message))
+		return;
+	if (strcmp(decision, "allow") != 0 && strcmp(decision, "deny") != 0) {
+		bad_param(call, "decision", "must be \"allow\" or \"deny\"");
+		return;
+	}
+	rc = exec_permission(session_exec(s), tid, strcmp(decision, "allow") ==
+	    0, message);
+	if (rc == STEXEC_ERR_INVALID_PARAMS)
+		bad_param(call, "toolUseId", "no tool %s in the current turn",
+		    tid);
+	else if (rc == STEXEC_ERR_STATE)
+		conn_error(call->c, call->id, rc, NULL, "State conflict: tool "
+		    "%s is not waiting for permission", tid);
+	else
+		conn_reply(call->c, call->id, json_object());
+}
+
+static void
+m_subscribe(struct call *call)
+{
+	struct session *s;
+	struct sub *sub;
+	uint64_t since = 0, last, oldest;
+	int64_t from = -1;
+	json_t *data;
+
+	if ((s = param_session(call)) == NULL ||
+	    !param_uint(call, "since", 0, INT64_MAX, false, &since))
+		return;
+	if (json_object_get(call->params, "since") != NULL &&
+	    !json_is_null(json_object_get(call->params, "since")))
+		from = (int64_t)since;
+	if (session_subscribe(s, call->c, from, &sub, &last, &oldest) != 0) {
+		data = json_pack("{s:I}", "oldestSeq", (json_int_t)oldest);
+		conn_error(call->c, call->id, STEXEC_ERR_LIMIT, data, "Replay "
+		    "gap: the oldest retained notification is seq %llu",
+		    (unsigned long long)oldest);
+		json_decref(data);
+		return;
+	}
+	/* The reply first, then the replay, then live notifications. */
+	conn_reply(call->c, call->id, json_pack("{s:I}", "lastSeq",
+	    (json_int_t)last));
+	sub_pump(sub);
+}
+
+static void
+m_unsubscribe(struct call *call)
+{
+	struct session *s;
+
+	if ((s = param_session(call)) == NULL)
+		return;
+	session_unsubscribe(s, call->c);
+	conn_reply(call->c, call->id, json_object());
+}
+
+static void
+m_events(struct call *call)
+{
+	struct session *s;
+	struct buf b = { 0 };
+	uint64_t since = 0, max = 1000, last, oldest;
+	json_t *data;
+
+	if ((s = param_session(call)) == NULL ||
+	    !param_uint(call, "since", 0, INT64_MAX, false, &since) ||
+	    !param_uint(call, "max", 1, METHODS_EVENTS_MAX, false, &max))
+		return;
+	buf_addstr(&b, "{\"notifications\":");
+	if (session_events(s, since, max, &b, &last, &oldest) != 0) {
+		data = json_pack("{s:I}", "oldestSeq", (json_int_t)oldest);
+		conn_error(call->c, call->id, STEXEC_ERR_LIMIT, data, "Replay "
+		    "gap: the oldest retained notification is seq %llu",
+		    (unsigned long long)oldest);
+		json_decref(data);
+		buf_free(&b);
+		return;
+	}
+	buf_printf(&b, ",\"lastSeq\":%llu}", (unsigned long long)last);
+	conn_reply_raw(call->c, call->id, b.data, b.len);
+	buf_free(&b);
+}
+
+static long
+methods_pid_of(struct exec_tool *t)
+{
+	return exec_tool_handle(t) != NULL ?
+	    (long)proc_pid(exec_tool_handle(t)) : 0;
+}
+
+static void
+m_status(struct call *call)
+{
+	struct session *s;
+
+	if ((s = param_session(call)) != NULL)
+		conn_reply(call->c, call->id, exec_status_json(session_exec(s),
+		    methods_pid_of));
+}
+
+static void
+m_ping(struct call *call)
+{
+	conn_reply(call->c, call->id, json_object());
+}
+
+/* Resident set size from /proc/self/statm, in bytes. */
+static long
+methods_rss(void)
+{
+	long pages = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (f != NULL) {
+		if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+			rss = 0;
+		fclose(f);
+	}
+	return rss * sysconf(_SC_PAGESIZE);
+}
+
+static void
+m_stats(struct call *call)
+{
+	conn_reply(call->c, call->id, json_pack("{s:i, s:I, s:i, s:i, s:i, "
+	    "s:I, s:I, s:I}", "pid", (int)getpid(), "uptimeMs",
+	    (json_int_t)(methods_now_ms() - methods_cfg.start_ms), "sessions",
+	    (int)session_count(), "connections", (int)conn_count(),
+	    "toolsRunning", (int)proc_running(), "toolsStarted",
+	    (json_int_t)session_tools_started(), "toolsCompleted",
+	    (json_int_t)session_tools_completed(), "rssBytes",
+	    (json_int_t)methods_rss()));
+}

@@ -1,0 +1,736 @@
+/*
+ * Sessions: the executor's effects turned into processes and notifications,
+ * the per-session notification log with replay, subscribers and
+ * backpressure. See session.h.
+ */
+#include "session.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "conn.h"
+#include "idmap.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "proc.h"
+#include "registry.h"
+#include "stexec/protocol.h"
+
+/* A subscriber further behind than this pauses the session's tools. */
+#define SESSION_PAUSE_LAG (1024 * 1024)
+#define SESSION_RESUME_LAG (256 * 1024)
+
+/* One notification as sent: a whole line, newline included. */
+struct note {
+	uint64_t seq;
+	char *line;
+	size_t len;
+	uint64_t end; /* bytes of every note up to and including this one */
+};
+
+struct sub {
+	struct session *s;
+	struct conn *c;
+	uint64_t next; /* the next seq to send */
+	struct sub *prev, *snext;
+};
+
+struct session {
+	char id[24];
+	uid_t uid;
+	struct exec *ex;
+	struct idmap tools;       /* the session's own ToolDefs by name */
+
+	struct note *notes;       /* a ring of the retained notifications */
+	size_t cap, head, count;
+	uint64_t last_seq;
+	uint64_t bytes_end;       /* `end` of the newest note */
+	uint64_t prev_turn_seq;   /* first seq of the previous turn */
+	uint64_t cur_turn_seq;    /* first seq of the current turn */
+	struct sub *subs;
+	bool paused;
+
+	struct exec_tool **running; /* tools with a process */
+	size_t nrunning, caprunning;
+
+	bool closing;
+	struct ticket **closers;
+	size_t nclosers;
+
+	struct session *prev, *next;
+};
+
+static struct session_config session_cfg;
+static struct idmap session_map;
+static struct session *session_list;
+static unsigned session_n;
+static uint64_t session_started, session_completed;
+
+static void	session_effect(void *, const struct exec_effect *);
+static void	session_note(struct session *, const char *, json_t *);
+static void	session_spawn(struct session *, struct exec_tool *);
+static char	**session_envp(struct session *, struct exec_tool *);
+static void	session_trim(struct session *);
+static void	session_pressure(struct session *);
+static struct note *session_note_at(struct session *, uint64_t);
+static uint64_t	session_lag(struct session *, uint64_t);
+static void	session_finish(struct session *);
+static void	session_catch_up(struct session *, struct conn *);
+static void	sub_send(struct sub *, bool);
+static void	session_free(struct session *);
+static void	session_proc_line(void *, const char *, size_t);
+static void	session_proc_chunk(void *, int, const char *, size_t);
+static void	session_proc_exit(void *, const struct proc_exit *);
+
+static const struct proc_ops session_proc_ops = {
+	.line = session_proc_line,
+	.chunk = session_proc_chunk,
+	.exit = session_proc_exit,
+};
+
+void
+session_init(const struct session_config *cfg)
+{
+	session_cfg = *cfg;
+}
+
+unsigned
+session_count(void)
+{
+	return session_n;
+}
+
+uint64_t
+session_tools_started(void)
+{
+	return session_started;
+}
+
+uint64_t
+session_tools_completed(void)
+{
+	return session_completed;
+}
+
+struct session *
+session_create(uid_t uid, struct tooldef **tools, size_t ntools,
+    unsigned max_parallel, const char *cwd, const json_t *env, int *code,
+    char *err, size_t errlen)
+{
+	struct exec_config ecfg = { 0 };
+	struct session *s;
+	unsigned char rnd[8];
+	json_t *senv, *v;
+	const char *key;
+	size_t i;
+
+	if (session_n >= session_cfg.max_sessions) {
+		*code = STEXEC_ERR_LIMIT;
+		snprintf(err, errlen, "Limit exceeded: %u sessions are open "
+		    "(--max-sessions)", session_n);
+		return NULL;
+	}
+	s = xcalloc(1, sizeof *s);
+	/* Ids are unguessable, though sessions are also checked by uid. */
+	if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
+		fatal("getrandom failed");
+	snprintf(s->id, sizeof s->id, "s-%02x%02x%02x%02x%02x%02x%02x%02x",
+	    rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	s->uid = uid;
+	for (i = 0; i < ntools; i++)
+		idmap_put(&s->tools, tooldef_name(tools[i]),
+		    tooldef_ref(tools[i]));
+
+	/* env: the daemon's, with the client's on top; null unsets. */
+	senv = json_copy(session_cfg.base_env);
+	json_object_foreach((json_t *)env, key, v) {
+		if (json_is_null(v))
+			json_object_del(senv, key);
+		else
+			json_object_set(senv, key, v);
+	}
+	ecfg.max_parallel = max_parallel;
+	ecfg.interrupt_message = session_cfg.interrupt_message;
+	ecfg.effect = session_effect;
+	ecfg.arg = s;
+	s->ex = exec_new(&ecfg, cwd != NULL ? cwd : session_cfg.base_cwd,
+	    senv);
+	json_decref(senv);
+	s->prev_turn_seq = s->cur_turn_seq = 1;
+
+	idmap_put(&session_map, s->id, s);
+	s->next = session_list;
+	if (session_list != NULL)
+		session_list->prev = s;
+	session_list = s;
+	session_n++;
+	log_debug("session %s created for uid %u", s->id, (unsigned)uid);
+	return s;
+}
+
+struct session *
+session_find(const char *id, uid_t uid, int *code)
+{
+	struct session *s = idmap_get(&session_map, id);
+
+	if (s == NULL || s->closing) {
+		*code = STEXEC_ERR_UNKNOWN_SESSION;
+		return NULL;
+	}
+	if (s->uid != uid) {
+		*code = STEXEC_ERR_NOT_PERMITTED;
+		return NULL;
+	}
+	return s;
+}
+
+const char *
+session_id(const struct session *s)
+{
+	return s->id;
+}
+
+struct exec *
+session_exec(struct session *s)
+{
+	return s->ex;
+}
+
+struct tooldef *
+session_tool(struct session *s, const char *name)
+{
+	struct tooldef *d = idmap_get(&s->tools, name);
+
+	return d != NULL ? d : registry_find(name);
+}
+
+json_t *
+session_tools_json(struct session *s)
+{
+	json_t *tools = json_array();
+	struct tooldef *d;
+	size_t i;
+
+	for (i = 0; i < registry_count(); i++) {
+		d = registry_get(i);
+		if (s == NULL || idmap_get(&s->tools, tooldef_name(d)) == NULL)
+			json_array_append_new(tools, tooldef_json(d));
+	}
+	if (s != NULL)
+		for (i = 0; i < s->tools.cap; i++)
+			if (s->tools.slots[i].key != NULL &&
+			    s->tools.slots[i].value != NULL)
+				json_array_append_new(tools, tooldef_json(
+				    s->tools.slots[i].value));
+	return tools;
+}
+
+json_t *
+session_list_json(uid_t uid)
+{
+	json_t *list = json_array();
+	struct session *s;
+
+	for (s = session_list; s != NULL; s = s->next)
+		if (s->uid == uid && !s->closing)
+			json_array_append_new(list, json_pack("{s:s, s:I, s:i}",
+			    "sessionId", s->id, "turn",
+			    (json_int_t)exec_turn(s->ex), "unfinished",
+			    (int)exec_unfinished(s->ex)));
+	return list;
+}
+
+bool
+session_turn_full(struct session *s)
+{
+	return exec_turn_size(s->ex) >= session_cfg.max_tools_per_turn;
+}
+
+/* The executor's effects: processes, kills, notifications, drain replies. */
+static void
+session_effect(void *arg, const struct exec_effect *e)
+{
+	struct session *s = arg;
+
+	switch (e->kind) {
+	case EXEC_SPAWN:
+		session_spawn(s, e->tool);
+		break;
+	case EXEC_KILL:
+		proc_kill(exec_tool_handle(e->tool));
+		break;
+	case EXEC_NOTIFY:
+		session_note(s, e->method, e->params);
+		break;
+	case EXEC_DRAIN_DONE:
+		/* S12: the reply comes after the turn's notifications. */
+		session_catch_up(s, ticket_conn(e->cookie));
+		if (e->error == 0)
+			ticket_reply(e->cookie, json_pack("{s:I, s:i}", "turn",
+			    (json_int_t)e->turn, "results", (int)e->results));
+		else if (s->closing)
+			ticket_error(e->cookie, e->error, "State conflict: "
+			    "the session was closed while the drain waited");
+		else
+			ticket_error(e->cookie, e->error, "State conflict: "
+			    "turn %llu was discarded while the drain waited",
+			    (unsigned long long)e->turn);
+		break;
+	}
+}
+
+/* The process environment of §4: session env, the tool's env, our vars. */
+static char **
+session_envp(struct session *s, struct exec_tool *t)
+{
+	json_t *env = json_copy((json_t *)exec_env(s->ex)), *v;
+	const json_t *tenv = tooldef_env(exec_tool_def(t));
+	const char *key;
+	char **envp;
+	size_t n = 0;
+
+	json_object_foreach((json_t *)tenv, key, v) {
+		if (json_is_null(v))
+			json_object_del(env, key);
+		else
+			json_object_set(env, key, v);
+	}
+	json_object_set_new(env, "STEXEC_SESSION_ID", json_string(s->id));
+	json_object_set_new(env, "STEXEC_TOOL_USE_ID",
+	    json_string(exec_tool_id(t)));
+	json_object_set_new(env, "STEXEC_PROGRESS_FD", json_string("3"));
+	envp = xcalloc(json_object_size(env) + 1, sizeof *envp);
+	json_object_foreach(env, key, v)
+		if (json_is_string(v))
+			xasprintf(&envp[n++], "%s=%s", key,
+			    json_string_value(v));
+	json_decref(env);
+	return envp;
+}
+
+static void
+session_spawn(struct session *s, struct exec_tool *t)
+{
+	struct proc_spec spec = { 0 };
+	struct tooldef *def = exec_tool_def(t);
+	struct proc *p;
+	char **envp, *input;
+	size_t i;
+
+	envp = session_envp(s, t);
+	input = json_dumps(exec_tool_input(t), JSON_COMPACT);
+	spec.argv = exec_tool_argv(t);
+	spec.envp = envp;
+	spec.cwd = exec_cwd(s->ex);
+	spec.input = input;
+	spec.input_len = strlen(input);
+	spec.timeout_ms = exec_tool_timeout_ms(t);
+	spec.max_output = tooldef_max_result_bytes(def);
+	spec.stream_output = tooldef_stream_output(def);
+	spec.name = exec_tool_name(t);
+	p = proc_spawn(&spec, &session_proc_ops, t);
+	exec_tool_set_handle(t, p);
+	if (s->paused)
+		proc_pause(p, true);
+	free(input);
+	for (i = 0; envp[i] != NULL; i++)
+		free(envp[i]);
+	free(envp);
+
+	if (s->nrunning == s->caprunning) {
+		s->caprunning = s->caprunning ? s->caprunning * 2 : 4;
+		s->running = xreallocarray(s->running, s->caprunning,
+		    sizeof *s->running);
+	}
+	s->running[s->nrunning++] = t;
+	session_started++;
+}
+
+static void
+session_proc_line(void *arg, const char *line, size_t len)
+{
+	exec_progress_line(arg, line, len);
+}
+
+static void
+session_proc_chunk(void *arg, int fd, const char *data, size_t len)
+{
+	exec_output_chunk(arg, fd, data, len);
+}
+
+static void
+session_proc_exit(void *arg, const struct proc_exit *x)
+{
+	struct exec_tool *t = arg;
+	struct session *s = exec_arg(exec_tool_exec(t));
+	size_t i;
+
+	for (i = 0; i < s->nrunning; i++)
+		if (s->running[i] == t) {
+			s->running[i] = s->running[--s->nrunning];
+			break;
+		}
+	session_completed++;
+	exec_exited(t, x);
+	if (s->closing && !exec_busy(s->ex))
+		session_finish(s);
+}
+
+/* Give a notification its seq, log it, and hand it to the subscribers. */
+static void
+session_note(struct session *s, const char *method, json_t *params)
+{
+	struct jsonrpc_out out = { 0 };
+	struct note *n;
+	struct sub *sub, *next;
+
+	json_object_set_new(params, "sessionId", json_string(s->id));
+	json_object_set_new(params, "seq", json_integer(
+	    (json_int_t)(s->last_seq + 1)));
+	if (jsonrpc_notification(&out, method, params) != 0)
+		fatal("cannot encode a %s notification", method);
+	if (s->count == s->cap) {
+		struct note *grown;
+		size_t i, cap = s->cap ? s->cap * 2 : 16;
+
+		/* Unroll the ring into a larger array. */
+		grown = xcalloc(cap, sizeof *grown);
+		for (i = 0; i < s->count; i++)
+			grown[i] = s->notes[(s->head + i) % s->cap];
+		free(s->notes);
+		s->notes = grown;
+		s->cap = cap;
+		s->head = 0;
+	}
+	n = &s->notes[(s->head + s->count) % s->cap];
+	s->count++;
+	n->seq = ++s->last_seq;
+	n->line = out.data;
+	n->len = out.len;
+	s->bytes_end += out.len;
+	n->end = s->bytes_end;
+	if (strcmp(method, "turn_end") == 0) {
+		s->prev_turn_seq = s->cur_turn_seq;
+		s->cur_turn_seq = n->seq + 1;
+	}
+	for (sub = s->subs; sub != NULL; sub = next) {
+		next = sub->snext;
+		sub_pump(sub);
+	}
+	session_trim(s);
+	session_pressure(s);
+}
+
+static struct note *
+session_note_at(struct session *s, uint64_t seq)
+{
+	uint64_t first;
+
+	if (s->count == 0)
+		return NULL;
+	first = s->notes[s->head].seq;
+	if (seq < first || seq > s->last_seq)
+		return NULL;
+	return &s->notes[(s->head + (seq - first)) % s->cap];
+}
+
+/* Bytes of retained notifications from seq on. */
+static uint64_t
+session_lag(struct session *s, uint64_t seq)
+{
+	struct note *n = session_note_at(s, seq);
+
+	if (n == NULL)
+		return 0;
+	return s->bytes_end - (n->end - n->len);
+}
+
+/*
+ * Retention: drop notes older than the previous turn, and past the byte
+ * budget the oldest, but never one a subscriber still has to get. A
+ * subscriber so far behind that the log passes four budgets is cut off;
+ * it may come back with `since`.
+ */
+static void
+session_trim(struct session *s)
+{
+	struct note *n;
+	struct sub *sub, *next;
+	struct conn *c;
+	uint64_t need = s->last_seq + 1, retained;
+
+	for (sub = s->subs; sub != NULL; sub = next) {
+		next = sub->snext;
+		if (session_lag(s, sub->next) > 4 * session_cfg.retention_bytes) {
+			log_warn("session %s: disconnecting a subscriber %llu "
+			    "notifications behind", s->id, (unsigned long long)
+			    (s->last_seq + 1 - sub->next));
+			c = sub->c;
+			/* Free the sub first: closing may free the conn's subs. */
+			sub_free(sub);
+			conn_close_after_flush(c);
+			continue;
+		}
+		if (sub->next < need)
+			need = sub->next;
+	}
+	while (s->count > 0) {
+		n = &s->notes[s->head];
+		retained = s->bytes_end - (n->end - n->len);
+		if (n->seq >= need)
+			break;
+		if (retained <= session_cfg.retention_bytes &&
+		    n->seq >= s->prev_turn_seq)
+			break;
+		free(n->line);
+		s->head = (s->head + 1) % s->cap;
+		s->count--;
+	}
+}
+
+/* Backpressure: stop reading the tools' pipes while a subscriber lags. */
+static void
+session_pressure(struct session *s)
+{
+	uint64_t lag = 0, l;
+	struct sub *sub;
+	bool pause;
+	size_t i;
+
+	for (sub = s->subs; sub != NULL; sub = sub->snext)
+		if ((l = session_lag(s, sub->next)) > lag)
+			lag = l;
+	if (!s->paused && lag > SESSION_PAUSE_LAG)
+		pause = true;
+	else if (s->paused && lag < SESSION_RESUME_LAG)
+		pause = false;
+	else
+		return;
+	s->paused = pause;
+	log_debug("session %s: %s its tools' output", s->id,
+	    pause ? "pausing" : "resuming");
+	for (i = 0; i < s->nrunning; i++)
+		proc_pause(exec_tool_handle(s->running[i]), pause);
+}
+
+int
+session_subscribe(struct session *s, struct conn *c, int64_t since,
+    struct sub **out, uint64_t *last_seq, uint64_t *oldest)
+{
+	struct sub *sub;
+	uint64_t first = s->count > 0 ? s->notes[s->head].seq :
+	    s->last_seq + 1;
+	uint64_t next = since < 0 ? s->last_seq + 1 : (uint64_t)since + 1;
+
+	if (next < first) {
+		*oldest = first;
+		return STEXEC_ERR_LIMIT;
+	}
+	if (next > s->last_seq + 1)
+		next = s->last_seq + 1;
+	for (sub = s->subs; sub != NULL; sub = sub->snext)
+		if (sub->c == c)
+			break;
+	if (sub == NULL) {
+		sub = xcalloc(1, sizeof *sub);
+		sub->s = s;
+		sub->c = c;
+		sub->snext = s->subs;
+		if (s->subs != NULL)
+			s->subs->prev = sub;
+		s->subs = sub;
+		conn_add_sub(c, sub);
+	}
+	sub->next = next;
+	*out = sub;
+	*last_seq = s->last_seq;
+	return 0;
+}
+
+void
+session_unsubscribe(struct session *s, struct conn *c)
+{
+	struct sub *sub;
+
+	for (sub = s->subs; sub != NULL; sub = sub->snext)
+		if (sub->c == c) {
+			sub_free(sub);
+			return;
+		}
+}
+
+void
+sub_free(struct sub *sub)
+{
+	struct session *s = sub->s;
+
+	if (sub->prev != NULL)
+		sub->prev->snext = sub->snext;
+	else
+		s->subs = sub->snext;
+	if (sub->snext != NULL)
+		sub->snext->prev = sub->prev;
+	conn_remove_sub(sub->c, sub);
+	free(sub);
+	session_pressure(s);
+}
+
+void
+sub_pump(struct sub *sub)
+{
+	sub_send(sub, false);
+}
+
+/*
+ * Move notifications from the log to the subscriber's socket buffer: while
+ * it is below its low watermark, or (all) every one it has not got yet.
+ */
+static void
+sub_send(struct sub *sub, bool all)
+{
+	struct session *s = sub->s;
+	struct note *n;
+
+	while (sub->next <= s->last_seq &&
+	    (all || conn_queued(sub->c) < CONN_OUT_LOW)) {
+		if ((n = session_note_at(s, sub->next)) == NULL)
+			fatal("session %s: seq %llu was trimmed under a "
+			    "subscriber", s->id, (unsigned long long)sub->next);
+		conn_write(sub->c, n->line, n->len);
+		sub->next++;
+	}
+	if (s->paused)
+		session_pressure(s);
+}
+
+int
+session_events(struct session *s, uint64_t since, size_t max, struct buf *out,
+    uint64_t *last_seq, uint64_t *oldest)
+{
+	uint64_t first = s->count > 0 ? s->notes[s->head].seq :
+	    s->last_seq + 1, seq;
+	struct note *n;
+	size_t sent = 0;
+
+	if (since + 1 < first) {
+		*oldest = first;
+		return STEXEC_ERR_LIMIT;
+	}
+	buf_addstr(out, "[");
+	*last_seq = s->last_seq;
+	for (seq = since + 1; seq <= s->last_seq && sent < max; seq++) {
+		n = session_note_at(s, seq);
+		if (sent++ > 0)
+			buf_addstr(out, ",");
+		buf_add(out, n->line, n->len - 1); /* without its newline */
+		*last_seq = seq;
+	}
+	buf_addstr(out, "]");
+	return 0;
+}
+
+/*
+ * A reply that must follow the session's notifications (drain, close) is
+ * about to go to c: first queue every notification c has not got. The log
+ * bounds how much that can be.
+ */
+static void
+session_catch_up(struct session *s, struct conn *c)
+{
+	struct sub *sub;
+
+	for (sub = s->subs; sub != NULL; sub = sub->snext)
+		if (c == NULL || sub->c == c)
+			sub_send(sub, true);
+}
+
+void
+session_close(struct session *s, struct ticket *tk)
+{
+	s->closers = xreallocarray(s->closers, s->nclosers + 1,
+	    sizeof *s->closers);
+	s->closers[s->nclosers++] = tk;
+	if (s->closing)
+		return;
+	s->closing = true;
+	log_debug("session %s closing", s->id);
+	exec_close(s->ex);
+	if (!exec_busy(s->ex))
+		session_finish(s);
+}
+
+/* Every process is dead: tell the subscribers, answer, and free. */
+static void
+session_finish(struct session *s)
+{
+	json_t *params = json_object();
+	size_t i;
+
+	session_note(s, "session_closed", params);
+	json_decref(params);
+	/* Subscribers get everything, session_closed last, before it goes. */
+	session_catch_up(s, NULL);
+	for (i = 0; i < s->nclosers; i++)
+		ticket_reply(s->closers[i], json_object());
+	s->nclosers = 0;
+	session_free(s);
+}
+
+static void
+session_free(struct session *s)
+{
+	size_t i;
+
+	while (s->subs != NULL)
+		sub_free(s->subs);
+	idmap_del(&session_map, s->id);
+	if (s->prev != NULL)
+		s->prev->next = s->next;
+	else
+		session_list = s->next;
+	if (s->next != NULL)
+		s->next->prev = s->prev;
+	session_n--;
+	exec_free(s->ex);
+	for (i = 0; i < s->tools.cap; i++)
+		if (s->tools.slots[i].key != NULL &&
+		    s->tools.slots[i].value != NULL)
+			tooldef_unref(s->tools.slots[i].value);
+	idmap_free(&s->tools);
+	for (i = 0; i < s->count; i++)
+		free(s->notes[(s->head + i) % s->cap].line);
+	free(s->notes);
+	for (i = 0; i < s->nclosers; i++)
+		ticket_drop(s->closers[i]);
+	free(s->closers);
+	free(s->running);
+	free(s);
+}
+
+/*
+ * Shutdown: the supervisor has killed and reaped every process without
+ * callbacks; tell each executor its tools are dead, then free everything.
+ */
+void
+session_shutdown(void)
+{
+	struct proc_exit killed = { .end = PROC_KILLED };
+	struct session *s;
+	struct exec_tool *t;
+
+	killed.output.head = "";
+	for (s = session_list; s != NULL; s = s->next) {
+		s->closing = true;
+		exec_close(s->ex);
+	}
+	proc_shutdown();
+	while ((s = session_list) != NULL) {
+		while (s->nrunning > 0) {
+			t = s->running[--s->nrunning];
+			exec_exited(t, &killed);
+		}
+		session_finish(s);
+	}
+	idmap_free(&session_map);
+}

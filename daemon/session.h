@@ -1,0 +1,86 @@
+/*
+ * Sessions: an executor, its tools, its processes and its notification log.
+ * A session belongs to the uid that created it and outlives connections.
+ * Every notification gets the next seq and goes into the log; subscribers
+ * pull from the log as their sockets drain, so a slow one never makes the
+ * daemon drop anything: past a watermark the session stops reading its
+ * tools' pipes (backpressure), and only past a hard cap is the laggard
+ * disconnected, free to resume from its last seq.
+ */
+#ifndef STEXEC_SESSION_H
+#define STEXEC_SESSION_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "executor.h"
+#include "util.h"
+
+struct conn;
+struct session;
+struct sub;
+struct ticket;
+
+struct session_config {
+	size_t retention_bytes;  /* log budget per session */
+	unsigned max_sessions;
+	unsigned max_tools_per_turn;
+	const char *interrupt_message;
+	json_t *base_env;        /* the daemon's environment, less systemd's */
+	char *base_cwd;
+};
+
+void session_init(const struct session_config *);
+/* Close every session and kill its tools; for shutdown. */
+void session_shutdown(void);
+unsigned session_count(void);
+
+/*
+ * createSession. tools is an array of parsed session ToolDefs (borrowed:
+ * the session takes references). Returns NULL with a JSON-RPC error code
+ * and message when a limit is reached.
+ */
+struct session *session_create(uid_t, struct tooldef **tools, size_t ntools,
+    unsigned max_parallel, const char *cwd, const json_t *env, int *code,
+    char *err, size_t errlen);
+/* NULL and an error code (-32001 or -32003) when it cannot be had. */
+struct session *session_find(const char *id, uid_t, int *code);
+const char *session_id(const struct session *);
+struct exec *session_exec(struct session *);
+/* The session's tool of that name, else the daemon's, else NULL. */
+struct tooldef *session_tool(struct session *, const char *name);
+/* listTools: the merged set. */
+json_t *session_tools_json(struct session *);
+/* listSessions rows of the sessions uid owns. */
+json_t *session_list_json(uid_t);
+/* Turns in which more tools are refused (-32004). */
+bool session_turn_full(struct session *);
+
+/* closeSession: the ticket is answered once every process is dead. */
+void session_close(struct session *, struct ticket *);
+
+/*
+ * subscribe (since < 0: live only): -32004 with the oldest retained seq in
+ * *oldest when since is too old. The caller replies, then calls sub_pump.
+ */
+int session_subscribe(struct session *, struct conn *, int64_t since,
+    struct sub **, uint64_t *last_seq, uint64_t *oldest);
+void session_unsubscribe(struct session *, struct conn *);
+/* The connection is going away: drop its subscription. */
+void sub_free(struct sub *);
+/* The connection drained below its low watermark: pull more. */
+void sub_pump(struct sub *);
+/*
+ * events: the retained notifications after since (at most max) as one JSON
+ * array text appended to out; returns -32004 (oldest in *oldest) on a gap.
+ */
+int session_events(struct session *, uint64_t since, size_t max,
+    struct buf *out, uint64_t *last_seq, uint64_t *oldest);
+
+/* Tools started, completed, running: for stats. */
+uint64_t session_tools_started(void);
+uint64_t session_tools_completed(void);
+
+#endif

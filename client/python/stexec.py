@@ -1,0 +1,751 @@
+"""A small client for stexecd, the streaming tool executor daemon.
+
+Standard library only (Python 3.8+). It speaks the wire protocol of
+protocol/PROTOCOL.md: JSON-RPC 2.0, one JSON object per line, on a Unix
+stream socket.
+
+    from stexec import Client, Turn
+
+    with Client() as c:                       # the default socket
+        sid = c.create_session()
+        turn = Turn(c, sid)                   # subscribes
+        turn.add("toolu_01", "read_file", {"file_path": "/etc/hostname"})
+        turn.add("toolu_02", "bash", {"command": "uname -a"})
+        for note in turn.finish():            # drain; progress as it comes
+            if note.method == "progress":
+                print(note.tool_use_id, note.params["data"])
+        for block in turn.results:            # tool_result blocks, add order
+            print(block["content"])
+
+Threads: the client may be shared between threads (say, a UI thread that
+calls ``abort`` while another iterates a turn): requests are matched to
+responses by id and whichever thread waits reads for all of them. Only one
+thread should consume notifications of a given session.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import select
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import (Any, Callable, Deque, Dict, Iterator, List, Mapping,
+                    Optional, Set)
+
+try:  # Python 3.8+
+    from typing import TypedDict
+except ImportError:  # pragma: no cover
+    TypedDict = dict  # type: ignore
+
+__all__ = [
+    "Client", "Turn", "Notification", "StexecError", "ConnectionLost",
+    "StexecConnectionError", "default_socket_path",
+    "PARSE_ERROR", "INVALID_REQUEST", "METHOD_NOT_FOUND", "INVALID_PARAMS",
+    "INTERNAL_ERROR", "UNKNOWN_SESSION", "DUPLICATE_TOOL_USE",
+    "NOT_PERMITTED", "LIMIT_EXCEEDED", "STATE_CONFLICT",
+]
+
+PROTOCOL_VERSION = 1
+
+# JSON-RPC error codes (PROTOCOL.md §6). Match on these, not on messages.
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+UNKNOWN_SESSION = -32001
+DUPLICATE_TOOL_USE = -32002
+NOT_PERMITTED = -32003
+LIMIT_EXCEEDED = -32004      # also "replay gap", with data.oldestSeq
+STATE_CONFLICT = -32005
+
+
+# ---------------------------------------------------------------- errors
+
+class StexecError(Exception):
+    """The daemon answered a request with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str, data: Any = None):
+        super().__init__("%s (code %d)" % (message, code))
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class StexecConnectionError(ConnectionError):
+    """The daemon cannot be reached (connect failed)."""
+
+
+class ConnectionLost(StexecConnectionError):
+    """The connection broke (or was closed) while something waited on it.
+
+    Notifications received before the break stay queued. ``reconnect()``
+    resumes every subscription where it stopped."""
+
+
+# ---------------------------------------------------------------- types
+
+class AddToolResult(TypedDict):
+    toolUseId: str
+    turn: int
+    status: str            # queued, waiting_permission, executing, ...
+    concurrencySafe: bool
+
+
+class DrainResult(TypedDict):
+    turn: int              # the turn that was drained
+    results: int           # how many tool_results it delivered
+
+
+class DiscardResult(TypedDict):
+    discardedTurn: int
+    turn: int
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One server-to-client notification: ``method`` and ``params`` as on
+    the wire (``raw`` is the whole message)."""
+
+    method: str
+    params: Dict[str, Any]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def session_id(self) -> Optional[str]:
+        return self.params.get("sessionId")
+
+    @property
+    def seq(self) -> Optional[int]:
+        return self.params.get("seq")
+
+    @property
+    def turn(self) -> Optional[int]:
+        return self.params.get("turn")
+
+    @property
+    def tool_use_id(self) -> Optional[str]:
+        return self.params.get("toolUseId")
+
+
+def default_socket_path(env: Optional[Mapping[str, str]] = None) -> str:
+    """Where the daemon listens by default: $STEXEC_SOCKET, else
+    $XDG_RUNTIME_DIR/stexec/stexecd.sock, else /run/stexec/stexecd.sock."""
+    if env is None:
+        env = os.environ
+    path = env.get("STEXEC_SOCKET")
+    if path:
+        return path
+    xdg = env.get("XDG_RUNTIME_DIR")
+    if xdg and xdg.startswith("/"):
+        return os.path.join(xdg, "stexec", "stexecd.sock")
+    return "/run/stexec/stexecd.sock"
+
+
+def _deadline(timeout: Optional[float]) -> Optional[float]:
+    return None if timeout is None else time.monotonic() + max(timeout, 0.0)
+
+
+def _left(deadline: Optional[float]) -> Optional[float]:
+    return None if deadline is None else deadline - time.monotonic()
+
+
+# ---------------------------------------------------------------- client
+
+class Client:
+    """One connection to stexecd.
+
+    ``path``: the socket; default ``default_socket_path()``.
+    ``timeout``: how long a request waits for its response, in seconds
+    (None: for ever; ``drain`` can legitimately take as long as the tools).
+    ``connect``: False to connect later with ``connect()``.
+    """
+
+    def __init__(self, path: Optional[str] = None, *,
+                 timeout: Optional[float] = None, connect: bool = True):
+        self.path = path if path else default_socket_path()
+        self.timeout = timeout
+        self._sock: Optional[socket.socket] = None
+        self._gen = 0                      # bumped on every (re)connect
+        self._buf = b""
+        self._cond = threading.Condition()
+        self._wlock = threading.Lock()
+        self._reading = False              # some thread is in recv()
+        self._broken: Optional[BaseException] = None
+        self._next_id = 0
+        self._responses: Dict[int, Dict[str, Any]] = {}
+        self._req_gen: Dict[int, int] = {}  # request id -> connection gen
+        self._abandoned: Set[int] = set()  # ids nobody will wait for
+        self._queue: Deque[Notification] = collections.deque()
+        self._last_seq: Dict[str, int] = {}
+        self._subscribed: Set[str] = set()
+        if connect:
+            self.connect()
+
+    # -------------------------------------------------------- connection
+
+    def connect(self, timeout: float = 0.0) -> None:
+        """Connect to ``self.path``, retrying for up to ``timeout`` seconds
+        (a daemon that is starting). Raises StexecConnectionError."""
+        deadline = time.monotonic() + timeout
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(self.path)
+                break
+            except OSError as e:
+                s.close()
+                if time.monotonic() >= deadline:
+                    raise StexecConnectionError(
+                        "cannot connect to %s: %s; is stexecd running?"
+                        % (self.path, e.strerror or e)) from e
+                time.sleep(0.05)
+        with self._cond:
+            old, self._sock = self._sock, s
+            self._gen += 1
+            self._buf = b""
+            self._broken = None
+            self._responses.clear()
+            self._abandoned.clear()
+            self._req_gen.clear()
+            self._cond.notify_all()
+        if old is not None:
+            old.close()
+
+    def close(self) -> None:
+        """Close the connection. Sessions live on in the daemon (and their
+        tools keep running); ``reconnect()`` resumes."""
+        with self._cond:
+            s, self._sock = self._sock, None
+            if self._broken is None:
+                self._broken = ConnectionLost("connection closed")
+            self._cond.notify_all()
+        if s is not None:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def reconnect(self, timeout: float = 5.0, resubscribe: bool = True
+                  ) -> None:
+        """Open a new connection and resubscribe to every session this
+        client was subscribed to, from the last seq it received: nothing
+        missed, and the replayed notifications it already has are dropped.
+
+        A -32004 replay gap (StexecError, ``data["oldestSeq"]``) means the
+        daemon no longer holds what was missed; see PROTOCOL.md §2."""
+        self.close()
+        self.connect(timeout)
+        if resubscribe:
+            for sid in sorted(self._subscribed):
+                self.subscribe(sid, since=self._last_seq.get(sid, 0))
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None and self._broken is None
+
+    def last_seq(self, session_id: str) -> int:
+        """The seq of the newest notification received for the session."""
+        return self._last_seq.get(session_id, 0)
+
+    # -------------------------------------------------------- reading
+
+    def _pump(self, ready: Callable[[], bool],
+              deadline: Optional[float]) -> None:
+        """Return once ready() holds (checked with the lock held), reading
+        and dispatching lines meanwhile; one thread reads at a time, the
+        others wait to be woken. TimeoutError at the deadline,
+        ConnectionLost if the connection breaks first."""
+        while True:
+            with self._cond:
+                while True:
+                    if ready():
+                        return
+                    if self._broken is not None:
+                        raise ConnectionLost(
+                            str(self._broken)) from self._broken
+                    if self._sock is None:
+                        raise ConnectionLost("not connected to %s"
+                                             % self.path)
+                    left = _left(deadline)
+                    if left is not None and left <= 0:
+                        raise TimeoutError("no answer from stexecd in time")
+                    if not self._reading:
+                        break
+                    self._cond.wait(left)
+                self._reading = True
+                sock, gen = self._sock, self._gen
+            data: Optional[bytes] = None
+            err: Optional[BaseException] = None
+            try:
+                # The socket stays blocking (another thread may be sending
+                # on it): wait for input with poll, then recv.
+                poller = select.poll()
+                poller.register(sock, select.POLLIN)
+                if poller.poll(None if left is None
+                               else max(int(left * 1000) + 1, 0)):
+                    data = sock.recv(1 << 18)
+            except (OSError, ValueError) as e:
+                err = e
+            finally:
+                with self._cond:
+                    self._reading = False
+                    if gen == self._gen and self._sock is sock:
+                        if err is not None:
+                            self._broken = ConnectionLost(
+                                "connection to %s lost: %s"
+                                % (self.path, err))
+                        elif data == b"":
+                            self._broken = ConnectionLost(
+                                "stexecd closed the connection")
+                        elif data:
+                            # Lines of any length: scan only when a
+                            # newline came in.
+                            self._buf += data
+                            if b"\n" in data:
+                                self._dispatch_lines()
+                    self._cond.notify_all()
+
+    def _dispatch_lines(self) -> None:
+        """Parse every complete line in the buffer (lock held)."""
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl < 0:
+                return
+            line, self._buf = self._buf[:nl], self._buf[nl + 1:]
+            if not line.strip():
+                continue
+            try:
+                msg = json.loads(line.decode("utf-8"))
+            except ValueError as e:
+                self._broken = ConnectionLost(
+                    "stexecd sent a line that is not JSON (%s): %r"
+                    % (e, line[:200]))
+                return
+            if not isinstance(msg, dict):
+                continue
+            if "id" in msg and ("result" in msg or "error" in msg):
+                rid = msg.get("id")
+                if rid is None:
+                    # A parse error for a line we sent: should not happen.
+                    self._broken = ConnectionLost(
+                        "stexecd could not read a request: %s"
+                        % json.dumps(msg.get("error")))
+                    return
+                if rid in self._abandoned:
+                    self._abandoned.discard(rid)
+                else:
+                    self._responses[rid] = msg
+            elif isinstance(msg.get("method"), str):
+                self._on_notification(msg)
+
+    def _on_notification(self, msg: Dict[str, Any]) -> None:
+        params = msg.get("params")
+        if not isinstance(params, dict):
+            params = {}
+        sid, seq = params.get("sessionId"), params.get("seq")
+        if isinstance(sid, str) and isinstance(seq, int):
+            if seq <= self._last_seq.get(sid, 0):
+                return          # a replayed notification we already have
+            self._last_seq[sid] = seq
+        note = Notification(msg["method"], params, msg)
+        if note.method == "session_closed" and isinstance(sid, str):
+            self._subscribed.discard(sid)
+        self._queue.append(note)
+
+    def _find(self, session_id: Optional[str]) -> Optional[int]:
+        for i, n in enumerate(self._queue):
+            if session_id is None or n.session_id == session_id:
+                return i
+        return None
+
+    def _take(self, index: int) -> Notification:
+        self._queue.rotate(-index)
+        note = self._queue.popleft()
+        self._queue.rotate(index)
+        return note
+
+    # -------------------------------------------------------- requests
+
+    def send_request(self, method: str,
+                     params: Optional[Mapping[str, Any]] = None) -> int:
+        """Send a request without waiting; returns its id for
+        ``wait_response``."""
+        with self._cond:
+            if self._sock is None or self._broken is not None:
+                raise ConnectionLost(
+                    "not connected to %s (%s)"
+                    % (self.path, self._broken or "closed"))
+            self._next_id += 1
+            rid = self._next_id
+            sock = self._sock
+            self._req_gen[rid] = self._gen
+        line = json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
+                           "params": dict(params or {})},
+                          ensure_ascii=False, separators=(",", ":"))
+        try:
+            with self._wlock:
+                sock.settimeout(None)
+                sock.sendall(line.encode("utf-8") + b"\n")
+        except OSError as e:
+            with self._cond:
+                if self._sock is sock and self._broken is None:
+                    self._broken = ConnectionLost(
+                        "connection to %s lost: %s" % (self.path, e))
+                self._cond.notify_all()
+            raise ConnectionLost("connection to %s lost: %s"
+                                 % (self.path, e)) from e
+        return rid
+
+    def wait_response(self, request_id: int,
+                      timeout: Optional[float] = None) -> Any:
+        """The result of the request ``request_id``; raises StexecError
+        for an error answer, TimeoutError, ConnectionLost."""
+        def ready() -> bool:
+            return (request_id in self._responses or
+                    self._req_gen.get(request_id) != self._gen)
+        try:
+            self._pump(ready, _deadline(timeout))
+        except TimeoutError:
+            raise TimeoutError("no answer to request %d from stexecd at %s "
+                               "within %s s" % (request_id, self.path,
+                                                timeout)) from None
+        with self._cond:
+            msg = self._responses.pop(request_id, None)
+            self._req_gen.pop(request_id, None)
+        if msg is None:
+            raise ConnectionLost("the connection to %s was replaced before "
+                                 "request %d was answered"
+                                 % (self.path, request_id))
+        return self._unwrap(msg)
+
+    def forget_response(self, request_id: int) -> None:
+        """Nobody will wait for this request: drop its response."""
+        with self._cond:
+            gen = self._req_gen.pop(request_id, None)
+            if (self._responses.pop(request_id, None) is None and
+                    gen == self._gen):
+                self._abandoned.add(request_id)
+
+    def response_ready(self, request_id: int) -> bool:
+        with self._cond:
+            return request_id in self._responses
+
+    @staticmethod
+    def _unwrap(msg: Dict[str, Any]) -> Any:
+        if "error" in msg:
+            err = msg["error"] if isinstance(msg["error"], dict) else {}
+            raise StexecError(int(err.get("code", INTERNAL_ERROR)),
+                              str(err.get("message", "unknown error")),
+                              err.get("data"))
+        return msg.get("result")
+
+    def request(self, method: str,
+                params: Optional[Mapping[str, Any]] = None,
+                timeout: Optional[float] = None) -> Any:
+        """Send a request and wait for its result (``timeout`` defaults to
+        the client's). Notifications arriving meanwhile are queued."""
+        rid = self.send_request(method, params)
+        return self.wait_response(
+            rid, self.timeout if timeout is None else timeout)
+
+    def call(self, method: str, **params: Any) -> Any:
+        """``call("addTool", sessionId=s, toolUse={...})``: wire names, as
+        in PROTOCOL.md. Returns ``result``; raises StexecError."""
+        return self.request(method, params)
+
+    # -------------------------------------------------------- notifications
+
+    def next_notification(self, timeout: Optional[float] = None,
+                          session_id: Optional[str] = None
+                          ) -> Optional[Notification]:
+        """The oldest queued notification (of ``session_id`` if given),
+        waiting up to ``timeout`` seconds (None: for ever, 0: only what has
+        arrived); None on timeout. Queued notifications are returned even
+        after the connection broke; then ConnectionLost."""
+        def ready() -> bool:
+            return self._find(session_id) is not None
+        try:
+            self._pump(ready, _deadline(timeout))
+        except TimeoutError:
+            return None
+        with self._cond:
+            idx = self._find(session_id)
+            assert idx is not None
+            return self._take(idx)
+
+    def notifications(self, timeout: Optional[float] = None,
+                      session_id: Optional[str] = None
+                      ) -> Iterator[Notification]:
+        """Yield notifications as they arrive. Stops after ``timeout``
+        seconds without one (None: never stops on its own)."""
+        while True:
+            note = self.next_notification(timeout, session_id)
+            if note is None:
+                return
+            yield note
+
+    # -------------------------------------------------------- methods
+
+    def initialize(self, name: str = "stexec.py",
+                   version: str = "0.1.0") -> Dict[str, Any]:
+        """Learn the server's version and limits (optional)."""
+        res = self.call("initialize", client={"name": name,
+                                              "version": version})
+        if res.get("protocolVersion") != PROTOCOL_VERSION:
+            raise StexecError(INTERNAL_ERROR, "stexecd speaks protocol "
+                              "version %r, this client %d" %
+                              (res.get("protocolVersion"), PROTOCOL_VERSION))
+        return res
+
+    def create_session(self, tools: Optional[List[Dict[str, Any]]] = None,
+                       max_parallel: Optional[int] = None,
+                       cwd: Optional[str] = None,
+                       env: Optional[Mapping[str, Optional[str]]] = None
+                       ) -> str:
+        """Create a session; returns its id. ``tools``: ToolDefs added to
+        the daemon's; ``env``: on top of the daemon's, None unsets."""
+        params: Dict[str, Any] = {}
+        if tools is not None:
+            params["tools"] = list(tools)
+        if max_parallel is not None:
+            params["maxParallel"] = max_parallel
+        if cwd is not None:
+            params["cwd"] = cwd
+        if env is not None:
+            params["env"] = dict(env)
+        sid = self.request("createSession", params)["sessionId"]
+        with self._cond:
+            self._last_seq.setdefault(sid, 0)  # we saw it from the start
+        return sid
+
+    def close_session(self, session_id: str) -> None:
+        """Close a session; returns once its tools' processes are dead."""
+        self.request("closeSession", {"sessionId": session_id})
+        with self._cond:
+            self._subscribed.discard(session_id)
+
+    def list_sessions(self) -> List[Dict[str, Any]]:
+        """[{sessionId, turn, unfinished}] of this user."""
+        return self.request("listSessions", {})["sessions"]
+
+    def list_tools(self, session_id: Optional[str] = None
+                   ) -> List[Dict[str, Any]]:
+        """The daemon's ToolDefs, or a session's."""
+        params = {} if session_id is None else {"sessionId": session_id}
+        return self.request("listTools", params)["tools"]
+
+    def add_tool(self, session_id: str, id: str, name: str,
+                 input: Optional[Mapping[str, Any]] = None) -> AddToolResult:
+        """Hand one tool_use block to the session's current turn."""
+        return self.request("addTool", {
+            "sessionId": session_id,
+            "toolUse": {"id": id, "name": name,
+                        "input": {} if input is None else input}})
+
+    def abort(self, session_id: str, reason: str = "interrupt") -> int:
+        """Abort the current turn ("interrupt": like Esc; "cancel": kill
+        everything). Returns the turn; you still drain it."""
+        return self.request("abort", {"sessionId": session_id,
+                                      "reason": reason})["turn"]
+
+    def discard(self, session_id: str) -> DiscardResult:
+        """Throw the current turn away; nothing more of it is delivered."""
+        return self.request("discard", {"sessionId": session_id})
+
+    def drain(self, session_id: str,
+              timeout: Optional[float] = None) -> DrainResult:
+        """End the turn: returns after its last tool_result and turn_end
+        (which are then queued, if subscribed). ``Turn.finish`` does the
+        same while yielding progress."""
+        return self.request("drain", {"sessionId": session_id}, timeout)
+
+    def respond_permission(self, session_id: str, tool_use_id: str,
+                           decision: str, message: Optional[str] = None
+                           ) -> None:
+        """Answer a permission_request: decision "allow" or "deny"."""
+        params = {"sessionId": session_id, "toolUseId": tool_use_id,
+                  "decision": decision}
+        if message is not None:
+            params["message"] = message
+        self.request("respondPermission", params)
+
+    def subscribe(self, session_id: str, since: Optional[int] = None) -> int:
+        """Receive the session's notifications on this connection; returns
+        the session's last seq. ``since``: replay every retained
+        notification after it first. Default: from the last notification
+        this client received of the session (or of a session it created),
+        else only live ones. Notifications already received are dropped
+        when replayed again."""
+        with self._cond:
+            if since is None:
+                since = self._last_seq.get(session_id)
+        params: Dict[str, Any] = {"sessionId": session_id}
+        if since is not None:
+            params["since"] = since
+        last = self.request("subscribe", params)["lastSeq"]
+        with self._cond:
+            self._subscribed.add(session_id)
+            if since is None and session_id not in self._last_seq:
+                self._last_seq[session_id] = last
+        return last
+
+    def unsubscribe(self, session_id: str) -> None:
+        self.request("unsubscribe", {"sessionId": session_id})
+        with self._cond:
+            self._subscribed.discard(session_id)
+
+    def events(self, session_id: str, since: Optional[int] = None,
+               max: Optional[int] = None) -> Dict[str, Any]:
+        """Pull instead of push: {notifications: [raw objects], lastSeq}."""
+        params: Dict[str, Any] = {"sessionId": session_id}
+        if since is not None:
+            params["since"] = since
+        if max is not None:
+            params["max"] = max
+        return self.request("events", params)
+
+    def status(self, session_id: str) -> Dict[str, Any]:
+        """{turn, interruptible, tools: [{id, name, status, ...}]}."""
+        return self.request("status", {"sessionId": session_id})
+
+    def ping(self) -> None:
+        self.request("ping", {})
+
+    def stats(self) -> Dict[str, Any]:
+        return self.request("stats", {})
+
+
+# ---------------------------------------------------------------- turn
+
+class Turn:
+    """The frontend pattern for one LLM call.
+
+    While the model's message streams in, ``add`` each tool_use block the
+    moment it is parsed, and now and then ``poll()`` to show progress. When
+    the message is complete, iterate ``finish()``: it drains the turn and
+    yields every notification of the session (progress, tool_status,
+    state, tool_result, permission_request, turn_end) as it arrives.
+    Afterwards ``results`` holds the tool_result blocks in add order, ready
+    for the next model request, and ``meta`` the daemon's details per id.
+
+    A ``permission_request`` must be answered (``client.respond_permission``)
+    while iterating, or the turn waits for ever.
+    """
+
+    def __init__(self, client: Client, session_id: str):
+        self.client = client
+        self.session_id = session_id
+        self.number: Optional[int] = None     # learned from addTool / drain
+        self.ids: List[str] = []
+        self.meta: Dict[str, Dict[str, Any]] = {}
+        self._results: Dict[str, Dict[str, Any]] = {}
+        self.drained: Optional[DrainResult] = None
+        self.ended: Optional[str] = None       # turn_end reason
+        if session_id not in client._subscribed:
+            client.subscribe(session_id)
+
+    def add(self, id: str, name: str,
+            input: Optional[Mapping[str, Any]] = None) -> AddToolResult:
+        """Add one tool (start it as early as safety allows)."""
+        res = self.client.add_tool(self.session_id, id, name, input)
+        self.ids.append(id)
+        if self.number is None:
+            self.number = res["turn"]
+        return res
+
+    def add_block(self, block: Mapping[str, Any]) -> AddToolResult:
+        """Add a model tool_use block ({type, id, name, input})."""
+        return self.add(block["id"], block["name"], block.get("input"))
+
+    def _see(self, note: Notification) -> None:
+        if note.method == "tool_result" and (
+                self.number is None or note.turn == self.number):
+            self._results[note.tool_use_id] = note.params["result"]
+            self.meta[note.tool_use_id] = note.params.get("meta", {})
+        elif note.method == "turn_end" and (
+                self.number is None or note.turn == self.number):
+            self.ended = note.params.get("reason")
+
+    def poll(self, timeout: float = 0.0) -> Iterator[Notification]:
+        """Yield what has arrived for this session, waiting at most
+        ``timeout`` seconds for the first one."""
+        while True:
+            note = self.client.next_notification(timeout, self.session_id)
+            if note is None:
+                return
+            self._see(note)
+            yield note
+            timeout = 0.0
+
+    def interrupt(self, reason: str = "interrupt") -> None:
+        """The user pressed Esc ("interrupt") or wants everything killed
+        ("cancel"). Safe to call from another thread."""
+        self.client.abort(self.session_id, reason)
+
+    def finish(self, timeout: Optional[float] = None
+               ) -> Iterator[Notification]:
+        """Drain: yield notifications until the turn's last tool_result and
+        turn_end have arrived and the drain is answered. TimeoutError after
+        ``timeout`` seconds in all."""
+        c = self.client
+        deadline = _deadline(timeout)
+        rid = c.send_request("drain", {"sessionId": self.session_id})
+        answered = False
+
+        def ready() -> bool:
+            return (c._find(self.session_id) is not None or
+                    rid in c._responses or c._req_gen.get(rid) != c._gen)
+        try:
+            while True:
+                c._pump(ready, deadline)
+                with c._cond:
+                    idx = c._find(self.session_id)
+                    note = c._take(idx) if idx is not None else None
+                if note is not None:
+                    self._see(note)
+                    yield note
+                    continue
+                # The drain response comes after turn_end (PROTOCOL.md §3.5),
+                # so everything of the turn has been yielded by now.
+                answered = True
+                res = c.wait_response(rid, 0)
+                self.drained = res
+                self.number = res["turn"]
+                return
+        finally:
+            if not answered:
+                c.forget_response(rid)
+
+    def run(self, tool_uses: List[Mapping[str, Any]],
+            on_notification: Optional[Callable[[Notification], None]] = None
+            ) -> List[Dict[str, Any]]:
+        """Add every tool_use block, drain, return the results in order."""
+        for block in tool_uses:
+            self.add_block(block)
+        for note in self.finish():
+            if on_notification is not None:
+                on_notification(note)
+        return self.results
+
+    @property
+    def results(self) -> List[Dict[str, Any]]:
+        """tool_result blocks received so far, in add order (all of them
+        once ``finish()`` is done)."""
+        out = []
+        for i in self.ids:
+            if i not in self._results:
+                break
+            out.append(self._results[i])
+        return out

@@ -1,0 +1,614 @@
+/* End-to-end test support: a real daemon, a blocking client. See e2e.h. */
+#include "e2e.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static bool	e2e_has_tag(pid_t, const char *);
+static void	c_fill(struct client *, int);
+
+long long
+e2e_now_ms(void)
+{
+	struct timeval tv;
+
+	gettimeofday(&tv, NULL);
+	return (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+/*
+ * Run the daemon (behind wrapper, if any) on d's paths, then wait until it
+ * serves. A socket file there before (a stale one) only counts once the
+ * daemon accepts a connection on it.
+ */
+static void
+d_spawn(struct daemon *d, const char *const *wrapper, const char *arg,
+    va_list ap)
+{
+	const char *daemon = getenv("STEXEC_DAEMON");
+	char *argv[96], tagvar[96], **envp;
+	posix_spawn_file_actions_t fa;
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct stat st;
+	bool stale = stat(d->sock, &st) == 0;
+	size_t n = 0, ne = 0, i;
+	long long until;
+	int k, fd, status;
+
+	cr_assert(daemon != NULL, "STEXEC_DAEMON is not set");
+	for (; wrapper != NULL && *wrapper != NULL && n < 32; wrapper++)
+		argv[n++] = (char *)*wrapper;
+	argv[n++] = (char *)daemon;
+	argv[n++] = "--socket";
+	argv[n++] = d->sock;
+	argv[n++] = "--output-dir";
+	argv[n++] = d->out;
+	argv[n++] = "--log-level";
+	argv[n++] = "debug";
+	for (; arg != NULL && n < 94; arg = va_arg(ap, const char *))
+		argv[n++] = (char *)arg;
+	argv[n] = NULL;
+
+	/* The daemon's environment plus the tag every tool inherits. */
+	while (environ[ne] != NULL)
+		ne++;
+	envp = calloc(ne + 2, sizeof *envp);
+	for (i = 0; i < ne; i++)
+		envp[i] = environ[i];
+	snprintf(tagvar, sizeof tagvar, "STEXEC_E2E_TAG=%s", d->tag);
+	envp[ne] = tagvar;
+	posix_spawn_file_actions_init(&fa);
+	/* Appended to: a restarted daemon's log follows the first one's. */
+	posix_spawn_file_actions_addopen(&fa, 2, d->log,
+	    O_WRONLY | O_CREAT | O_APPEND, 0600);
+	/* spawnp: a wrapper may be named without its path. */
+	k = posix_spawnp(&d->pid, argv[0], &fa, NULL, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	free(envp);
+	cr_assert_eq(k, 0, "cannot start %s: %s", argv[0], strerror(k));
+	d->exited = false;
+
+	/* Generous: a wrapper such as valgrind starts slowly. */
+	until = e2e_now_ms() + 30000;
+	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", d->sock);
+	for (;;) {
+		if (!stale && stat(d->sock, &st) == 0)
+			break;
+		if (stale) {
+			fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			k = connect(fd, (struct sockaddr *)&sun, sizeof sun);
+			close(fd);
+			if (k == 0)
+				break;
+		}
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+			d->exited = true;
+			d->status = status;
+			cr_assert_fail("the daemon exited (status %#x) before "
+			    "serving %s; see %s", status, d->sock, d->log);
+		}
+		cr_assert(e2e_now_ms() < until, "the daemon did not serve %s "
+		    "within 30 s; see %s", d->sock, d->log);
+		usleep(10000);
+	}
+}
+
+static struct daemon *
+d_startv(const char *const *wrapper, const char *arg, va_list ap)
+{
+	struct daemon *d = calloc(1, sizeof *d);
+
+	snprintf(d->dir, sizeof d->dir, "/tmp/stexec-e2e-XXXXXX");
+	cr_assert(mkdtemp(d->dir) != NULL);
+	snprintf(d->sock, sizeof d->sock, "%s/s.sock", d->dir);
+	snprintf(d->out, sizeof d->out, "%s/out", d->dir);
+	snprintf(d->log, sizeof d->log, "%s/daemon.log", d->dir);
+	snprintf(d->tag, sizeof d->tag, "%ld-%ld", (long)getpid(),
+	    (long)e2e_now_ms());
+	d_spawn(d, wrapper, arg, ap);
+	return d;
+}
+
+struct daemon *
+d_start(const char *arg, ...)
+{
+	struct daemon *d;
+	va_list ap;
+
+	va_start(ap, arg);
+	d = d_startv(NULL, arg, ap);
+	va_end(ap);
+	return d;
+}
+
+struct daemon *
+d_start_wrapped(const char *const *wrapper, const char *arg, ...)
+{
+	struct daemon *d;
+	va_list ap;
+
+	va_start(ap, arg);
+	d = d_startv(wrapper, arg, ap);
+	va_end(ap);
+	return d;
+}
+
+void
+d_restart(struct daemon *d, const char *arg, ...)
+{
+	va_list ap;
+
+	cr_assert(d->exited, "d_restart: the daemon still runs");
+	va_start(ap, arg);
+	d_spawn(d, NULL, arg, ap);
+	va_end(ap);
+}
+
+void
+d_kill(struct daemon *d, int sig)
+{
+	int status;
+
+	cr_assert(!d->exited);
+	kill(d->pid, sig);
+	cr_assert_eq(waitpid(d->pid, &status, 0), d->pid);
+	d->exited = true;
+	d->status = status;
+}
+
+/* Does pid's environment hold STEXEC_E2E_TAG=tag? */
+static bool
+e2e_has_tag(pid_t pid, const char *tag)
+{
+	char path[64], buf[65536], want[96];
+	size_t n, off;
+	int fd;
+
+	snprintf(path, sizeof path, "/proc/%ld/environ", (long)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return false;
+	n = 0;
+	for (;;) {
+		ssize_t r = read(fd, buf + n, sizeof buf - 1 - n);
+
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = '\0';
+	snprintf(want, sizeof want, "STEXEC_E2E_TAG=%s", tag);
+	for (off = 0; off < n; off += strlen(buf + off) + 1)
+		if (strcmp(buf + off, want) == 0)
+			return true;
+	return false;
+}
+
+int
+d_leftovers(struct daemon *d)
+{
+	DIR *dir = opendir("/proc");
+	struct dirent *de;
+	char path[64], state = 0;
+	int count = 0;
+	pid_t pid;
+	FILE *f;
+
+	cr_assert(dir != NULL);
+	while ((de = readdir(dir)) != NULL) {
+		pid = (pid_t)atol(de->d_name);
+		if (pid <= 0 || pid == d->pid || !e2e_has_tag(pid, d->tag))
+			continue;
+		/* A zombie not yet reaped is dead: it does not count. */
+		snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+		if ((f = fopen(path, "re")) != NULL) {
+			if (fscanf(f, "%*d (%*[^)]) %c", &state) != 1)
+				state = 0;
+			fclose(f);
+		}
+		if (state != 'Z')
+			count++;
+	}
+	closedir(dir);
+	return count;
+}
+
+bool
+d_wait_no_leftovers(struct daemon *d, int ms)
+{
+	long long until = e2e_now_ms() + ms;
+
+	while (d_leftovers(d) > 0) {
+		if (e2e_now_ms() > until)
+			return false;
+		usleep(5000);
+	}
+	return true;
+}
+
+const char *
+d_path(struct daemon *d, const char *name)
+{
+	static char path[512];
+
+	snprintf(path, sizeof path, "%s/%s", d->dir, name);
+	return path;
+}
+
+int
+d_terminate(struct daemon *d)
+{
+	int status = 0, i;
+
+	if (d->exited)
+		return d->status;
+	kill(d->pid, SIGTERM);
+	/* 30 s: under valgrind the exit leak check takes a while. */
+	for (i = 0; i < 3000; i++) {
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid)
+			break;
+		usleep(10000);
+	}
+	if (i == 3000) {
+		/* Leave no daemon behind a failed test. */
+		kill(d->pid, SIGKILL);
+		waitpid(d->pid, &status, 0);
+		d->exited = true;
+		d->status = status;
+		cr_assert_fail("the daemon did not exit on SIGTERM; see %s",
+		    d->log);
+	}
+	d->exited = true;
+	d->status = status;
+	return status;
+}
+
+void
+d_stop(struct daemon *d)
+{
+	int status = d_terminate(d);
+	char cmd[600], *log;
+	size_t len = 0;
+
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		/* Its last words say why, and the directory is kept. */
+		log = e2e_read_file(d->log, &len);
+		cr_assert_fail("the daemon did not exit 0 (status %#x); see %s; "
+		    "it ends with:\n%s", status, d->log, log == NULL ? "" :
+		    log + (len > 3000 ? len - 3000 : 0));
+	}
+	cr_assert_eq(d_leftovers(d), 0, "tool processes outlived the daemon");
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
+	if (system(cmd) != 0)
+		cr_log_warn("cannot remove %s", d->dir);
+	free(d);
+}
+
+struct client *
+c_open(struct daemon *d)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", d->sock);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sun, sizeof sun), 0,
+	    "connect: %s", strerror(errno));
+	return c_adopt(fd);
+}
+
+struct client *
+c_adopt(int fd)
+{
+	struct client *c = calloc(1, sizeof *c);
+
+	c->fd = fd;
+	c->queue = json_array();
+	c->next_id = 1;
+	return c;
+}
+
+void
+c_close(struct client *c)
+{
+	close(c->fd);
+	json_decref(c->queue);
+	json_decref(c->last_error);
+	free(c->buf);
+	free(c);
+}
+
+void
+c_send_raw(struct client *c, const char *line)
+{
+	size_t len = strlen(line), off = 0;
+	ssize_t n;
+
+	while (off < len) {
+		n = write(c->fd, line + off, len - off);
+		cr_assert(n > 0 || errno == EINTR, "write: %s", strerror(errno));
+		if (n > 0)
+			off += (size_t)n;
+	}
+	cr_assert_eq(write(c->fd, "\n", 1), 1);
+}
+
+/* Read what the socket has, waiting up to ms for something. */
+static void
+c_fill(struct client *c, int ms)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+	ssize_t n;
+
+	if (poll(&p, 1, ms) <= 0)
+		return;
+	if (c->cap - c->len < 65536) {
+		c->cap = c->cap * 2 + 65536;
+		c->buf = realloc(c->buf, c->cap);
+	}
+	n = read(c->fd, c->buf + c->len, c->cap - c->len);
+	if (n > 0)
+		c->len += (size_t)n;
+	else if (n == 0)
+		c->eof = true;
+}
+
+json_t *
+c_read(struct client *c, int timeout_ms)
+{
+	long long until = e2e_now_ms() + timeout_ms;
+	json_error_t jerr;
+	char *nl;
+	json_t *j;
+	size_t n;
+
+	for (;;) {
+		if (c->len > 0 && (nl = memchr(c->buf, '\n', c->len)) != NULL) {
+			n = (size_t)(nl - c->buf);
+			/* Tool output may hold NULs, sent as \u0000. */
+			j = json_loadb(c->buf, n, JSON_ALLOW_NUL, &jerr);
+			cr_assert(j != NULL, "the daemon sent bad JSON: %s: %.*s",
+			    jerr.text, (int)(n > 200 ? 200 : n), c->buf);
+			memmove(c->buf, nl + 1, c->len - n - 1);
+			c->len -= n + 1;
+			return j;
+		}
+		if (c->eof || e2e_now_ms() >= until)
+			return NULL;
+		c_fill(c, (int)(until - e2e_now_ms()));
+	}
+}
+
+json_t *
+c_response(struct client *c, int timeout_ms)
+{
+	long long until = e2e_now_ms() + timeout_ms;
+	json_t *msg;
+
+	for (;;) {
+		msg = c_read(c, (int)(until - e2e_now_ms()));
+		if (msg == NULL || json_object_get(msg, "id") != NULL)
+			return msg;
+		json_array_append_new(c->queue, msg);
+	}
+}
+
+static json_t *
+c_request(struct client *c, const char *method, json_t *params,
+    bool want_error)
+{
+	int id = c->next_id++;
+	json_t *req, *msg, *out;
+	char *text;
+
+	req = json_pack("{s:s, s:i, s:s}", "jsonrpc", "2.0", "id", id,
+	    "method", method);
+	if (params != NULL)
+		json_object_set_new(req, "params", params);
+	text = json_dumps(req, JSON_COMPACT);
+	c_send_raw(c, text);
+	free(text);
+	json_decref(req);
+	for (;;) {
+		msg = c_read(c, 30000);
+		cr_assert(msg != NULL, "no reply to %s", method);
+		if (json_object_get(msg, "id") == NULL) {
+			json_array_append_new(c->queue, msg);
+			continue;
+		}
+		cr_assert_eq(json_integer_value(json_object_get(msg, "id")), id,
+		    "reply to another request");
+		break;
+	}
+	if (want_error) {
+		out = json_object_get(msg, "error");
+		cr_assert(out != NULL, "%s succeeded, an error was expected",
+		    method);
+	} else {
+		out = json_object_get(msg, "result");
+		if (out == NULL) {
+			text = json_dumps(msg, JSON_COMPACT);
+			cr_assert_fail("%s failed: %s", method, text);
+		}
+	}
+	json_incref(out);
+	json_decref(msg);
+	return out;
+}
+
+json_t *
+c_call(struct client *c, const char *method, json_t *params)
+{
+	return c_request(c, method, params, false);
+}
+
+json_t *
+c_call_error(struct client *c, const char *method, json_t *params)
+{
+	return c_request(c, method, params, true);
+}
+
+json_t *
+c_wait(struct client *c, const char *method, int timeout_ms)
+{
+	long long until = e2e_now_ms() + timeout_ms;
+	json_t *msg;
+	size_t i;
+
+	for (i = 0; i < json_array_size(c->queue); i++) {
+		msg = json_array_get(c->queue, i);
+		if (strcmp(json_string_value(json_object_get(msg, "method")),
+		    method) == 0) {
+			json_incref(msg);
+			json_array_remove(c->queue, i);
+			return msg;
+		}
+	}
+	for (;;) {
+		msg = c_read(c, (int)(until - e2e_now_ms()));
+		cr_assert(msg != NULL, "no %s notification within %d ms", method,
+		    timeout_ms);
+		if (json_object_get(msg, "method") != NULL &&
+		    strcmp(json_string_value(json_object_get(msg, "method")),
+		    method) == 0)
+			return msg;
+		json_array_append_new(c->queue, msg);
+	}
+}
+
+json_t *
+c_until(struct client *c, const char *method, int timeout_ms)
+{
+	long long until = e2e_now_ms() + timeout_ms;
+	json_t *list = json_array(), *msg;
+	size_t i;
+
+	for (i = 0; i < json_array_size(c->queue); i++) {
+		msg = json_array_get(c->queue, i);
+		json_array_append(list, msg);
+		if (strcmp(json_string_value(json_object_get(msg, "method")),
+		    method) == 0) {
+			json_array_remove(c->queue, i);
+			while (i-- > 0)
+				json_array_remove(c->queue, 0);
+			return list;
+		}
+	}
+	json_array_clear(c->queue);
+	for (;;) {
+		msg = c_read(c, (int)(until - e2e_now_ms()));
+		cr_assert(msg != NULL, "no %s notification within %d ms", method,
+		    timeout_ms);
+		json_array_append_new(list, msg);
+		if (json_object_get(msg, "method") != NULL &&
+		    strcmp(json_string_value(json_object_get(msg, "method")),
+		    method) == 0)
+			return list;
+	}
+}
+
+json_t *
+c_session(struct client *c, json_t *create_params)
+{
+	json_t *r = c_call(c, "createSession", create_params != NULL ?
+	    create_params : json_object());
+	json_t *sid = json_incref(json_object_get(r, "sessionId"));
+	json_t *sub;
+
+	json_decref(r);
+	sub = c_call(c, "subscribe", json_pack("{s:O}", "sessionId", sid));
+	json_decref(sub);
+	return sid;
+}
+
+json_t *
+c_add(struct client *c, const char *sid, const char *id, const char *name,
+    const char *input_json)
+{
+	return c_call(c, "addTool", json_pack("{s:s, s:{s:s, s:s, s:o}}",
+	    "sessionId", sid, "toolUse", "id", id, "name", name, "input",
+	    e2e_json(input_json != NULL ? input_json : "{}")));
+}
+
+json_t *
+e2e_filter(json_t *list, const char *method)
+{
+	json_t *out = json_array(), *msg;
+	size_t i;
+
+	json_array_foreach(list, i, msg)
+		if (strcmp(json_string_value(json_object_get(msg, "method")),
+		    method) == 0)
+			json_array_append(out, json_object_get(msg, "params"));
+	return out;
+}
+
+char *
+e2e_results(json_t *list)
+{
+	json_t *results = e2e_filter(list, "tool_result"), *p;
+	char *out = calloc(1, 1), *next;
+	size_t i;
+
+	json_array_foreach(results, i, p) {
+		if (asprintf(&next, "%s%s%s:%s", out, i ? "," : "",
+		    json_string_value(json_object_get(p, "toolUseId")),
+		    json_string_value(json_object_get(json_object_get(p,
+		    "meta"), "reason"))) < 0)
+			abort();
+		free(out);
+		out = next;
+	}
+	json_decref(results);
+	return out;
+}
+
+json_t *
+e2e_json(const char *text)
+{
+	json_error_t jerr;
+	json_t *j = json_loads(text, JSON_DECODE_ANY, &jerr);
+
+	cr_assert(j != NULL, "bad JSON in the test: %s: %s", jerr.text, text);
+	return j;
+}
+
+char *
+e2e_read_file(const char *path, size_t *lenp)
+{
+	size_t len = 0, cap = 65536;
+	char *buf;
+	ssize_t n;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return NULL;
+	buf = malloc(cap);
+	while ((n = read(fd, buf + len, cap - len - 1)) > 0) {
+		len += (size_t)n;
+		if (cap - len < 4096)
+			buf = realloc(buf, cap *= 2);
+	}
+	close(fd);
+	buf[len] = '\0';
+	if (lenp != NULL)
+		*lenp = len;
+	return buf;
+}

@@ -1,0 +1,98 @@
+/*
+ * End-to-end test support: start the real stexecd on a private socket in a
+ * temporary directory, talk to it over the wire, and check afterwards that
+ * no tool process is left. Every process the daemon starts inherits
+ * STEXEC_E2E_TAG=<unique>, which is how leftovers are found.
+ */
+#ifndef STEXEC_E2E_H
+#define STEXEC_E2E_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct daemon {
+	pid_t pid;
+	char dir[64];     /* the temporary directory */
+	char sock[96];    /* dir/s.sock */
+	char out[96];     /* dir/out: --output-dir */
+	char tag[64];
+	char log[96];     /* dir/daemon.log: its stderr */
+	bool exited;      /* reaped already (d_terminate, d_kill) */
+	int status;       /* its wait status then */
+};
+
+struct client {
+	int fd;
+	char *buf;        /* bytes read, not yet a whole line */
+	size_t len, cap;
+	json_t *queue;    /* notifications received, not yet taken */
+	int next_id;
+	bool eof;         /* the daemon closed the connection */
+	json_t *last_error;
+};
+
+/* Start the daemon; extra arguments after the socket options, NULL-ended. */
+struct daemon *d_start(const char *arg, ...);
+/*
+ * d_start with the daemon run through a wrapper, e.g. {"valgrind", "-q",
+ * NULL}: argv = wrapper..., $STEXEC_DAEMON, options, args.
+ */
+struct daemon *d_start_wrapped(const char *const *wrapper, const char *arg,
+    ...);
+/* SIGTERM, wait, check it exited 0 and left no process behind. */
+void d_stop(struct daemon *);
+/* SIGTERM and wait (up to 30 s); the wait status. d_stop still checks. */
+int d_terminate(struct daemon *);
+/* Send sig and wait for the daemon to die (e.g. SIGKILL: a crash). */
+void d_kill(struct daemon *, int sig);
+/*
+ * After d_kill: start a daemon again in the same directory, on the same
+ * socket and tag (the log is appended to); returns once it accepts
+ * connections, so a stale socket file left behind must have been replaced.
+ */
+void d_restart(struct daemon *, const char *arg, ...);
+/* Processes (other than the daemon) carrying the daemon's tag. */
+int d_leftovers(struct daemon *);
+/* Wait (up to ms) until no tool process is left; false if some remain. */
+bool d_wait_no_leftovers(struct daemon *, int ms);
+/* A path inside the daemon's temporary directory. */
+const char *d_path(struct daemon *, const char *name);
+
+struct client *c_open(struct daemon *);
+/* A client over a socket already connected (e.g. by another uid). */
+struct client *c_adopt(int fd);
+void c_close(struct client *);
+/* Send one raw line (a '\n' is added). */
+void c_send_raw(struct client *, const char *);
+/* Call and return the result (new reference); a JSON-RPC error fails. */
+json_t *c_call(struct client *, const char *method, json_t *params);
+/* Call and return the error object (new reference); a result fails. */
+json_t *c_call_error(struct client *, const char *method, json_t *params);
+/* Read the next message of any kind (new reference), or NULL at EOF. */
+json_t *c_read(struct client *, int timeout_ms);
+/* The next response (has an id), notifications queued; NULL on EOF or
+ * timeout. For requests sent with c_send_raw. */
+json_t *c_response(struct client *, int timeout_ms);
+/* The next notification with this method (others stay queued). */
+json_t *c_wait(struct client *, const char *method, int timeout_ms);
+/* Every queued notification and those that arrive until one with method
+ * (included), as an array of notification objects. */
+json_t *c_until(struct client *, const char *method, int timeout_ms);
+
+/* Helpers for the common shapes. */
+json_t *c_session(struct client *, json_t *create_params);
+json_t *c_add(struct client *, const char *sid, const char *id,
+    const char *name, const char *input_json);
+/* The params of each notification of `method` in a list, in order. */
+json_t *e2e_filter(json_t *list, const char *method);
+/* "id:reason" for each tool_result in a list, comma-separated. */
+char *e2e_results(json_t *list);
+/* The ToolDef JSON text -> object, failing the test on bad JSON. */
+json_t *e2e_json(const char *);
+/* Milliseconds since the epoch. */
+long long e2e_now_ms(void);
+/* A whole file, NUL-terminated (malloc'd), or NULL. */
+char *e2e_read_file(const char *path, size_t *len);
+
+#endif

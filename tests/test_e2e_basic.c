@@ -1,0 +1,56 @@
+/*
+ * The daemon end to end: start it, run a turn through the wire, stop it,
+ * and check that nothing is left behind.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "e2e.h"
+
+Test(e2e_basic, a_turn_over_the_wire)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid = c_session(c, NULL), *r, *list;
+	const char *s = json_string_value(sid);
+	char *got;
+
+	r = c_add(c, s, "a", "bash", "{\"command\":\"echo hi\"}");
+	cr_assert_str_eq(json_string_value(json_object_get(r, "status")),
+	    "executing");
+	json_decref(r);
+	json_decref(c_add(c, s, "b", "nope", NULL));
+	r = c_call(c, "drain", json_pack("{s:s}", "sessionId", s));
+	cr_assert_eq(json_integer_value(json_object_get(r, "results")), 2);
+	json_decref(r);
+	list = c_until(c, "turn_end", 5000);
+	got = e2e_results(list);
+	cr_assert_str_eq(got, "a:ok,b:unknown_tool");
+	free(got);
+	json_decref(list);
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(e2e_basic, builtin_tools_are_listed)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *r = c_call(c, "listTools", NULL), *t;
+	const char *want[] = { "bash", "read_file", "write_file", "glob",
+		"grep", "list_dir" };
+	size_t i, j;
+
+	for (i = 0; i < sizeof want / sizeof *want; i++) {
+		json_array_foreach(json_object_get(r, "tools"), j, t)
+			if (strcmp(json_string_value(json_object_get(t, "name")),
+			    want[i]) == 0)
+				break;
+		cr_assert(j < json_array_size(json_object_get(r, "tools")),
+		    "no built-in tool %s", want[i]);
+	}
+	json_decref(r);
+	c_close(c);
+	d_stop(d);
+}

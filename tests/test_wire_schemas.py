@@ -1,0 +1,1132 @@
+#!/usr/bin/env python3
+"""
+Drive a real stexecd through every method of the wire protocol and check
+every line it sends against protocol/schemas/ (JSON Schema 2020-12):
+responses by the method of the request with that id, errors against the
+error schema, notifications against the notification schema. Also checks the
+semantics protocol/PROTOCOL.md promises to clients (result order, progress
+before results, seq without gaps, result contents, error codes).
+
+  STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_wire_schemas.py
+
+Exit 0 on success, 1 on failure, 77 (skip) when STEXEC_DAEMON is unset.
+Needs python3-jsonschema.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import jsonschema
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCHEMA_DIR = os.path.join(HERE, "..", "protocol", "schemas")
+SCHEMA_BASE = "https://stexec.invalid/schemas/v1/"
+WAIT = float(os.environ.get("STEXEC_TEST_WAIT", "20"))
+INTERRUPTED = "<tool_use_error>Interrupted by user</tool_use_error>"
+
+
+class Timeout(Exception):
+    pass
+
+
+class Schemas:
+    """The schema files, checked themselves, and validators that resolve
+    the references between them (jsonschema 4.10 and later)."""
+
+    def __init__(self):
+        self.docs = {}
+        for name in ("tooldef", "request", "response", "error",
+                     "notification"):
+            path = os.path.join(SCHEMA_DIR, name + ".schema.json")
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+            jsonschema.Draft202012Validator.check_schema(doc)
+            self.docs[name] = doc
+        self.cache = {}
+
+    def validator(self, schema):
+        cls = jsonschema.Draft202012Validator
+        try:
+            from referencing import Registry, Resource
+            from referencing.jsonschema import DRAFT202012
+        except ImportError:
+            store = {d["$id"]: d for d in self.docs.values()}
+            resolver = jsonschema.RefResolver.from_schema(schema, store=store)
+            return cls(schema, resolver=resolver)
+        registry = Registry().with_resources(
+            (d["$id"], Resource.from_contents(
+                d, default_specification=DRAFT202012))
+            for d in self.docs.values())
+        return cls(schema, registry=registry)
+
+    def get(self, key):
+        """key: a schema name, or "result:METHOD"."""
+        if key not in self.cache:
+            if key.startswith("result:"):
+                method = key[len("result:"):]
+                defs = self.docs["response"]["$defs"]
+                if method + "Result" not in defs:
+                    raise KeyError("response.schema.json has no $defs/%s"
+                                   "Result" % method)
+                schema = {
+                    "$schema": "https://json-schema.org/draft/2020-12/schema",
+                    "$id": SCHEMA_BASE + "result-" + method + ".json",
+                    "$ref": "response.schema.json#/$defs/" + method +
+                            "Result",
+                }
+            else:
+                schema = self.docs[key]
+            self.cache[key] = self.validator(schema)
+        return self.cache[key]
+
+    def errors(self, key, value):
+        out = []
+        for e in sorted(self.get(key).iter_errors(value),
+                        key=lambda e: list(e.absolute_path)):
+            where = "/".join(str(p) for p in e.absolute_path) or "(root)"
+            out.append("%s at %s (schema %s)" % (
+                e.message[:300], where,
+                "/".join(str(p) for p in e.absolute_schema_path)))
+        return out
+
+
+class Test:
+    def __init__(self, daemon):
+        self.daemon = os.path.abspath(daemon)
+        self.schemas = Schemas()
+        self.failures = []
+        self.next_id = 0
+        self.methods = {}       # request id -> method (None: error expected)
+        self.lines = 0
+        self.tmp = tempfile.mkdtemp(prefix="stexec-wire-")
+        self.sock = os.path.join(self.tmp, "s.sock")
+        self.outdir = os.path.join(self.tmp, "out")
+        self.proc = None
+        self.conns = []
+
+    # ------------------------------------------------------------ reporting
+
+    def fail(self, what):
+        self.failures.append(what)
+        print("FAIL: " + what, file=sys.stderr, flush=True)
+
+    def expect(self, cond, what):
+        if not cond:
+            self.fail(what)
+        return cond
+
+    def validate(self, key, value, label):
+        errs = self.schemas.errors(key, value)
+        for e in errs:
+            self.fail("%s: against %s: %s" % (label, key, e))
+        return not errs
+
+    # ------------------------------------------------------------ daemon
+
+    def start(self):
+        env = dict(os.environ)
+        for k in ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID",
+                  "LISTEN_FDNAMES", "STEXEC_SOCKET"):
+            env.pop(k, None)
+        self.log = open(os.path.join(self.tmp, "daemon.log"), "wb")
+        self.proc = subprocess.Popen(
+            [self.daemon, "--socket", self.sock, "--output-dir", self.outdir],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+            cwd=self.tmp, env=env)
+        deadline = time.monotonic() + 10
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError("the daemon exited with %d before serving"
+                                   % self.proc.returncode)
+            if os.path.exists(self.sock):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    s.connect(self.sock)
+                    s.close()
+                    return
+                except OSError:
+                    s.close()
+            if time.monotonic() > deadline:
+                raise RuntimeError("no socket at %s after 10 s" % self.sock)
+            time.sleep(0.02)
+
+    def stop(self):
+        for c in self.conns:
+            c.close()
+        if self.proc is None or self.proc.poll() is not None:
+            if self.proc is not None:
+                self.fail("the daemon had already exited with %d" %
+                          self.proc.returncode)
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.fail("the daemon did not exit within 15 s of SIGTERM")
+            self.proc.kill()
+            self.proc.wait()
+            return
+        self.expect(rc == 0, "the daemon exited with %d after SIGTERM, "
+                    "want 0" % rc)
+
+    def daemon_log_tail(self, n=40):
+        try:
+            with open(os.path.join(self.tmp, "daemon.log"), "rb") as f:
+                lines = f.read().decode("utf-8", "replace").splitlines()
+            return "\n".join(lines[-n:])
+        except OSError:
+            return ""
+
+    # ------------------------------------------------------------ lines
+
+    def request_id(self, method):
+        self.next_id += 1
+        self.methods[self.next_id] = method
+        return self.next_id
+
+    def record(self, conn, raw):
+        """Check one line the daemon sent; return the parsed message."""
+        self.lines += 1
+        shown = raw[:400].decode("utf-8", "replace")
+        label = "line %d on %s %s" % (self.lines, conn.name, shown +
+                                      ("…" if len(raw) > 400 else ""))
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            self.fail("%s: not UTF-8: %s" % (label, e))
+            return None
+        try:
+            msg = json.loads(text)
+        except ValueError as e:
+            self.fail("%s: not JSON: %s" % (label, e))
+            return None
+        if not isinstance(msg, dict):
+            self.fail("%s: not a JSON object" % label)
+            return None
+        if "method" in msg and "id" not in msg:
+            self.validate("notification", msg, label)
+            conn.on_notification(msg, label)
+        elif "error" in msg:
+            self.validate("error", msg, label)
+        elif "result" in msg:
+            self.validate("response", msg, label)
+            mid = msg.get("id")
+            if mid not in self.methods:
+                self.fail("%s: a response to id %r, which was never sent" %
+                          (label, mid))
+            elif self.methods[mid] is None:
+                self.fail("%s: a result for a request that must fail" %
+                          label)
+            else:
+                self.validate("result:" + self.methods[mid],
+                              msg["result"], label + " (result of " +
+                              self.methods[mid] + ")")
+        else:
+            self.fail("%s: neither a response, an error nor a notification"
+                      % label)
+        return msg
+
+
+class Conn:
+    """One client connection: every line received is recorded in msgs."""
+
+    def __init__(self, t, name):
+        self.t = t
+        self.name = name
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(t.sock)
+        self.buf = b""
+        self.msgs = []
+        self.eof = False
+        self.seq = {}        # sessionId -> next seq expected while subscribed
+        self.notes = []      # every notification, in arrival order
+        t.conns.append(self)
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def on_notification(self, msg, label):
+        p = msg.get("params")
+        if not isinstance(p, dict):
+            return
+        self.notes.append(msg)
+        sid = p.get("sessionId")
+        if sid in self.seq:
+            self.t.expect(p.get("seq") == self.seq[sid],
+                          "%s: seq %r, want %r (no gaps, no reordering)" %
+                          (label, p.get("seq"), self.seq[sid]))
+            if isinstance(p.get("seq"), int):
+                self.seq[sid] = p["seq"] + 1
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def send(self, method, params=None, validate=True, expect_error=False):
+        rid = self.t.request_id(None if expect_error else method)
+        req = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            req["params"] = params
+        if validate:
+            errs = self.t.schemas.errors("request", req)
+            for e in errs:
+                self.t.fail("request %s (a bug in this test or the "
+                            "request schema): %s" % (json.dumps(req), e))
+        self.send_raw(json.dumps(req).encode() + b"\n")
+        return rid
+
+    def read_one(self, deadline):
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout("%s: nothing more within %.0f s" %
+                              (self.name, WAIT))
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(1 << 16)
+            except socket.timeout:
+                continue
+            if not data:
+                self.eof = True
+                if self.buf:
+                    self.t.fail("%s: the connection ended inside a line: %r"
+                                % (self.name, self.buf[:200]))
+                return None
+            self.buf += data
+        line, self.buf = self.buf.split(b"\n", 1)
+        msg = self.t.record(self, line)
+        if msg is not None:
+            self.msgs.append(msg)
+        return msg
+
+    def wait(self, pred, start=0, timeout=None, what="a message"):
+        deadline = time.monotonic() + (timeout or WAIT)
+        i = start
+        while True:
+            while i < len(self.msgs):
+                if pred(self.msgs[i]):
+                    return self.msgs[i]
+                i += 1
+            if self.eof:
+                raise Timeout("%s: connection closed while waiting for %s"
+                              % (self.name, what))
+            try:
+                self.read_one(deadline)
+            except Timeout:
+                raise Timeout("%s: timed out waiting for %s" %
+                              (self.name, what))
+
+    def response(self, rid, method="?"):
+        return self.wait(lambda m: m.get("id") == rid and
+                         ("result" in m or "error" in m),
+                         what="the response to %s (id %d)" % (method, rid))
+
+    def call(self, method, params=None):
+        rid = self.send(method, params)
+        m = self.response(rid, method)
+        if "error" in m:
+            self.t.fail("%s %s: error %s" % (method, json.dumps(params),
+                                              json.dumps(m["error"])))
+            return None
+        return m["result"]
+
+    def call_error(self, method, params, code, field=None, validate=False):
+        rid = self.send(method, params, validate=validate, expect_error=True)
+        m = self.response(rid, method)
+        label = "%s %s" % (method, json.dumps(params)[:200])
+        if "error" not in m:
+            self.t.fail("%s: want error %d, got result %s" %
+                        (label, code, json.dumps(m.get("result"))[:200]))
+            return None
+        err = m["error"]
+        self.t.expect(err.get("code") == code, "%s: error code %r, want %d "
+                      "(%s)" % (label, err.get("code"), code,
+                                err.get("message")))
+        if field is not None and err.get("code") == code:
+            got = (err.get("data") or {}).get("field")
+            ok = (got == field if not field.endswith("*")
+                  else isinstance(got, str) and got.startswith(field[:-1]))
+            self.t.expect(ok, "%s: data.field %r, want %r" %
+                          (label, got, field))
+        return err
+
+    def note(self, pred, start=0, what="a notification"):
+        return self.wait(lambda m: "method" in m and "id" not in m and
+                         pred(m["method"], m.get("params") or {}),
+                         start=start, what=what)
+
+    def result_of(self, tid, start=0):
+        return self.note(lambda me, p: me == "tool_result" and
+                         p.get("toolUseId") == tid, start=start,
+                         what="the tool_result of " + tid)["params"]
+
+
+def sh_tool(name, **kw):
+    d = {
+        "name": name,
+        "description": "run a shell script (test tool %s)" % name,
+        "command": ["/bin/sh", "-c", "{script}"],
+        "inputSchema": {
+            "type": "object",
+            "properties": {"script": {"type": "string"},
+                           "timeout": {"type": "integer", "minimum": 1}},
+            "required": ["script"],
+            "additionalProperties": False,
+        },
+    }
+    d.update(kw)
+    return d
+
+
+class Scenario:
+    def __init__(self, t):
+        self.t = t
+        self.adds = {}          # (sid, turn) -> [toolUseId] in add order
+        self.checked = set()    # (sid, turn) whose order conn A must show
+        self.no_results = set()  # (sid, turn) discarded: no results at all
+
+    def add(self, conn, sid, tid, name, inp, safe=None, status=None):
+        r = conn.call("addTool", {"sessionId": sid, "toolUse": {
+            "type": "tool_use", "id": tid, "name": name, "input": inp}})
+        if r is None:
+            return None
+        t = self.t
+        t.expect(r.get("toolUseId") == tid, "addTool %s: toolUseId %r" %
+                 (tid, r.get("toolUseId")))
+        if safe is not None:
+            t.expect(r.get("concurrencySafe") is safe,
+                     "addTool %s: concurrencySafe %r, want %r" %
+                     (tid, r.get("concurrencySafe"), safe))
+        if status is not None:
+            t.expect(r.get("status") in status, "addTool %s: status %r, "
+                     "want one of %s" % (tid, r.get("status"), status))
+        self.adds.setdefault((sid, r.get("turn")), []).append(tid)
+        return r
+
+    def drain(self, conn, sid, turn, results):
+        r = conn.call("drain", {"sessionId": sid})
+        if r is not None:
+            self.t.expect(r == {"turn": turn, "results": results},
+                          "drain: %s, want turn %d results %d" %
+                          (json.dumps(r), turn, results))
+        return r
+
+    def check_result(self, p, reason, content=None, prefix=None):
+        t = self.t
+        tid = p.get("toolUseId")
+        meta = p.get("meta", {})
+        res = p.get("result", {})
+        t.expect(meta.get("reason") == reason, "%s: reason %r, want %r "
+                 "(content %r)" % (tid, meta.get("reason"), reason,
+                                   res.get("content", "")[:200]))
+        if content is not None:
+            t.expect(res.get("content") == content, "%s: content %r, want %r"
+                     % (tid, res.get("content"), content))
+        if prefix is not None:
+            t.expect(str(res.get("content")).startswith(prefix),
+                     "%s: content %r, want it to start with %r" %
+                     (tid, res.get("content"), prefix))
+
+    # ------------------------------------------------------------ the run
+
+    def run(self):
+        t = self.t
+        work = os.path.join(t.tmp, "work")
+        os.makedirs(os.path.join(work, "sub"))
+        with open(os.path.join(work, "a.txt"), "w") as f:
+            f.write("alpha\n")
+        with open(os.path.join(work, "b.txt"), "w") as f:
+            f.write("beta\n")
+
+        A = Conn(t, "A")
+        E = Conn(t, "E")
+
+        # initialize, ping, listTools without a session
+        init = A.call("initialize", {"client": {"name": "test_wire_schemas",
+                                                "version": "1"}})
+        max_message = 4 * 1024 * 1024
+        if init:
+            t.expect(init.get("protocolVersion") == 1, "protocolVersion")
+            t.expect(init.get("server", {}).get("name") == "stexecd",
+                     "server.name %r" % init.get("server"))
+            max_message = init.get("capabilities", {}).get("maxMessage",
+                                                           max_message)
+        t.expect(A.call("ping") == {}, "ping result")
+        t.expect(A.call("ping", {}) == {}, "ping {} result")
+        tools = A.call("listTools") or {"tools": []}
+        names = {d.get("name") for d in tools["tools"]}
+        for n in ("bash", "read_file", "write_file", "glob", "grep",
+                  "list_dir"):
+            t.expect(n in names, "listTools: no built-in tool %s" % n)
+
+        # createSession with session tools
+        session_tools = [
+            sh_tool("sh", interruptBehavior="cancel",
+                    timeoutFromInput="timeout",
+                    env={"TOOLVAR": "from-tooldef"}),
+            sh_tool("sh_block"),
+            sh_tool("safe_block", concurrencySafe=True),
+            sh_tool("safe_cancel", concurrencySafe=True,
+                    interruptBehavior="cancel"),
+            sh_tool("rule_safe", concurrencySafe={"pointer": "/script",
+                                                  "pattern": "^echo "}),
+            sh_tool("guarded", requiresPermission=True),
+            sh_tool("streamer", streamOutput=True, maxResultBytes=256),
+            sh_tool("slowpoke", timeoutMs=300, interruptBehavior="cancel"),
+            {"name": "missing", "command": ["/nonexistent/stexec-test-prog"]},
+            {
+                "name": "failer",
+                "command": ["/bin/sh", "-c", "{command}"],
+                "inputSchema": {"type": "object", "properties": {
+                    "command": {"type": "string"}}, "required": ["command"]},
+                "interruptBehavior": "cancel",
+                "abortSiblingsOnError": True,
+            },
+        ]
+        for d in session_tools:
+            t.validate("tooldef", d, "session tool %s (test bug)" % d["name"])
+        cs = A.call("createSession", {
+            "tools": session_tools, "maxParallel": 4, "cwd": work,
+            "env": {"STEXEC_TEST": "one", "HOME": None}})
+        if cs is None:
+            raise RuntimeError("createSession failed; cannot go on")
+        sid = cs["sessionId"]
+
+        lt = A.call("listTools", {"sessionId": sid}) or {"tools": []}
+        by_name = {d.get("name"): d for d in lt["tools"]}
+        for d in session_tools:
+            t.expect(d["name"] in by_name, "listTools {sessionId}: no "
+                     "session tool %s" % d["name"])
+        t.expect("bash" in by_name, "listTools {sessionId}: no bash")
+        if "missing" in by_name:
+            want = {"name": "missing", "description": "",
+                    "command": ["/nonexistent/stexec-test-prog"],
+                    "inputSchema": {"type": "object"},
+                    "concurrencySafe": False, "interruptBehavior": "block",
+                    "abortSiblingsOnError": False,
+                    "requiresPermission": False, "timeoutMs": 120000,
+                    "maxTimeoutMs": 600000, "timeoutFromInput": None,
+                    "maxResultBytes": 100000, "streamOutput": False,
+                    "env": {}}
+            t.expect(by_name["missing"] == want, "listTools: defaults of a "
+                     "minimal ToolDef: %s, want %s" %
+                     (json.dumps(by_name["missing"]), json.dumps(want)))
+        ls = A.call("listSessions") or {"sessions": []}
+        mine = [s for s in ls["sessions"] if s.get("sessionId") == sid]
+        t.expect(mine == [{"sessionId": sid, "turn": 1, "unfinished": 0}],
+                 "listSessions: %s" % json.dumps(ls))
+
+        sub = A.call("subscribe", {"sessionId": sid, "since": 0})
+        t.expect(sub == {"lastSeq": 0}, "subscribe on a new session: %s" %
+                 json.dumps(sub))
+        A.seq[sid] = 1
+
+        self.errors(E, sid, max_message)
+
+        # ---- turn 1: built-ins in parallel, unknown tool, invalid input,
+        # fd 3 progress, context modifiers, the tool environment
+        turn = 1
+        self.checked.add((sid, turn))
+        self.add(A, sid, "r1", "read_file",
+                 {"file_path": os.path.join(work, "a.txt")}, safe=True)
+        self.add(A, sid, "r2", "read_file",
+                 {"file_path": os.path.join(work, "b.txt")}, safe=True)
+        self.add(A, sid, "b1", "bash", {"command":
+                 "echo hello from bash; "
+                 "printf '{\"progress\":{\"step\":1}}\\n' >&3"}, safe=False)
+        self.add(A, sid, "u1", "no_such_tool", {"x": 1}, safe=False,
+                 status=("completed", "delivered"))
+        self.add(A, sid, "i1", "read_file", {}, safe=False)
+        self.add(A, sid, "s1", "sh", {"script":
+                 "printf '{\"progress\":{\"pct\":50}}\\n' >&3; "
+                 "echo 'plain line' >&3; "
+                 "printf '{\"context\":{\"cwd\":\"sub\",\"env\":"
+                 "{\"CTX_VAR\":\"ctx\",\"STEXEC_TEST\":null}}}\\n' >&3; "
+                 "echo \"$STEXEC_SESSION_ID|$STEXEC_TOOL_USE_ID|"
+                 "$STEXEC_PROGRESS_FD|${STEXEC_TEST-unset}|"
+                 "${TOOLVAR-unset}|${HOME-unset}\"; echo err >&2"},
+                 safe=False)
+        self.add(A, sid, "s2", "sh", {"script":
+                 "pwd -P; echo \"${CTX_VAR-unset}|${STEXEC_TEST-unset}\""})
+        A.call_error("addTool", {"sessionId": sid, "toolUse": {
+            "id": "r1", "name": "read_file", "input": {}}}, -32002,
+            validate=True)
+        st = A.call("status", {"sessionId": sid})
+        if st:
+            t.expect(st.get("turn") == turn and
+                     [x.get("id") for x in st.get("tools", [])] ==
+                     ["r1", "r2", "b1", "u1", "i1", "s1", "s2"],
+                     "status: %s" % json.dumps(st))
+        self.drain(A, sid, turn, 7)
+        res = {tid: A.result_of(tid) for tid in
+               ("r1", "r2", "b1", "u1", "i1", "s1", "s2")}
+        self.check_result(res["r1"], "ok")
+        t.expect("alpha" in res["r1"]["result"]["content"],
+                 "read_file a.txt: %r" % res["r1"]["result"]["content"])
+        self.check_result(res["r2"], "ok")
+        self.check_result(res["b1"], "ok", content="hello from bash\n")
+        self.check_result(res["u1"], "unknown_tool", content=(
+            "<tool_use_error>Error: No such tool available: no_such_tool"
+            "</tool_use_error>"))
+        self.check_result(res["i1"], "invalid_input",
+                          prefix="<tool_use_error>InputValidationError: ")
+        self.check_result(res["s1"], "ok", content=(
+            "%s|s1|3|one|from-tooldef|unset\nerr\n" % sid))
+        self.check_result(res["s2"], "ok", content=(
+            "%s\nctx|unset\n" % os.path.realpath(os.path.join(work, "sub"))))
+        prog = [n["params"]["data"] for n in A.notes
+                if n["method"] == "progress" and
+                n["params"].get("toolUseId") == "s1"]
+        t.expect(prog == [{"pct": 50}, {"text": "plain line"}],
+                 "progress of s1: %s" % json.dumps(prog))
+        prog = [n["params"]["data"] for n in A.notes
+                if n["method"] == "progress" and
+                n["params"].get("toolUseId") == "b1"]
+        t.expect(prog == [{"step": 1}], "progress of b1: %s" %
+                 json.dumps(prog))
+        A.note(lambda me, p: me == "turn_end" and p.get("turn") == 1 and
+               p.get("reason") == "drained", what="turn_end of turn 1")
+
+        # ---- turn 2: permissions
+        turn = 2
+        self.checked.add((sid, turn))
+        mark = len(A.msgs)
+        self.add(A, sid, "p1", "guarded", {"script": "echo allowed"},
+                 status=("waiting_permission",))
+        pr = A.note(lambda me, p: me == "permission_request" and
+                    p.get("toolUseId") == "p1", start=mark,
+                    what="permission_request p1")["params"]
+        t.expect(pr.get("name") == "guarded" and
+                 pr.get("input") == {"script": "echo allowed"},
+                 "permission_request: %s" % json.dumps(pr))
+        st = A.call("status", {"sessionId": sid})
+        if st:
+            t.expect([x.get("status") for x in st.get("tools", [])] ==
+                     ["waiting_permission"], "status while waiting for "
+                     "permission: %s" % json.dumps(st))
+        t.expect(A.call("respondPermission", {
+            "sessionId": sid, "toolUseId": "p1", "decision": "allow"}) == {},
+            "respondPermission allow result")
+        self.check_result(A.result_of("p1", mark), "ok", content="allowed\n")
+        A.call_error("respondPermission", {"sessionId": sid,
+                     "toolUseId": "p1", "decision": "allow"}, -32005,
+                     validate=True)
+        A.call_error("respondPermission", {"sessionId": sid,
+                     "toolUseId": "no-such-tool-use", "decision": "allow"},
+                     -32602, field="toolUseId", validate=True)
+        mark = len(A.msgs)
+        self.add(A, sid, "p2", "guarded", {"script": "echo never"})
+        A.note(lambda me, p: me == "permission_request" and
+               p.get("toolUseId") == "p2", start=mark,
+               what="permission_request p2")
+        t.expect(A.call("respondPermission", {
+            "sessionId": sid, "toolUseId": "p2", "decision": "deny",
+            "message": "no thanks"}) == {}, "respondPermission deny result")
+        self.add(A, sid, "p3", "sh", {"script": "echo after the deny"})
+        self.drain(A, sid, turn, 3)
+        self.check_result(A.result_of("p2"), "permission_denied",
+                          content="no thanks")
+        self.check_result(A.result_of("p3"), "interrupted",
+                          content=INTERRUPTED)
+
+        # ---- turn 3: abort interrupt (S8)
+        turn = 3
+        self.checked.add((sid, turn))
+        mark = len(A.msgs)
+        self.add(A, sid, "a1", "safe_block",
+                 {"script": "sleep 1.5; echo block-done"}, safe=True)
+        self.add(A, sid, "a2", "safe_cancel", {"script": "sleep 30"},
+                 safe=True)
+        self.add(A, sid, "a3", "sh", {"script": "echo never"},
+                 status=("queued",))
+        s = A.note(lambda me, p: me == "state" and
+                   {"a1", "a2"} <= set(p.get("inProgress", [])),
+                   start=mark, what="state with a1 and a2 in progress")
+        t.expect(s["params"].get("interruptible") is False,
+                 "state: a block tool executes, yet interruptible: %s" %
+                 json.dumps(s))
+        st = A.call("status", {"sessionId": sid})
+        if st:
+            running = [x for x in st.get("tools", [])
+                       if x.get("status") == "executing"]
+            t.expect(len(running) == 2 and all("pid" in x for x in running),
+                     "status: two executing tools with pids: %s" %
+                     json.dumps(st))
+        ab = A.call("abort", {"sessionId": sid, "reason": "interrupt"})
+        t.expect(ab == {"turn": turn}, "abort: %s" % json.dumps(ab))
+        self.drain(A, sid, turn, 3)
+        self.check_result(A.result_of("a1"), "ok", content="block-done\n")
+        self.check_result(A.result_of("a2"), "interrupted",
+                          content=INTERRUPTED)
+        self.check_result(A.result_of("a3"), "interrupted",
+                          content=INTERRUPTED)
+
+        # ---- turn 4: abort cancel (S9) kills block tools too
+        turn = 4
+        self.checked.add((sid, turn))
+        mark = len(A.msgs)
+        self.add(A, sid, "c1", "sh_block", {"script": "sleep 30"})
+        A.note(lambda me, p: me == "tool_status" and
+               p.get("toolUseId") == "c1" and p.get("status") ==
+               "executing", start=mark, what="c1 executing")
+        ab = A.call("abort", {"sessionId": sid, "reason": "cancel"})
+        t.expect(ab == {"turn": turn}, "abort cancel: %s" % json.dumps(ab))
+        self.drain(A, sid, turn, 1)
+        self.check_result(A.result_of("c1"), "interrupted",
+                          content=INTERRUPTED)
+
+        # ---- turn 5: discard with a drain pending (S11, S12)
+        turn = 5
+        self.no_results.add((sid, turn))
+        mark = len(A.msgs)
+        self.add(A, sid, "d1", "sh", {"script": "sleep 30"})
+        self.add(A, sid, "d2", "sh", {"script": "echo never"})
+        s = A.note(lambda me, p: me == "state" and
+                   p.get("inProgress") == ["d1"], start=mark,
+                   what="state with d1 in progress")
+        t.expect(s["params"].get("interruptible") is True,
+                 "state: only a cancel tool executes, so interruptible: %s"
+                 % json.dumps(s))
+        drain_id = A.send("drain", {"sessionId": sid}, expect_error=True)
+        disc = A.call("discard", {"sessionId": sid})
+        t.expect(disc == {"discardedTurn": 5, "turn": 6},
+                 "discard: %s" % json.dumps(disc))
+        m = A.response(drain_id, "drain")
+        t.expect(m.get("error", {}).get("code") == -32005,
+                 "a drain pending when the turn is discarded: %s" %
+                 json.dumps(m))
+        A.note(lambda me, p: me == "turn_end" and p.get("turn") == 5 and
+               p.get("reason") == "discarded", start=mark,
+               what="turn_end discarded")
+
+        # ---- turn 6: every error outcome, truncation, S7
+        turn = 6
+        self.checked.add((sid, turn))
+        self.add(A, sid, "e1", "streamer", {"script":
+                 "i=0; while [ $i -lt 40 ]; do echo \"line $i of the "
+                 "output\"; i=$((i+1)); done"})
+        self.add(A, sid, "e2", "sh", {"script": "echo partial; exit 3"})
+        self.add(A, sid, "e3", "sh", {"script": "kill -9 $$"})
+        self.add(A, sid, "e4", "slowpoke", {"script": "sleep 30"})
+        self.add(A, sid, "e5", "missing", {})
+        self.add(A, sid, "e6", "sh", {"script": "sleep 30", "timeout": 200})
+        self.add(A, sid, "e7", "failer",
+                 {"command": "echo failing; exit 1"})
+        self.add(A, sid, "e8", "sh", {"script": "echo never"})
+        self.add(A, sid, "e9", "sh", {"script": "echo late"})
+        self.drain(A, sid, turn, 9)
+        full = "".join("line %d of the output\n" % i for i in range(40))
+        p = A.result_of("e1")
+        self.check_result(p, "ok")
+        c = p["result"]["content"]
+        mt = re.search(r"\n\n\[\.\.\. output truncated: (\d+) bytes in "
+                       r"total, the whole output is in (.+); the first "
+                       r"(\d+) and the last (\d+) bytes are shown "
+                       r"\.\.\.\]\n\n", c)
+        if t.expect(mt is not None and p["meta"].get("truncated") is True,
+                    "e1: not truncated as documented: %r %s" %
+                    (c, json.dumps(p["meta"]))):
+            t.expect(mt.group(1) == str(len(full)) and
+                     mt.group(2) == p["meta"].get("fullOutputPath") and
+                     mt.group(3) == "128" and mt.group(4) == "128" and
+                     c.startswith(full[:128]) and c.endswith(full[-128:]),
+                     "e1: truncated content %r" % c)
+            path = p["meta"].get("fullOutputPath")
+            try:
+                with open(path) as f:
+                    t.expect(f.read() == full, "e1: %s does not hold the "
+                             "whole output" % path)
+            except (OSError, TypeError) as e:
+                t.fail("e1: fullOutputPath: %s" % e)
+        chunks = [n["params"]["data"] for n in A.notes
+                  if n["method"] == "progress" and
+                  n["params"].get("toolUseId") == "e1"]
+        t.expect(all(isinstance(d, dict) and d.get("stream") == "stdout"
+                     for d in chunks) and
+                 "".join(d.get("text", "") for d in chunks) == full,
+                 "e1: streamed chunks do not add up to the output: %s" %
+                 json.dumps(chunks)[:500])
+        self.check_result(A.result_of("e2"), "exit",
+                          content="partial\nExit code 3")
+        self.check_result(A.result_of("e3"), "signal",
+                          content="Killed by signal 9 (SIGKILL)")
+        self.check_result(A.result_of("e4"), "timeout",
+                          content="Error: timed out after 300 ms")
+        self.check_result(A.result_of("e5"), "spawn_failed", prefix=(
+            "<tool_use_error>Error: cannot run "
+            "/nonexistent/stexec-test-prog: "))
+        self.check_result(A.result_of("e6"), "timeout",
+                          content="Error: timed out after 200 ms")
+        self.check_result(A.result_of("e7"), "exit",
+                          content="failing\nExit code 1")
+        sib = ("<tool_use_error>Cancelled: parallel tool call "
+               "failer(echo failing; exit 1) errored</tool_use_error>")
+        self.check_result(A.result_of("e8"), "sibling_error", content=sib)
+        self.check_result(A.result_of("e9"), "sibling_error", content=sib)
+        p = A.result_of("e2")
+        t.expect(p["meta"].get("exitCode") == 3, "e2: exitCode")
+        p = A.result_of("e3")
+        t.expect(p["meta"].get("signal") == 9, "e3: signal")
+
+        # ---- turn 7: a concurrencySafe rule
+        turn = 7
+        self.checked.add((sid, turn))
+        self.add(A, sid, "x1", "rule_safe", {"script": "echo rule"},
+                 safe=True)
+        self.add(A, sid, "x2", "rule_safe", {"script": "printf 'x\\n'"},
+                 safe=False)
+        self.drain(A, sid, turn, 2)
+        self.check_result(A.result_of("x1"), "ok", content="rule\n")
+        self.check_result(A.result_of("x2"), "ok", content="x\n")
+
+        # ---- an empty turn drains at once
+        turn = 8
+        self.drain(A, sid, turn, 0)
+        A.note(lambda me, p: me == "turn_end" and p.get("turn") == 8,
+               what="turn_end of the empty turn 8")
+
+        # ---- events: pull, with since and max; maybe a replay gap
+        seen = {n["params"]["seq"]: n for n in A.notes
+                if n["params"].get("sessionId") == sid}
+        last = max(seen)
+        rid = A.send("events", {"sessionId": sid, "since": 0, "max": 5})
+        m = A.response(rid, "events")
+        if "error" in m:
+            err = m["error"]
+            t.expect(err.get("code") == -32004 and "oldestSeq" in
+                     (err.get("data") or {}), "events since 0: %s" %
+                     json.dumps(err))
+            oldest = (err.get("data") or {}).get("oldestSeq", last)
+            since = max(oldest - 1, 0)
+            print("events since 0: replay gap, oldest retained seq %d" %
+                  oldest)
+        else:
+            since = 0
+            self.check_events(m["result"], seen, 0, 5)
+        ev = A.call("events", {"sessionId": sid, "since": since, "max": 3})
+        if ev:
+            self.check_events(ev, seen, since, 3)
+        ev = A.call("events", {"sessionId": sid, "since": last})
+        t.expect(ev == {"notifications": [], "lastSeq": last},
+                 "events since the last seq: %s" % json.dumps(ev))
+        # Without since means since 0: a gap once seq 1 is dropped.
+        rid = A.send("events", {"sessionId": sid})
+        m = A.response(rid, "events")
+        if "error" in m:
+            t.expect(m["error"].get("code") == -32004, "events without "
+                     "since: %s" % json.dumps(m["error"]))
+        else:
+            self.check_events(m["result"], seen, 0, 1000)
+
+        # ---- a second subscriber resumes with since; A unsubscribes
+        B = Conn(t, "B")
+        since = max(last - 6, 0)
+        rid = B.send("subscribe", {"sessionId": sid, "since": since})
+        m = B.response(rid, "subscribe")
+        if "error" in m:
+            t.expect(m["error"].get("code") == -32004, "subscribe since %d:"
+                     " %s" % (since, json.dumps(m["error"])))
+            since = m["error"].get("data", {}).get("oldestSeq", 1) - 1
+            B.seq[sid] = since + 1
+            sub = B.call("subscribe", {"sessionId": sid, "since": since})
+        else:
+            sub = m["result"]
+            B.seq[sid] = since + 1
+        t.expect(sub == {"lastSeq": last}, "subscribe: %s, want lastSeq %d"
+                 % (json.dumps(sub), last))
+        for seq in range(since + 1, last + 1):
+            n = B.note(lambda me, p, seq=seq: p.get("seq") == seq and
+                       p.get("sessionId") == sid, what="replay of seq %d"
+                       % seq)
+            t.expect(n == seen[seq], "replayed seq %d differs from the "
+                     "pushed one: %s vs %s" % (seq, json.dumps(n),
+                                               json.dumps(seen[seq])))
+        t.expect(A.call("unsubscribe", {"sessionId": sid}) == {},
+                 "unsubscribe result")
+        del A.seq[sid]
+        after = len(A.notes)
+        mark = len(B.msgs)
+        self.add(A, sid, "z1", "sh", {"script": "echo z"})
+        self.drain(A, sid, 9, 1)
+        t.expect(len(A.notes) == after, "notifications after unsubscribe: %s"
+                 % json.dumps(A.notes[after:])[:500])
+        self.check_result(B.result_of("z1", mark), "ok", content="z\n")
+        B.note(lambda me, p: me == "turn_end" and p.get("turn") == 9,
+               start=mark, what="turn_end of turn 9 on B")
+
+        ls = A.call("listSessions") or {"sessions": []}
+        mine = [s for s in ls["sessions"] if s.get("sessionId") == sid]
+        t.expect(mine == [{"sessionId": sid, "turn": 10, "unfinished": 0}],
+                 "listSessions: %s" % json.dumps(ls))
+        st = A.call("stats")
+        if st:
+            t.expect(st.get("pid") == t.proc.pid, "stats.pid %r, want %d" %
+                     (st.get("pid"), t.proc.pid))
+            t.expect(st.get("sessions", 0) >= 1 and
+                     st.get("connections", 0) >= 3, "stats: %s" %
+                     json.dumps(st))
+
+        # ---- closeSession kills what runs; B gets session_closed
+        mark = len(B.msgs)
+        self.add(A, sid, "k1", "sh_block", {"script": "sleep 30"})
+        B.note(lambda me, p: me == "tool_status" and
+               p.get("toolUseId") == "k1" and p.get("status") == "executing",
+               start=mark, what="k1 executing on B")
+        drain_id = A.send("drain", {"sessionId": sid}, expect_error=True)
+        t.expect(A.call("closeSession", {"sessionId": sid}) == {},
+                 "closeSession result")
+        m = A.response(drain_id, "drain")
+        t.expect(m.get("error", {}).get("code") == -32005,
+                 "a drain pending at closeSession: %s" % json.dumps(m))
+        B.note(lambda me, p: me == "session_closed" and
+               p.get("sessionId") == sid, start=mark, what="session_closed")
+        A.call_error("addTool", {"sessionId": sid, "toolUse": {
+            "id": "k2", "name": "sh", "input": {"script": "true"}}}, -32001,
+            validate=True)
+        ls = A.call("listSessions") or {"sessions": []}
+        t.expect(all(s.get("sessionId") != sid for s in ls["sessions"]),
+                 "listSessions lists a closed session: %s" % json.dumps(ls))
+        st = A.call("stats")
+        if st:
+            t.expect(st.get("toolsRunning") == 0, "stats after closeSession"
+                     ": %s" % json.dumps(st))
+
+        self.check_order(A)
+        self.drain_under_pressure()
+
+    def drain_under_pressure(self):
+        """S12 on a connection with a lot queued: the drain answer must
+        still come after the turn's tool_result and turn_end."""
+        t = self.t
+        D = Conn(t, "D")
+        big = {"name": "big", "command": ["/bin/sh", "-c",
+               "head -c 1500000 /dev/zero | tr '\\0' a"],
+               "maxResultBytes": 3000000}
+        cs = D.call("createSession", {"tools": [big]})
+        if cs is None:
+            return
+        sid = cs["sessionId"]
+        D.call("subscribe", {"sessionId": sid, "since": 0})
+        D.seq[sid] = 1
+        self.add(D, sid, "big1", "big", {})
+        rid = D.send("drain", {"sessionId": sid})
+        time.sleep(2)  # the turn ends while the client does not read
+        D.response(rid, "drain")
+        methods = [m.get("method") for m in D.msgs]
+        i = next(i for i, m in enumerate(D.msgs) if m.get("id") == rid)
+        t.expect("turn_end" in methods[:i] and "tool_result" in methods[:i],
+                 "S12: with 1.5 MB queued for the client, the drain answer "
+                 "came before the turn's notifications: %s" %
+                 [m.get("method") or "response %s" % m.get("id")
+                  for m in D.msgs])
+        D.call("closeSession", {"sessionId": sid})
+
+    def check_events(self, ev, seen, since, mx):
+        t = self.t
+        ns = ev.get("notifications", [])
+        seqs = [n.get("params", {}).get("seq") for n in ns]
+        t.expect(0 < len(ns) <= mx and
+                 seqs == list(range(since + 1, since + 1 + len(ns))) and
+                 ev.get("lastSeq") == seqs[-1] if ns else False,
+                 "events since %d max %d: seqs %s lastSeq %r" %
+                 (since, mx, seqs, ev.get("lastSeq")))
+        for n in ns:
+            seq = n.get("params", {}).get("seq")
+            t.expect(n == seen.get(seq), "events: seq %r differs from the "
+                     "pushed one: %s vs %s" % (seq, json.dumps(n),
+                                               json.dumps(seen.get(seq))))
+
+    def errors(self, E, sid, max_message):
+        """Bad input on connection E; the connection stays usable."""
+        t = self.t
+        mark = len(E.msgs)
+        E.send_raw(b'{"jsonrpc":"2.0","id":1,"method":\n')
+        m = E.wait(lambda m: "error" in m, start=mark, what="a parse error")
+        t.expect(m.get("id") is None and
+                 m["error"].get("code") == -32700, "parse error: %s" %
+                 json.dumps(m))
+        mark = len(E.msgs)
+        E.send_raw(b"\n\r\n")  # blank lines: no reply
+        E.send_raw(b"[1,2]\n")
+        m = E.wait(lambda m: "error" in m, start=mark, what="batch error")
+        t.expect(m.get("id") is None and
+                 m["error"].get("code") == -32600, "a batch: %s" %
+                 json.dumps(m))
+        t.methods["x0"] = None
+        mark = len(E.msgs)
+        E.send_raw(b'{"jsonrpc":"2.0","id":"x0","method":"ping",'
+                   b'"params":null}\n')
+        m = E.wait(lambda m: "error" in m, start=mark, what="params null")
+        t.expect(m.get("id") == "x0" and m["error"].get("code") == -32600,
+                 "params null: %s" % json.dumps(m))
+        t.methods["x1"] = None
+        mark = len(E.msgs)
+        E.send_raw(b'{"jsonrpc":"1.0","id":"x1","method":"ping"}\n')
+        m = E.wait(lambda m: "error" in m, start=mark, what="bad version")
+        t.expect(m.get("id") == "x1" and m["error"].get("code") == -32600,
+                 "jsonrpc 1.0: %s" % json.dumps(m))
+        t.expect(E.call("ping") == {}, "ping after bad input")
+        err = E.call_error("frobnicate", {}, -32601)
+        if err:
+            t.expect(err.get("message") == "Method not found: frobnicate",
+                     "unknown method message: %r" % err.get("message"))
+        E.call_error("createSession", {"maxParallel": 0}, -32602,
+                     field="maxParallel")
+        E.call_error("createSession", {"maxParallel": 257}, -32602,
+                     field="maxParallel")
+        E.call_error("createSession", {"maxParallel": "ten"}, -32602,
+                     field="maxParallel")
+        E.call_error("createSession", {"tools": [{"name": "x"}]}, -32602,
+                     field="tools[0]")
+        E.call_error("createSession", {"tools": [
+            {"name": "x", "command": ["/bin/true"]},
+            {"name": "x", "command": ["/bin/false"]}]}, -32602,
+            field="tools[1]")
+        E.call_error("createSession", {"cwd": "relative/dir"}, -32602,
+                     field="cwd")
+        E.call_error("createSession", {"cwd": os.path.join(
+            t.tmp, "no-such-dir")}, -32602, field="cwd")
+        E.call_error("createSession", {"env": {"X": 1}}, -32602,
+                     field="env.X")
+        E.call_error("ping", [], -32602, field="params")
+        E.call_error("addTool", {"sessionId": sid, "toolUse": {
+            "name": "bash", "input": {}}}, -32602, field="toolUse*")
+        E.call_error("addTool", {"sessionId": sid}, -32602, field="toolUse")
+        E.call_error("addTool", {"sessionId": sid, "toolUse": {
+            "id": "t", "name": "bash", "input": "{\"command\":\"ls\"}"}},
+            -32602, field="toolUse.input")
+        E.call_error("abort", {"sessionId": sid, "reason": "stop"}, -32602,
+                     field="reason")
+        E.call_error("subscribe", {"sessionId": sid, "since": -1}, -32602,
+                     field="since")
+        E.call_error("events", {"sessionId": sid, "max": 0}, -32602,
+                     field="max")
+        E.call_error("respondPermission", {"sessionId": sid, "toolUseId":
+                     "p", "decision": "maybe"}, -32602, field="decision")
+        E.call_error("status", {}, -32602, field="sessionId")
+        err = E.call_error("addTool", {"sessionId": "s-does-not-exist",
+                           "toolUse": {"id": "t", "name": "bash",
+                                       "input": {}}}, -32001, validate=True)
+        if err:
+            t.expect(err.get("message") ==
+                     "Unknown session: s-does-not-exist",
+                     "unknown session message: %r" % err.get("message"))
+        E.call_error("closeSession", {"sessionId": "s-does-not-exist"},
+                     -32001, validate=True)
+        E.call_error("drain", {"sessionId": "s-does-not-exist"}, -32001,
+                     validate=True)
+        t.expect(E.call("ping") == {}, "ping after bad params")
+        st = E.call("status", {"sessionId": sid})
+        t.expect(st == {"turn": 1, "interruptible": False, "tools": []},
+                 "the bad requests changed the session: %s" % json.dumps(st))
+
+        # An over-long line: -32600 with id null, then the connection closes.
+        L = Conn(t, "L")
+        pad = max_message + 1
+        data = (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' +
+                b"x" * pad + b'"}}\n')
+
+        def writer():
+            try:
+                L.sock.sendall(data)
+            except OSError:
+                pass
+        th = threading.Thread(target=writer, daemon=True)
+        th.start()
+        m = L.wait(lambda m: "error" in m, what="the over-long line error")
+        want = "Invalid Request: message longer than %d bytes" % max_message
+        t.expect(m.get("id") is None and m["error"].get("code") == -32600 and
+                 m["error"].get("message") == want,
+                 "over-long line: %s, want -32600 %r" % (json.dumps(m), want))
+        deadline = time.monotonic() + WAIT
+        try:
+            while not L.eof:
+                L.read_one(deadline)
+        except Timeout:
+            t.fail("the connection stays open after an over-long line")
+        th.join(5)
+
+    def check_order(self, A):
+        """S5, S6, S10, S11 as conn A saw them."""
+        t = self.t
+        by_tool = {}
+        results = {}
+        turn_end = {}
+        for i, n in enumerate(A.notes):
+            p = n["params"]
+            key = (p.get("sessionId"), p.get("turn"))
+            if n["method"] == "turn_end":
+                turn_end[key] = i
+            if "toolUseId" not in p:
+                continue
+            by_tool.setdefault((key, p["toolUseId"]), []).append((i, n))
+            if n["method"] == "tool_result":
+                results.setdefault(key, []).append(p["toolUseId"])
+                t.expect(p["result"].get("tool_use_id") == p["toolUseId"],
+                         "tool_result: tool_use_id %r != toolUseId %r" %
+                         (p["result"].get("tool_use_id"), p["toolUseId"]))
+                t.expect(key not in turn_end, "tool_result of %s after "
+                         "turn_end" % p["toolUseId"])
+        for key in self.checked:
+            t.expect(results.get(key) == self.adds.get(key),
+                     "turn %s: results in order %s, added in order %s" %
+                     (key[1], results.get(key), self.adds.get(key)))
+        for key in self.no_results:
+            got = [n["method"] for (k, _), lst in by_tool.items() if k == key
+                   for _, n in lst if n["method"] in ("tool_result",
+                                                      "progress")]
+            t.expect(not got, "discarded turn %s delivered %s" %
+                     (key[1], got))
+        for (key, tid), lst in by_tool.items():
+            methods = [n["method"] if n["method"] != "tool_status" else
+                       "tool_status:" + n["params"].get("status", "?")
+                       for _, n in lst]
+            if key not in self.checked:
+                continue
+            ok = re.fullmatch(
+                r"(permission_request )?(tool_status:executing )?"
+                r"(progress )*tool_status:completed tool_result",
+                " ".join(methods))
+            t.expect(ok is not None, "tool %s: notifications in the order "
+                     "%s" % (tid, methods))
+
+
+def main():
+    daemon = os.environ.get("STEXEC_DAEMON")
+    if not daemon:
+        print("STEXEC_DAEMON is not set: skipped")
+        return 77
+    t = Test(daemon)
+    ok = False
+    try:
+        t.start()
+        Scenario(t).run()
+        ok = True
+    except (Timeout, RuntimeError, OSError, KeyError) as e:
+        t.fail("the run stopped: %s: %s" % (type(e).__name__, e))
+    finally:
+        t.stop()
+    print("%d lines from the daemon checked, %d failures" %
+          (t.lines, len(t.failures)))
+    if t.failures or not ok:
+        tail = t.daemon_log_tail()
+        if tail:
+            print("--- daemon log (tail) ---\n" + tail, file=sys.stderr)
+        print("kept %s for inspection" % t.tmp, file=sys.stderr)
+        return 1
+    shutil.rmtree(t.tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

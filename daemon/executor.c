@@ -119,7 +119,7 @@ static void	exec_complete(struct exec_tool *, enum exec_reason, char *,
 		    const struct proc_exit *);
 static void	exec_complete_synthetic(struct exec_tool *, enum exec_reason);
 static char	*exec_synthetic_content(struct exec *, enum exec_reason);
-static char	*exec_exit_content(const struct exec_tool *,
+static void	exec_exit_content(struct buf *, const struct exec_tool *,
 		    const struct proc_exit *, enum exec_reason);
 static void	exec_deliver(struct exec *);
 static void	exec_cascade(struct exec_tool *);
@@ -501,67 +501,65 @@ exec_add_output(struct buf *b, const struct proc_exit *x)
 }
 
 /* The content of a tool that ran: its output and, on error, why. */
-static char *
-exec_exit_content(const struct exec_tool *t, const struct proc_exit *x,
-    enum exec_reason why)
+static void
+exec_exit_content(struct buf *b, const struct exec_tool *t,
+    const struct proc_exit *x, enum exec_reason why)
 {
-	struct buf b = { 0 };
 	const char *sig;
 
 	if (why == REASON_SPAWN_FAILED) {
-		buf_printf(&b, "<tool_use_error>Error: %s</tool_use_error>",
+		buf_printf(b, "<tool_use_error>Error: %s</tool_use_error>",
 		    x->error != NULL ? x->error : "cannot start the tool");
-		return b.data;
+		return;
 	}
-	exec_add_output(&b, x);
-	if (why == REASON_OK) {
-		buf_add(&b, "", 0);
-		return b.data;
-	}
-	if (b.len > 0 && b.data[b.len - 1] != '\n')
-		buf_addstr(&b, "\n");
+	exec_add_output(b, x);
+	if (why == REASON_OK)
+		return;
+	if (b->len > 0 && b->data[b->len - 1] != '\n')
+		buf_addstr(b, "\n");
 	switch (why) {
 	case REASON_EXIT:
-		buf_printf(&b, "Exit code %d", x->status);
+		buf_printf(b, "Exit code %d", x->status);
 		break;
 	case REASON_SIGNAL:
 		sig = sigabbrev_np(x->signal);
-		buf_printf(&b, "Killed by signal %d (SIG%s)", x->signal,
+		buf_printf(b, "Killed by signal %d (SIG%s)", x->signal,
 		    sig != NULL ? sig : "?");
 		break;
 	case REASON_TIMEOUT:
-		buf_printf(&b, "Error: timed out after %lld ms",
+		buf_printf(b, "Error: timed out after %lld ms",
 		    (long long)t->timeout_ms);
 		break;
 	default:
 		fatal("no exit content for reason %d", why);
 	}
-	return b.data;
 }
 
 /*
- * The tool is done: build its result (content given, or from the process
- * exit x), hold it for ordering, and report the completion. Steals content.
+ * The tool is done: build its result (content given as a string, which is
+ * stolen, or else from the process exit x), hold it for ordering, and
+ * report the completion.
  */
 static void
 exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
     const struct proc_exit *x)
 {
 	struct exec *ex = t->ex;
+	struct buf b = { 0 };
 	json_t *p, *meta;
 	bool is_error = why != REASON_OK;
 
 	if (t->status == EXEC_WAITING_PERMISSION || t->status ==
 	    EXEC_EXECUTING)
 		exec_leave(t);
-	if (content == NULL) {
-		if (why == REASON_INVALID_INPUT)
-			xasprintf(&content, "<tool_use_error>"
-			    "InputValidationError: %s</tool_use_error>",
-			    t->invalid);
-		else
-			content = exec_exit_content(t, x, why);
-	}
+	if (content != NULL)
+		buf_addstr(&b, content);
+	else if (why == REASON_INVALID_INPUT)
+		buf_printf(&b, "<tool_use_error>InputValidationError: %s"
+		    "</tool_use_error>", t->invalid);
+	else
+		exec_exit_content(&b, t, x, why);
+	free(content);
 	t->status = EXEC_COMPLETED;
 
 	meta = json_pack("{s:s, s:o, s:o, s:I, s:b, s:o, s:O}",
@@ -576,11 +574,12 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	    json_string(x->output.path) : json_null(),
 	    "warnings", t->warnings);
 	p = exec_tool_params(t);
-	json_object_set_new(p, "result", json_pack("{s:s, s:s, s:s, s:b}",
-	    "type", "tool_result", "tool_use_id", t->id, "content", content,
-	    "is_error", is_error));
+	/* Output may hold NUL bytes: the content is given with its length. */
+	json_object_set_new(p, "result", json_pack("{s:s, s:s, s:s%, s:b}",
+	    "type", "tool_result", "tool_use_id", t->id, "content",
+	    b.data != NULL ? b.data : "", b.len, "is_error", is_error));
 	json_object_set_new(p, "meta", meta);
-	free(content);
+	buf_free(&b);
 	t->result = p;
 	exec_notify_status(t, "completed");
 

@@ -130,6 +130,14 @@ Test(S2, missing_command_field_is_an_input_validation_error)
 	    NULL);
 }
 
+Test(S2, input_that_is_not_an_object_is_invalid)
+{
+	h_add(h, "a", "read", "[\"/etc/hosts\"]");
+	h_expect(h, "status a completed",
+	    "result a invalid_input <tool_use_error>InputValidationError: "
+	    "The input must be an object, got array</tool_use_error>", NULL);
+}
+
 Test(S3, safe_tools_run_up_to_max_parallel)
 {
 	struct harness *h2 = h_new(2, NULL);
@@ -699,6 +707,21 @@ Test(results, meta_of_an_exit)
 	cr_assert(json_is_null(json_object_get(meta, "fullOutputPath")));
 	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(
 	    h->last_result, "result"), "content")), "x\nExit code 3");
+}
+
+Test(results, nul_bytes_in_the_output_are_kept)
+{
+	struct proc_exit x = { .end = PROC_EXITED, .status = 0 };
+	const json_t *content;
+
+	x.output.head = "a\0b";
+	x.output.head_len = 3;
+	x.output.total = 3;
+	h_exit_with(h, h_add(h, "a", "write", "{\"file_path\":\"/a\"}"), &x);
+	content = json_object_get(json_object_get(h->last_result, "result"),
+	    "content");
+	cr_assert_eq(json_string_length(content), 3);
+	cr_assert_eq(memcmp(json_string_value(content), "a\0b", 3), 0);
 }
 
 Test(results, meta_of_a_signal)

@@ -343,10 +343,6 @@ m_add_tool(struct call *call)
 		bad_param(call, "toolUse.name", "must be a string");
 		return;
 	}
-	if (input != NULL && !json_is_object(input) && !json_is_null(input)) {
-		bad_param(call, "toolUse.input", "must be an object");
-		return;
-	}
 	if (session_turn_full(s)) {
 		conn_error(call->c, call->id, STEXEC_ERR_LIMIT, NULL,
 		    "Limit exceeded: turn %llu already has %u tools",
@@ -354,8 +350,11 @@ m_add_tool(struct call *call)
 		    exec_turn_size(session_exec(s)));
 		return;
 	}
+	/* Any input is taken: one that is not an object fails validation
+	 * and becomes the tool's invalid_input result (S2), so the model's
+	 * tool_use still gets its tool_result (S10). */
 	rc = exec_add(session_exec(s), id, name, session_tool(s, name),
-	    json_is_object(input) ? input : NULL, &added);
+	    json_is_null(input) ? NULL : input, &added);
 	if (rc != 0) {
 		conn_error(call->c, call->id, rc, NULL, "Duplicate tool use id "
 		    "in this turn: %s", id);
@@ -489,7 +488,10 @@ m_events(struct call *call)
 	    !param_uint(call, "max", 1, METHODS_EVENTS_MAX, false, &max))
 		return;
 	buf_addstr(&b, "{\"notifications\":");
-	if (session_events(s, since, max, &b, &last, &oldest) != 0) {
+	/* Without since: from the oldest notification retained. */
+	if (session_events(s, json_is_null(json_object_get(call->params,
+	    "since")) || json_object_get(call->params, "since") == NULL ? -1 :
+	    (int64_t)since, max, &b, &last, &oldest) != 0) {
 		data = json_pack("{s:I}", "oldestSeq", (json_int_t)oldest);
 		conn_error(call->c, call->id, STEXEC_ERR_LIMIT, data, "Replay "
 		    "gap: the oldest retained notification is seq %llu",

@@ -605,21 +605,22 @@ sub_send(struct sub *sub, bool all)
 }
 
 int
-session_events(struct session *s, uint64_t since, size_t max, struct buf *out,
+session_events(struct session *s, int64_t since, size_t max, struct buf *out,
     uint64_t *last_seq, uint64_t *oldest)
 {
 	uint64_t first = s->count > 0 ? s->notes[s->head].seq :
-	    s->last_seq + 1, seq;
+	    s->last_seq + 1, seq, from;
 	struct note *n;
 	size_t sent = 0;
 
-	if (since + 1 < first) {
+	from = since < 0 ? first : (uint64_t)since + 1;
+	if (from < first) {
 		*oldest = first;
 		return STEXEC_ERR_LIMIT;
 	}
 	buf_addstr(out, "[");
 	*last_seq = s->last_seq;
-	for (seq = since + 1; seq <= s->last_seq && sent < max; seq++) {
+	for (seq = from; seq <= s->last_seq && sent < max; seq++) {
 		n = session_note_at(s, seq);
 		if (sent++ > 0)
 			buf_addstr(out, ",");

@@ -73,10 +73,11 @@ void sub_free(struct sub *);
 /* The connection drained below its low watermark: pull more. */
 void sub_pump(struct sub *);
 /*
- * events: the retained notifications after since (at most max) as one JSON
- * array text appended to out; returns -32004 (oldest in *oldest) on a gap.
+ * events: the retained notifications after since (since < 0: from the
+ * oldest retained; at most max) as one JSON array text appended to out;
+ * returns -32004 (oldest in *oldest) on a gap.
  */
-int session_events(struct session *, uint64_t since, size_t max,
+int session_events(struct session *, int64_t since, size_t max,
     struct buf *out, uint64_t *last_seq, uint64_t *oldest);
 
 /* Tools started, completed, running: for stats. */

@@ -7,11 +7,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -36,8 +36,8 @@ e2e_now_ms(void)
 
 /*
  * Run the daemon (behind wrapper, if any) on d's paths, then wait until it
- * serves. A socket file there before (a stale one) only counts once the
- * daemon accepts a connection on it.
+ * accepts a connection: the socket file appears at bind(2), a moment before
+ * listen(2), and a stale one may be there from the start.
  */
 static void
 d_spawn(struct daemon *d, const char *const *wrapper, const char *arg,
@@ -45,10 +45,8 @@ d_spawn(struct daemon *d, const char *const *wrapper, const char *arg,
 {
 	const char *daemon = getenv("STEXEC_DAEMON");
 	char *argv[96], tagvar[96], **envp;
-	posix_spawn_file_actions_t fa;
+	pid_t parent = getpid();
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	struct stat st;
-	bool stale = stat(d->sock, &st) == 0;
 	size_t n = 0, ne = 0, i;
 	long long until;
 	int k, fd, status;
@@ -75,30 +73,37 @@ d_spawn(struct daemon *d, const char *const *wrapper, const char *arg,
 		envp[i] = environ[i];
 	snprintf(tagvar, sizeof tagvar, "STEXEC_E2E_TAG=%s", d->tag);
 	envp[ne] = tagvar;
-	posix_spawn_file_actions_init(&fa);
-	/* Appended to: a restarted daemon's log follows the first one's. */
-	posix_spawn_file_actions_addopen(&fa, 2, d->log,
-	    O_WRONLY | O_CREAT | O_APPEND, 0600);
-	/* spawnp: a wrapper may be named without its path. */
-	k = posix_spawnp(&d->pid, argv[0], &fa, NULL, argv, envp);
-	posix_spawn_file_actions_destroy(&fa);
+	d->pid = fork();
+	cr_assert(d->pid >= 0, "fork: %s", strerror(errno));
+	if (d->pid == 0) {
+		/*
+		 * A failed assertion ends the test process without d_stop:
+		 * the daemon must not outlive it, holding the runner's pipes.
+		 */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 ||
+		    getppid() != parent)
+			_exit(126);
+		/* Appended to: a restarted daemon's log follows the first. */
+		fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+		    0600);
+		if (fd < 0 || dup2(fd, 2) < 0)
+			_exit(126);
+		/* execvpe: a wrapper may be named without its path. */
+		execvpe(argv[0], argv, envp);
+		_exit(127);
+	}
 	free(envp);
-	cr_assert_eq(k, 0, "cannot start %s: %s", argv[0], strerror(k));
 	d->exited = false;
 
 	/* Generous: a wrapper such as valgrind starts slowly. */
 	until = e2e_now_ms() + 30000;
 	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", d->sock);
 	for (;;) {
-		if (!stale && stat(d->sock, &st) == 0)
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		k = connect(fd, (struct sockaddr *)&sun, sizeof sun);
+		close(fd);
+		if (k == 0)
 			break;
-		if (stale) {
-			fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-			k = connect(fd, (struct sockaddr *)&sun, sizeof sun);
-			close(fd);
-			if (k == 0)
-				break;
-		}
 		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
 			d->exited = true;
 			d->status = status;

@@ -71,6 +71,7 @@ int
 server_listen(const char *path, mode_t mode, char *err, size_t errlen)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct sockaddr_un tmp = { .sun_family = AF_UNIX };
 	struct stat st;
 	mode_t old;
 	int fd, probe;
@@ -111,21 +112,30 @@ server_listen(const char *path, mode_t mode, char *err, size_t errlen)
 		snprintf(err, errlen, "socket: %s", strerror(errno));
 		return -1;
 	}
+	/*
+	 * Bind a temporary name and rename it into place once listening:
+	 * the path never names a socket that refuses connections.
+	 */
+	if ((size_t)snprintf(tmp.sun_path, sizeof tmp.sun_path, "%s.%ld",
+	    path, (long)getpid()) >= sizeof tmp.sun_path)
+		snprintf(tmp.sun_path, sizeof tmp.sun_path, "%s", path);
+	unlink(tmp.sun_path);
 	/* No window in which the socket has looser permissions. */
 	old = umask(0777 & ~mode);
-	if (bind(fd, (struct sockaddr *)&sun, sizeof sun) != 0) {
+	if (bind(fd, (struct sockaddr *)&tmp, sizeof tmp) != 0) {
 		umask(old);
-		snprintf(err, errlen, "cannot bind %s: %s", path,
+		snprintf(err, errlen, "cannot bind %s: %s", tmp.sun_path,
 		    strerror(errno));
 		close(fd);
 		return -1;
 	}
 	umask(old);
-	if (chmod(sun.sun_path, mode) != 0 || listen(fd, SOMAXCONN) != 0) {
+	if (chmod(tmp.sun_path, mode) != 0 || listen(fd, SOMAXCONN) != 0 ||
+	    rename(tmp.sun_path, sun.sun_path) != 0) {
 		snprintf(err, errlen, "cannot listen on %s: %s", sun.sun_path,
 		    strerror(errno));
 		close(fd);
-		unlink(sun.sun_path);
+		unlink(tmp.sun_path);
 		return -1;
 	}
 	return fd;

@@ -843,6 +843,9 @@ Test(S2, safety_rule_is_decided_at_add_and_unsafe_when_unevaluable)
 	t_await(t, "tool_status", "r2", "executing");
 	t_sync(t);
 	cr_assert_null(t_find(t, "tool_status", "r3", "executing"));
+	/* Executing means spawned; wait until both really run, then go. */
+	t_num(t, "r1", "start");
+	t_num(t, "r2", "start");
 	/* status reports the same safety, decided once. */
 	st = c_call(t->c, "status", json_pack("{s:s}", "sessionId", t->sid));
 	t_flush(t);

@@ -147,6 +147,11 @@ param_string(struct call *call, const char *field, bool required,
 		return false;
 	}
 	*out = json_string_value(v);
+	/* Used as C strings: a NUL would silently cut them. */
+	if (strlen(*out) != json_string_length(v)) {
+		bad_param(call, field, "must not contain NUL characters");
+		return false;
+	}
 	return true;
 }
 
@@ -335,12 +340,16 @@ m_add_tool(struct call *call)
 	id = json_string_value(json_object_get(use, "id"));
 	name = json_string_value(json_object_get(use, "name"));
 	input = json_object_get(use, "input");
-	if (id == NULL || *id == '\0') {
-		bad_param(call, "toolUse.id", "must be a non-empty string");
+	if (id == NULL || *id == '\0' || strlen(id) != json_string_length(
+	    json_object_get(use, "id"))) {
+		bad_param(call, "toolUse.id", "must be a non-empty string "
+		    "without NUL characters");
 		return;
 	}
-	if (name == NULL) {
-		bad_param(call, "toolUse.name", "must be a string");
+	if (name == NULL || strlen(name) != json_string_length(
+	    json_object_get(use, "name"))) {
+		bad_param(call, "toolUse.name", "must be a string without NUL "
+		    "characters");
 		return;
 	}
 	if (session_turn_full(s)) {

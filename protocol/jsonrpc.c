@@ -137,6 +137,9 @@ jsonrpc_classify(struct jsonrpc_msg *msg)
 	if (method != NULL) {
 		if (!json_is_string(method))
 			return "\"method\" must be a string";
+		if (strlen(json_string_value(method)) !=
+		    json_string_length(method))
+			return "\"method\" must not contain NUL characters";
 		if (result != NULL || error != NULL)
 			return "a request cannot have \"result\" or \"error\"";
 		if (params != NULL && !json_is_object(params) &&
@@ -192,7 +195,9 @@ jsonrpc_decode(const char *line, size_t len, struct jsonrpc_msg *msg)
 	const char	*detail;
 
 	memset(msg, 0, sizeof *msg);
-	msg->root = json_loadb(line, len, JSON_DECODE_ANY, &error);
+	/* Values may hold NUL (file contents): \u0000 is valid JSON. */
+	msg->root = json_loadb(line, len, JSON_DECODE_ANY | JSON_ALLOW_NUL,
+	    &error);
 	if (msg->root == NULL) {
 		jsonrpc_invalid(msg, STEXEC_ERR_PARSE, "%s at column %d",
 		    error.text, error.column);

@@ -83,9 +83,10 @@ struct exec_turn {
 
 struct exec {
 	struct exec_config cfg;
-	char *interrupt_message;
+	const char *interrupt_message;
 	char *cwd;
-	json_t *env;
+	json_t *env;          /* shared with whoever gave it, until changed */
+	bool env_owned;
 	struct exec_turn turn;
 	bool closed;
 
@@ -137,11 +138,11 @@ exec_new(const struct exec_config *cfg, const char *cwd, const json_t *env)
 	ex->cfg = *cfg;
 	if (ex->cfg.max_parallel == 0)
 		ex->cfg.max_parallel = EXEC_MAX_PARALLEL_DEFAULT;
-	ex->interrupt_message = xstrdup(cfg->interrupt_message != NULL ?
-	    cfg->interrupt_message : EXEC_INTERRUPT_MESSAGE);
-	ex->cfg.interrupt_message = ex->interrupt_message;
+	ex->interrupt_message = cfg->interrupt_message != NULL ?
+	    cfg->interrupt_message : EXEC_INTERRUPT_MESSAGE;
 	ex->cwd = xstrdup(cwd != NULL ? cwd : "/");
-	ex->env = env != NULL ? json_deep_copy(env) : json_object();
+	/* Sessions share the daemon's environment until one changes it. */
+	ex->env = env != NULL ? json_incref((json_t *)env) : json_object();
 	exec_turn_init(ex, 1);
 	return ex;
 }
@@ -161,7 +162,6 @@ exec_free(struct exec *ex)
 	free(ex->turn.errored);
 	free(ex->turn.drains);
 	idmap_free(&ex->turn.ids);
-	free(ex->interrupt_message);
 	free(ex->cwd);
 	json_decref(ex->env);
 	free(ex);
@@ -722,7 +722,7 @@ static void
 exec_apply_context(struct exec *ex, const json_t *ctx)
 {
 	const char *cwd, *key;
-	json_t *env, *v;
+	json_t *env, *v, *shared;
 	char *joined;
 
 	if ((cwd = json_string_value(json_object_get(ctx, "cwd"))) != NULL &&
@@ -737,6 +737,12 @@ exec_apply_context(struct exec *ex, const json_t *ctx)
 		ex->cwd = joined;
 	}
 	env = json_object_get(ctx, "env");
+	if (json_object_size(env) > 0 && !ex->env_owned) {
+		shared = ex->env;
+		ex->env = json_copy(shared);
+		json_decref(shared);
+		ex->env_owned = true;
+	}
 	json_object_foreach(env, key, v) {
 		if (json_is_string(v))
 			json_object_set(ex->env, key, v);

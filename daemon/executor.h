@@ -59,7 +59,12 @@ struct exec_config {
 	void *arg;
 };
 
-/* cwd and env (an object of strings) are the session's starting context. */
+/*
+ * cwd and env (an object of strings) are the session's starting context.
+ * env is shared, not copied (it is copied if a context modifier changes
+ * it): the caller must not change it afterwards. The config's
+ * interrupt_message must outlive the executor.
+ */
 struct exec *exec_new(const struct exec_config *, const char *cwd,
     const json_t *env);
 /* Only once exec_busy() is false: no process may still refer to a tool. */

@@ -142,8 +142,12 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 		idmap_put(&s->tools, tooldef_name(tools[i]),
 		    tooldef_ref(tools[i]));
 
-	/* env: the daemon's, with the client's on top; null unsets. */
-	senv = json_copy(session_cfg.base_env);
+	/* env: the daemon's, with the client's on top; null unsets. Without
+	 * changes, every session shares the daemon's (memory per session). */
+	if (json_object_size(env) == 0)
+		senv = json_incref(session_cfg.base_env);
+	else
+		senv = json_copy(session_cfg.base_env);
 	json_object_foreach((json_t *)env, key, v) {
 		if (json_is_null(v))
 			json_object_del(senv, key);

@@ -34,6 +34,12 @@ struct reaper_entry {
 };
 LIST_HEAD(reaper_list, reaper_entry);
 
+static int	reaper_children(void (*)(const struct reaper_orphan *, void *),
+		    void *);
+static void	reaper_scan_all(void (*)(const struct reaper_orphan *,
+		    void *), void *);
+static void	reaper_consider(pid_t, void (*)(const struct reaper_orphan *,
+		    void *), void *);
 static void reaper_signal(evutil_socket_t, short, void *);
 static struct reaper_entry *reaper_find(pid_t);
 static int reaper_stat(pid_t, pid_t *, pid_t *, char *);
@@ -194,10 +200,80 @@ reaper_stat(pid_t pid, pid_t *ppid, pid_t *pgid, char *state)
 void
 reaper_orphans(void (*cb)(const struct reaper_orphan *, void *), void *arg)
 {
+	/* Re-parented processes are our children: ask the kernel for those
+	 * (one small file per thread) rather than read every process. */
+	if (reaper_children(cb, arg) == 0)
+		return;
+	reaper_scan_all(cb, arg);
+}
+
+/* A child that is not a registered pid: report it. */
+static void
+reaper_consider(pid_t pid, void (*cb)(const struct reaper_orphan *, void *),
+    void *arg)
+{
 	struct reaper_orphan ro;
+	pid_t ppid, pgid;
+	char state;
+
+	if (pid == reaper_self || reaper_find(pid) != NULL)
+		return;
+	if (reaper_stat(pid, &ppid, &pgid, &state) != 0 ||
+	    ppid != reaper_self)
+		return;
+	ro.pid = pid;
+	ro.pgid = pgid;
+	ro.zombie = (state == 'Z' || state == 'X');
+	cb(&ro, arg);
+}
+
+/* Our children from /proc/self/task/TID/children; -1 if the kernel has
+ * no such file (CONFIG_PROC_CHILDREN). */
+static int
+reaper_children(void (*cb)(const struct reaper_orphan *, void *), void *arg)
+{
+	char path[64], list[8192], *p, *end;
 	struct dirent *de;
-	pid_t pid, ppid, pgid;
-	char state, *end;
+	DIR *tasks;
+	ssize_t n;
+	long l;
+	int fd, rc = -1;
+
+	if ((tasks = opendir("/proc/self/task")) == NULL)
+		return -1;
+	while ((de = readdir(tasks)) != NULL) {
+		if (!isdigit((unsigned char)de->d_name[0]))
+			continue;
+		snprintf(path, sizeof path, "/proc/self/task/%ld/children",
+		    strtol(de->d_name, NULL, 10));
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+			break;
+		rc = 0;
+		/* A list longer than the buffer continues where it stopped. */
+		while ((n = read(fd, list, sizeof list - 1)) > 0) {
+			list[n] = '\0';
+			for (p = list; *p != '\0'; p = end) {
+				l = strtol(p, &end, 10);
+				if (end == p) {
+					end++;
+					continue;
+				}
+				if (l > 0)
+					reaper_consider((pid_t)l, cb, arg);
+			}
+		}
+		close(fd);
+	}
+	closedir(tasks);
+	return rc;
+}
+
+/* Every process, for kernels without the children files. */
+static void
+reaper_scan_all(void (*cb)(const struct reaper_orphan *, void *), void *arg)
+{
+	struct dirent *de;
+	char *end;
 	DIR *d;
 	long l;
 
@@ -209,17 +285,7 @@ reaper_orphans(void (*cb)(const struct reaper_orphan *, void *), void *arg)
 		l = strtol(de->d_name, &end, 10);
 		if (*end != '\0' || l <= 0)
 			continue;
-		pid = (pid_t)l;
-		if (pid == reaper_self || reaper_find(pid) != NULL)
-			continue;
-		if (reaper_stat(pid, &ppid, &pgid, &state) != 0)
-			continue;
-		if (ppid != reaper_self)
-			continue;
-		ro.pid = pid;
-		ro.pgid = pgid;
-		ro.zombie = (state == 'Z' || state == 'X');
-		cb(&ro, arg);
+		reaper_consider((pid_t)l, cb, arg);
 	}
 	closedir(d);
 }

@@ -106,6 +106,7 @@ struct proc_scan {
 	int pending;
 };
 
+static char **proc_pack(char *const *, const char *, const char *);
 static char **proc_copy_argv(char *const *);
 static char **proc_copy_env(char *const *, uint64_t);
 static void proc_free_strv(char **);
@@ -289,49 +290,62 @@ proc_start_queued(void)
 	proc_starting = false;
 }
 
+/*
+ * A NULL-ended vector copied into one allocation (pointers, then strings),
+ * without the entries starting with skip ("NAME=") and with extra last:
+ * one malloc per spawn instead of one per string.
+ */
+static char **
+proc_pack(char *const *src, const char *skip, const char *extra)
+{
+	size_t n = 0, bytes = 0, slen = skip != NULL ? strlen(skip) : 0, i, len;
+	char **v, *p;
+
+	for (i = 0; src != NULL && src[i] != NULL; i++) {
+		if (slen > 0 && strncmp(src[i], skip, slen) == 0)
+			continue;
+		n++;
+		bytes += strlen(src[i]) + 1;
+	}
+	if (extra != NULL) {
+		n++;
+		bytes += strlen(extra) + 1;
+	}
+	v = xmalloc((n + 1) * sizeof *v + bytes);
+	p = (char *)(v + n + 1);
+	n = 0;
+	for (i = 0; src != NULL && src[i] != NULL; i++) {
+		if (slen > 0 && strncmp(src[i], skip, slen) == 0)
+			continue;
+		len = strlen(src[i]) + 1;
+		v[n++] = memcpy(p, src[i], len);
+		p += len;
+	}
+	if (extra != NULL)
+		v[n++] = memcpy(p, extra, strlen(extra) + 1);
+	v[n] = NULL;
+	return v;
+}
+
 static char **
 proc_copy_argv(char *const *argv)
 {
-	char **v;
-	size_t n = 0, i;
-
-	while (argv != NULL && argv[n] != NULL)
-		n++;
-	v = xcalloc(n + 1, sizeof *v);
-	for (i = 0; i < n; i++)
-		v[i] = xstrdup(argv[i]);
-	return v;
+	return proc_pack(argv, NULL, NULL);
 }
 
 /* The given environment, then our token (replacing any inherited one). */
 static char **
 proc_copy_env(char *const *envp, uint64_t token)
 {
-	size_t tlen = strlen(PROC_TOKEN), n = 0, i, j = 0;
-	char **v;
+	char tok[64];
 
-	while (envp != NULL && envp[n] != NULL)
-		n++;
-	v = xcalloc(n + 2, sizeof *v);
-	for (i = 0; i < n; i++) {
-		if (strncmp(envp[i], PROC_TOKEN, tlen) == 0 &&
-		    envp[i][tlen] == '=')
-			continue;
-		v[j++] = xstrdup(envp[i]);
-	}
-	xasprintf(&v[j], "%s=%" PRIu64, PROC_TOKEN, token);
-	return v;
+	snprintf(tok, sizeof tok, "%s=%" PRIu64, PROC_TOKEN, token);
+	return proc_pack(envp, PROC_TOKEN "=", tok);
 }
 
 static void
 proc_free_strv(char **v)
 {
-	size_t i;
-
-	if (v == NULL)
-		return;
-	for (i = 0; v[i] != NULL; i++)
-		free(v[i]);
 	free(v);
 }
 

@@ -87,6 +87,7 @@ struct exec {
 	char *cwd;
 	json_t *env;          /* shared with whoever gave it, until changed */
 	bool env_owned;
+	unsigned env_gen;
 	struct exec_turn turn;
 	bool closed;
 
@@ -737,6 +738,8 @@ exec_apply_context(struct exec *ex, const json_t *ctx)
 		ex->cwd = joined;
 	}
 	env = json_object_get(ctx, "env");
+	if (json_object_size(env) > 0)
+		ex->env_gen++;
 	if (json_object_size(env) > 0 && !ex->env_owned) {
 		shared = ex->env;
 		ex->env = json_copy(shared);
@@ -1075,6 +1078,12 @@ const json_t *
 exec_env(const struct exec *ex)
 {
 	return ex->env;
+}
+
+unsigned
+exec_env_gen(const struct exec *ex)
+{
+	return ex->env_gen;
 }
 
 struct exec *

@@ -122,6 +122,8 @@ json_t *exec_status_json(const struct exec *,
     long (*pid_of)(struct exec_tool *));
 const char *exec_cwd(const struct exec *);
 const json_t *exec_env(const struct exec *);
+/* Changes whenever the session's env changes (S14), for caches of it. */
+unsigned exec_env_gen(const struct exec *);
 
 struct exec *exec_tool_exec(const struct exec_tool *);
 const char *exec_tool_id(const struct exec_tool *);

@@ -51,6 +51,9 @@ struct session {
 	struct sub *subs;
 	bool paused;
 
+	char **envp;              /* exec_env as "K=V", built at first spawn */
+	unsigned envp_gen;
+
 	struct exec_tool **running; /* tools with a process */
 	size_t nrunning, caprunning;
 
@@ -70,7 +73,10 @@ static uint64_t session_started, session_completed;
 static void	session_effect(void *, const struct exec_effect *);
 static void	session_note(struct session *, const char *, json_t *);
 static void	session_spawn(struct session *, struct exec_tool *);
-static char	**session_envp(struct session *, struct exec_tool *);
+static bool	session_our_var(const char *);
+static char	**session_env_strings(struct session *);
+static char	**session_envp(struct session *, struct exec_tool *,
+		    struct buf *);
 static void	session_trim(struct session *);
 static void	session_pressure(struct session *);
 static struct note *session_note_at(struct session *, uint64_t);
@@ -284,32 +290,90 @@ session_effect(void *arg, const struct exec_effect *e)
 	}
 }
 
-/* The process environment of §4: session env, the tool's env, our vars. */
-static char **
-session_envp(struct session *s, struct exec_tool *t)
+/* The variables we give every tool; the session's own are left out. */
+static bool
+session_our_var(const char *key)
 {
-	json_t *env = json_copy((json_t *)exec_env(s->ex)), *v;
-	const json_t *tenv = tooldef_env(exec_tool_def(t));
-	const char *key;
-	char **envp;
-	size_t n = 0;
+	return strcmp(key, "STEXEC_SESSION_ID") == 0 ||
+	    strcmp(key, "STEXEC_TOOL_USE_ID") == 0 ||
+	    strcmp(key, "STEXEC_PROGRESS_FD") == 0;
+}
 
-	json_object_foreach((json_t *)tenv, key, v) {
-		if (json_is_null(v))
-			json_object_del(env, key);
-		else
-			json_object_set(env, key, v);
+/* The session's env as "K=V" strings in one block, kept until it changes. */
+static char **
+session_env_strings(struct session *s)
+{
+	const json_t *env = exec_env(s->ex), *v;
+	const char *key;
+	size_t n = 0, bytes = 0;
+	char **envp, *p;
+
+	if (s->envp != NULL && s->envp_gen == exec_env_gen(s->ex))
+		return s->envp;
+	free(s->envp);
+	json_object_foreach((json_t *)env, key, v)
+		if (json_is_string(v) && !session_our_var(key)) {
+			n++;
+			bytes += strlen(key) + json_string_length(v) + 2;
+		}
+	envp = xmalloc((n + 1) * sizeof *envp + bytes);
+	p = (char *)(envp + n + 1);
+	n = 0;
+	json_object_foreach((json_t *)env, key, v)
+		if (json_is_string(v) && !session_our_var(key)) {
+			envp[n++] = p;
+			p += sprintf(p, "%s=%s", key, json_string_value(v)) + 1;
+		}
+	envp[n] = NULL;
+	s->envp = envp;
+	s->envp_gen = exec_env_gen(s->ex);
+	return envp;
+}
+
+/*
+ * The process environment of §4: the session's env, the tool's env on
+ * top, and our variables; vars holds the strings that are made here.
+ * Free the vector (not its strings) and vars afterwards.
+ */
+static char **
+session_envp(struct session *s, struct exec_tool *t, struct buf *vars)
+{
+	const json_t *tenv = tooldef_env(exec_tool_def(t)), *v;
+	char **base = session_env_strings(s), **envp;
+	size_t n = 0, i, k, *offs, nvars = 0;
+	const char *key;
+
+	for (i = 0; base[i] != NULL; i++)
+		;
+	envp = xcalloc(i + json_object_size(tenv) + 4, sizeof *envp);
+	offs = xcalloc(json_object_size(tenv) + 3, sizeof *offs);
+	for (i = 0; base[i] != NULL; i++) {
+		/* A variable the tool's definition sets or unsets is its. */
+		k = strcspn(base[i], "=");
+		json_object_foreach((json_t *)tenv, key, v)
+			if (strlen(key) == k && strncmp(key, base[i], k) == 0)
+				break;
+		if (key == NULL)
+			envp[n++] = base[i];
 	}
-	json_object_set_new(env, "STEXEC_SESSION_ID", json_string(s->id));
-	json_object_set_new(env, "STEXEC_TOOL_USE_ID",
-	    json_string(exec_tool_id(t)));
-	json_object_set_new(env, "STEXEC_PROGRESS_FD", json_string("3"));
-	envp = xcalloc(json_object_size(env) + 1, sizeof *envp);
-	json_object_foreach(env, key, v)
-		if (json_is_string(v))
-			xasprintf(&envp[n++], "%s=%s", key,
-			    json_string_value(v));
-	json_decref(env);
+	/* Offsets, not pointers: vars may move while it grows. */
+	json_object_foreach((json_t *)tenv, key, v)
+		if (json_is_string(v) && !session_our_var(key)) {
+			offs[nvars++] = vars->len;
+			buf_printf(vars, "%s=%s", key, json_string_value(v));
+			buf_add(vars, "", 1);
+		}
+	offs[nvars++] = vars->len;
+	buf_printf(vars, "STEXEC_SESSION_ID=%s", s->id);
+	buf_add(vars, "", 1);
+	offs[nvars++] = vars->len;
+	buf_printf(vars, "STEXEC_TOOL_USE_ID=%s", exec_tool_id(t));
+	buf_add(vars, "", 1);
+	offs[nvars++] = vars->len;
+	buf_addstr(vars, "STEXEC_PROGRESS_FD=3");
+	for (i = 0; i < nvars; i++)
+		envp[n++] = vars->data + offs[i];
+	free(offs);
 	return envp;
 }
 
@@ -318,11 +382,11 @@ session_spawn(struct session *s, struct exec_tool *t)
 {
 	struct proc_spec spec = { 0 };
 	struct tooldef *def = exec_tool_def(t);
+	struct buf vars = { 0 };
 	struct proc *p;
 	char **envp, *input;
-	size_t i;
 
-	envp = session_envp(s, t);
+	envp = session_envp(s, t, &vars);
 	input = json_dumps(exec_tool_input(t), JSON_COMPACT);
 	spec.argv = exec_tool_argv(t);
 	spec.envp = envp;
@@ -338,9 +402,8 @@ session_spawn(struct session *s, struct exec_tool *t)
 	if (s->paused)
 		proc_pause(p, true);
 	free(input);
-	for (i = 0; envp[i] != NULL; i++)
-		free(envp[i]);
 	free(envp);
+	buf_free(&vars);
 
 	if (s->nrunning == s->caprunning) {
 		s->caprunning = s->caprunning ? s->caprunning * 2 : 4;
@@ -710,6 +773,7 @@ session_free(struct session *s)
 		ticket_drop(s->closers[i]);
 	free(s->closers);
 	free(s->running);
+	free(s->envp);
 	free(s);
 }
 

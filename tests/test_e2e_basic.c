@@ -54,3 +54,41 @@ Test(e2e_basic, builtin_tools_are_listed)
 	c_close(c);
 	d_stop(d);
 }
+
+/* §4: the session's env, the ToolDef's env on top (null unsets), and
+ * STEXEC_SESSION_ID, STEXEC_TOOL_USE_ID, STEXEC_PROGRESS_FD, once each. */
+Test(e2e_basic, tool_environment)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid = c_session(c, e2e_json("{\"env\":{\"FOO\":\"session\","
+	    "\"BAR\":\"b\",\"GONE\":\"x\",\"STEXEC_TOOL_USE_ID\":\"fake\"},"
+	    "\"tools\":[{\"name\":\"env\",\"command\":[\"/usr/bin/env\"],"
+	    "\"env\":{\"FOO\":\"tool\",\"GONE\":null,\"NEW\":\"n\"}}]}"));
+	const char *s = json_string_value(sid), *out;
+	json_t *list, *res;
+	char want[128];
+
+	json_decref(c_add(c, s, "e1", "env", NULL));
+	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", s)));
+	list = c_until(c, "turn_end", 5000);
+	res = e2e_filter(list, "tool_result");
+	out = json_string_value(json_object_get(json_object_get(
+	    json_array_get(res, 0), "result"), "content"));
+	cr_assert(strstr(out, "\nFOO=tool\n") != NULL || strncmp(out,
+	    "FOO=tool\n", 9) == 0, "FOO is not the tool's: %s", out);
+	cr_assert(strstr(out, "FOO=session") == NULL);
+	cr_assert(strstr(out, "BAR=b\n") != NULL);
+	cr_assert(strstr(out, "NEW=n\n") != NULL);
+	cr_assert(strstr(out, "GONE=") == NULL, "GONE was not unset");
+	snprintf(want, sizeof want, "STEXEC_SESSION_ID=%s\n", s);
+	cr_assert(strstr(out, want) != NULL);
+	cr_assert(strstr(out, "STEXEC_TOOL_USE_ID=e1\n") != NULL);
+	cr_assert(strstr(out, "STEXEC_TOOL_USE_ID=fake") == NULL);
+	cr_assert(strstr(out, "STEXEC_PROGRESS_FD=3\n") != NULL);
+	json_decref(res);
+	json_decref(list);
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+}

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,8 @@
 #include "jsonrpc.h"
 
 /* Values are dumped compact; ids and params may be any JSON value. */
-#define JSONRPC_DUMP_FLAGS (JSON_COMPACT | JSON_ENCODE_ANY)
+/* As deep as jansson's own parser goes. */
+#define JSONRPC_MAX_DEPTH 2048
 
 static void	jsonrpc_invalid(struct jsonrpc_msg *, int, const char *, ...)
 		    __attribute__((format(printf, 3, 4)));
@@ -22,8 +24,10 @@ static const char *jsonrpc_classify(struct jsonrpc_msg *);
 static int	jsonrpc_valid_id(const json_t *);
 static void	jsonrpc_add(struct jsonrpc_out *, const void *, size_t);
 static void	jsonrpc_add_text(struct jsonrpc_out *, const char *);
-static int	jsonrpc_add_cb(const char *, size_t, void *);
 static int	jsonrpc_add_value(struct jsonrpc_out *, const json_t *);
+static int	jsonrpc_add_json(struct jsonrpc_out *, const json_t *, int);
+static int	jsonrpc_add_real(struct jsonrpc_out *, double);
+static int	jsonrpc_add_stringn(struct jsonrpc_out *, const char *, size_t);
 static int	jsonrpc_add_string(struct jsonrpc_out *, const char *);
 static int	jsonrpc_fail(struct jsonrpc_out *, size_t);
 
@@ -249,19 +253,112 @@ jsonrpc_add_text(struct jsonrpc_out *out, const char *s)
 	jsonrpc_add(out, s, strlen(s));
 }
 
-static int
-jsonrpc_add_cb(const char *buf, size_t n, void *arg)
-{
-	jsonrpc_add(arg, buf, n);
-	return 0;
-}
-
+/*
+ * Append v as compact JSON, byte for byte what json_dumps(v, JSON_COMPACT |
+ * JSON_ENCODE_ANY) gives, written directly: every reply and notification
+ * goes through here, and jansson's dump costs several times more.
+ */
 static int
 jsonrpc_add_value(struct jsonrpc_out *out, const json_t *v)
 {
-	if (v == NULL)
+	return jsonrpc_add_json(out, v, 0);
+}
+
+static int
+jsonrpc_add_json(struct jsonrpc_out *out, const json_t *v, int depth)
+{
+	char num[64];
+	const char *key;
+	json_t *item;
+	size_t i, n;
+	void *it;
+
+	if (v == NULL || depth > JSONRPC_MAX_DEPTH)
 		return -1;
-	return json_dump_callback(v, jsonrpc_add_cb, out, JSONRPC_DUMP_FLAGS);
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		jsonrpc_add(out, "{", 1);
+		n = 0;
+		for (it = json_object_iter((json_t *)v); it != NULL;
+		    it = json_object_iter_next((json_t *)v, it)) {
+			key = json_object_iter_key(it);
+			if (n++ > 0)
+				jsonrpc_add(out, ",", 1);
+			if (jsonrpc_add_stringn(out, key,
+			    json_object_iter_key_len(it)) != 0)
+				return -1;
+			jsonrpc_add(out, ":", 1);
+			if (jsonrpc_add_json(out, json_object_iter_value(it),
+			    depth + 1) != 0)
+				return -1;
+		}
+		jsonrpc_add(out, "}", 1);
+		return 0;
+	case JSON_ARRAY:
+		jsonrpc_add(out, "[", 1);
+		json_array_foreach(v, i, item) {
+			if (i > 0)
+				jsonrpc_add(out, ",", 1);
+			if (jsonrpc_add_json(out, item, depth + 1) != 0)
+				return -1;
+		}
+		jsonrpc_add(out, "]", 1);
+		return 0;
+	case JSON_STRING:
+		return jsonrpc_add_stringn(out, json_string_value(v),
+		    json_string_length(v));
+	case JSON_INTEGER:
+		n = (size_t)snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT,
+		    json_integer_value(v));
+		jsonrpc_add(out, num, n);
+		return 0;
+	case JSON_REAL:
+		return jsonrpc_add_real(out, json_real_value(v));
+	case JSON_TRUE:
+		jsonrpc_add(out, "true", 4);
+		return 0;
+	case JSON_FALSE:
+		jsonrpc_add(out, "false", 5);
+		return 0;
+	case JSON_NULL:
+		jsonrpc_add(out, "null", 4);
+		return 0;
+	}
+	return -1;
+}
+
+/* A real as jansson writes it: %.17g, ".0" when it looks integral. */
+static int
+jsonrpc_add_real(struct jsonrpc_out *out, double d)
+{
+	char num[64], *start, *end;
+	int n;
+
+	if (isinf(d) || isnan(d))
+		return -1;
+	n = snprintf(num, sizeof num, "%.17g", d);
+	if (n < 0 || (size_t)n >= sizeof num - 3)
+		return -1;
+	if (strpbrk(num, ".eE") == NULL) {
+		num[n++] = '.';
+		num[n++] = '0';
+		num[n] = '\0';
+	}
+	/* No '+' and no leading zeros in the exponent: 1e+300 is 1e300. */
+	if ((start = strchr(num, 'e')) != NULL) {
+		start++;
+		end = start + 1;
+		if (*start == '-')
+			start++;
+		while (*end == '0')
+			end++;
+		if (end != start) {
+			memmove(start, end, (size_t)n - (size_t)(end - num) + 1);
+			n -= (int)(end - start);
+		}
+	}
+	jsonrpc_add(out, num, (size_t)n);
+	return 0;
 }
 
 /*
@@ -271,14 +368,22 @@ jsonrpc_add_value(struct jsonrpc_out *out, const json_t *v)
 static int
 jsonrpc_add_string(struct jsonrpc_out *out, const char *s)
 {
+	if (s == NULL)
+		return -1;
+	return jsonrpc_add_stringn(out, s, strlen(s));
+}
+
+/* The same for len bytes, which may hold NUL (escaped as \u0000). */
+static int
+jsonrpc_add_stringn(struct jsonrpc_out *out, const char *s, size_t len)
+{
 	const unsigned char	*p = (const unsigned char *)s, *run;
-	size_t			 left, n;
+	size_t			 left = len, n;
 	char			 esc[8];
 	const char		*e;
 
 	if (s == NULL)
 		return -1;
-	left = strlen(s);
 	jsonrpc_add(out, "\"", 1);
 	while (left > 0) {
 		run = p;

@@ -1268,3 +1268,37 @@ Test(roundtrip, random_strings)
 	json_decref(id);
 	jsonrpc_out_free(&out);
 }
+
+/* The direct writer gives exactly jansson's compact bytes. */
+Test(encode, dump_matches_jansson)
+{
+	static const char *values[] = {
+		"0", "-1", "9223372036854775807", "-9223372036854775808",
+		"0.5", "1e300", "-2.5e-8", "3.0", "1.0e2", "123456789.123",
+		"true", "false", "null", "\"\"", "\"a\\u0000b\"",
+		"\"\\u001f\\u007f\\\"\\\\/\\b\\f\\n\\r\\t é 漢 😀\"",
+		"[]", "{}", "[1,[2,[3,{}]],\"x\"]",
+		"{\"b\":1,\"a\":{\"z\":[true,null],\"y\":\"\\n\"},\"\":0}",
+		"{\"turn\":1,\"toolUseId\":\"t\",\"data\":{\"pct\":12.75}}",
+	};
+	struct jsonrpc_out out = { 0 };
+	json_error_t jerr;
+	char *want;
+	json_t *v;
+	size_t i;
+
+	for (i = 0; i < sizeof values / sizeof *values; i++) {
+		v = json_loads(values[i], JSON_DECODE_ANY | JSON_ALLOW_NUL,
+		    &jerr);
+		cr_assert(v != NULL, "%s: %s", values[i], jerr.text);
+		want = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+		out.len = 0;
+		cr_assert_eq(jsonrpc_dump(&out, v), 0);
+		cr_assert_eq(out.len, strlen(want), "%s: %s vs %s", values[i],
+		    out.data, want);
+		cr_assert_str_eq(out.data, want);
+		free(want);
+		json_decref(v);
+	}
+	jsonrpc_out_free(&out);
+}

@@ -59,6 +59,11 @@ struct exec_tool {
 	enum exec_reason killed_for;
 	bool killed;
 
+	/* The start of a UTF-8 sequence a chunk ended in, per stream: sent
+	 * with the next chunk, so a character is never split in two. */
+	char carry[2][4];
+	size_t ncarry[2];
+
 	json_t *context;      /* context modifiers seen, in order (S14) */
 	json_t *warnings;     /* meta.warnings */
 	json_t *result;       /* the tool_result params, once completed */
@@ -127,6 +132,8 @@ static void	exec_deliver(struct exec *);
 static void	exec_cascade(struct exec_tool *);
 static char	*exec_describe(const struct exec_tool *);
 static void	exec_apply_context(struct exec *, const json_t *);
+static size_t	exec_utf8_tail(const char *, size_t);
+static void	exec_flush_carry(struct exec_tool *);
 static void	exec_check_drain(struct exec *);
 static void	exec_flush_state(struct exec *);
 static void	exec_after_event(struct exec *);
@@ -704,18 +711,78 @@ exec_progress_line(struct exec_tool *t, const char *line, size_t len)
 void
 exec_output_chunk(struct exec_tool *t, int fd, const char *data, size_t len)
 {
-	struct buf b = { 0 };
-	json_t *p;
+	struct exec_effect e = { .kind = EXEC_OUTPUT };
+	int i = fd == 2 ? 1 : 0;
+	size_t keep, have = t->ncarry[i];
+	char *joined = NULL;
 
 	if (t->discarded || t->status != EXEC_EXECUTING)
 		return;
-	utf8_repair(&b, data, len);
-	p = exec_tool_params(t);
-	json_object_set_new(p, "data", json_pack("{s:s, s:s%}", "stream",
-	    fd == 2 ? "stderr" : "stdout", "text", b.data != NULL ? b.data :
-	    "", b.len));
-	buf_free(&b);
-	exec_notify(t->ex, "progress", p);
+	if (have > 0) {
+		joined = xmalloc(have + len);
+		memcpy(joined, t->carry[i], have);
+		memcpy(joined + have, data, len);
+		data = joined;
+		len += have;
+	}
+	keep = exec_utf8_tail(data, len);
+	t->ncarry[i] = keep;
+	memcpy(t->carry[i], data + len - keep, keep);
+	if (len > keep) {
+		e.tool = t;
+		e.fd = fd == 2 ? 2 : 1;
+		e.text = data;
+		e.text_len = len - keep;
+		exec_emit(t->ex, &e);
+	}
+	free(joined);
+}
+
+/*
+ * Bytes at the end of s that begin a UTF-8 sequence not yet complete; at
+ * most 3, and only a lead byte whose sequence would fit.
+ */
+static size_t
+exec_utf8_tail(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t back, need;
+
+	for (back = 1; back <= 3 && back <= len; back++) {
+		unsigned char c = p[len - back];
+
+		if ((c & 0xc0) == 0x80)
+			continue;
+		if (c >= 0xf0 && c <= 0xf4)
+			need = 4;
+		else if (c >= 0xe0)
+			need = 3;
+		else if (c >= 0xc2)
+			need = 2;
+		else
+			return 0;
+		return need > back && c >= 0xc2 ? back : 0;
+	}
+	return 0;
+}
+
+/* The tool is done: what it held back of a character goes out as is. */
+static void
+exec_flush_carry(struct exec_tool *t)
+{
+	struct exec_effect e = { .kind = EXEC_OUTPUT };
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (t->ncarry[i] == 0)
+			continue;
+		e.tool = t;
+		e.fd = i + 1;
+		e.text = t->carry[i];
+		e.text_len = t->ncarry[i];
+		t->ncarry[i] = 0;
+		exec_emit(t->ex, &e);
+	}
 }
 
 /* S14: a relative cwd is resolved against the current one; null unsets. */
@@ -774,6 +841,7 @@ exec_exited(struct exec_tool *t, const struct proc_exit *x)
 		return;
 	}
 
+	exec_flush_carry(t);
 	if (t->killed) {
 		exec_complete_synthetic(t, t->killed_for);
 		exec_after_event(ex);

@@ -39,6 +39,8 @@ enum exec_effect_kind {
 	EXEC_KILL,       /* kill its process group; exec_exited follows */
 	EXEC_NOTIFY,     /* method + params; the session adds sessionId, seq */
 	EXEC_DRAIN_DONE, /* answer the drain with this cookie */
+	EXEC_OUTPUT,     /* send a streamOutput chunk as progress {stream,
+	                    text}: the session encodes the raw text itself */
 };
 
 struct exec_effect {
@@ -50,6 +52,9 @@ struct exec_effect {
 	uint64_t turn;          /* DRAIN_DONE: the drained turn */
 	unsigned results;       /* DRAIN_DONE: results that turn delivered */
 	int error;              /* DRAIN_DONE: 0, or STEXEC_ERR_STATE */
+	int fd;                 /* OUTPUT: 1 stdout, 2 stderr */
+	const char *text;       /* OUTPUT: raw bytes, not checked as UTF-8 */
+	size_t text_len;
 };
 
 struct exec_config {

@@ -72,6 +72,9 @@ static uint64_t session_started, session_completed;
 
 static void	session_effect(void *, const struct exec_effect *);
 static void	session_note(struct session *, const char *, json_t *);
+static void	session_note_output(struct session *,
+		    const struct exec_effect *);
+static void	session_log(struct session *, struct jsonrpc_out *, bool);
 static void	session_spawn(struct session *, struct exec_tool *);
 static bool	session_our_var(const char *);
 static char	**session_env_strings(struct session *);
@@ -273,6 +276,9 @@ session_effect(void *arg, const struct exec_effect *e)
 	case EXEC_NOTIFY:
 		session_note(s, e->method, e->params);
 		break;
+	case EXEC_OUTPUT:
+		session_note_output(s, e);
+		break;
 	case EXEC_DRAIN_DONE:
 		/* S12: the reply comes after the turn's notifications. */
 		session_catch_up(s, ticket_conn(e->cookie));
@@ -449,14 +455,50 @@ static void
 session_note(struct session *s, const char *method, json_t *params)
 {
 	struct jsonrpc_out out = { 0 };
-	struct note *n;
-	struct sub *sub, *next;
 
 	json_object_set_new(params, "sessionId", json_string(s->id));
 	json_object_set_new(params, "seq", json_integer(
 	    (json_int_t)(s->last_seq + 1)));
 	if (jsonrpc_notification(&out, method, params) != 0)
 		fatal("cannot encode a %s notification", method);
+	session_log(s, &out, strcmp(method, "turn_end") == 0);
+}
+
+/*
+ * A streamOutput chunk, encoded straight from the tool's bytes in one pass
+ * (the bulk of a streaming tool's traffic); the same shape as any progress
+ * notification: {turn, toolUseId, data: {stream, text}, sessionId, seq}.
+ */
+static void
+session_note_output(struct session *s, const struct exec_effect *e)
+{
+	struct jsonrpc_out out = { 0 };
+	const char *id = exec_tool_id(e->tool), *data;
+	char num[96];
+	int n;
+
+	n = snprintf(num, sizeof num, "{\"jsonrpc\":\"2.0\",\"method\":"
+	    "\"progress\",\"params\":{\"turn\":%llu,\"toolUseId\":",
+	    (unsigned long long)exec_tool_turn(e->tool));
+	jsonrpc_append(&out, num, (size_t)n);
+	jsonrpc_add_string_repaired(&out, id, strlen(id));
+	data = e->fd == 2 ? ",\"data\":{\"stream\":\"stderr\",\"text\":" :
+	    ",\"data\":{\"stream\":\"stdout\",\"text\":";
+	jsonrpc_append(&out, data, strlen(data));
+	jsonrpc_add_string_repaired(&out, e->text, e->text_len);
+	n = snprintf(num, sizeof num, "},\"sessionId\":\"%s\",\"seq\":%llu}}\n",
+	    s->id, (unsigned long long)(s->last_seq + 1));
+	jsonrpc_append(&out, num, (size_t)n);
+	session_log(s, &out, false);
+}
+
+/* Append a whole notification line (its seq is last_seq + 1) to the log. */
+static void
+session_log(struct session *s, struct jsonrpc_out *out, bool turn_end)
+{
+	struct note *n;
+	struct sub *sub, *next;
+
 	if (s->count == s->cap) {
 		struct note *grown;
 		size_t i, cap = s->cap ? s->cap * 2 : 16;
@@ -473,11 +515,11 @@ session_note(struct session *s, const char *method, json_t *params)
 	n = &s->notes[(s->head + s->count) % s->cap];
 	s->count++;
 	n->seq = ++s->last_seq;
-	n->line = out.data;
-	n->len = out.len;
-	s->bytes_end += out.len;
+	n->line = out->data;
+	n->len = out->len;
+	s->bytes_end += out->len;
 	n->end = s->bytes_end;
-	if (strcmp(method, "turn_end") == 0) {
+	if (turn_end) {
 		s->prev_turn_seq = s->cur_turn_seq;
 		s->cur_turn_seq = n->seq + 1;
 	}

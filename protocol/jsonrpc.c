@@ -5,6 +5,7 @@
  */
 #include <limits.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +29,8 @@ static int	jsonrpc_add_value(struct jsonrpc_out *, const json_t *);
 static int	jsonrpc_add_json(struct jsonrpc_out *, const json_t *, int);
 static int	jsonrpc_add_real(struct jsonrpc_out *, double);
 static int	jsonrpc_add_stringn(struct jsonrpc_out *, const char *, size_t);
+static int	jsonrpc_add_str(struct jsonrpc_out *, const char *, size_t, bool);
+static void	jsonrpc_grow(struct jsonrpc_out *, size_t);
 static int	jsonrpc_add_string(struct jsonrpc_out *, const char *);
 static int	jsonrpc_fail(struct jsonrpc_out *, size_t);
 
@@ -222,6 +225,16 @@ jsonrpc_msg_clear(struct jsonrpc_msg *msg)
 static void
 jsonrpc_add(struct jsonrpc_out *out, const void *data, size_t n)
 {
+	jsonrpc_grow(out, n);
+	memcpy(out->data + out->len, data, n);
+	out->len += n;
+	out->data[out->len] = '\0';
+}
+
+/* Make room for n more bytes and the NUL. */
+static void
+jsonrpc_grow(struct jsonrpc_out *out, size_t n)
+{
 	size_t	 need, cap;
 	char	*p;
 
@@ -242,9 +255,6 @@ jsonrpc_add(struct jsonrpc_out *out, const void *data, size_t n)
 		out->data = p;
 		out->cap = cap;
 	}
-	memcpy(out->data + out->len, data, n);
-	out->len += n;
-	out->data[out->len] = '\0';
 }
 
 static void
@@ -377,31 +387,47 @@ jsonrpc_add_string(struct jsonrpc_out *out, const char *s)
 static int
 jsonrpc_add_stringn(struct jsonrpc_out *out, const char *s, size_t len)
 {
+	if (s == NULL)
+		return -1;
+	return jsonrpc_add_str(out, s, len, false);
+}
+
+/*
+ * A JSON string literal: runs of plain and valid UTF-8 bytes are copied
+ * whole, the rest escaped; an invalid byte is U+FFFD when repair, else
+ * the call fails.
+ */
+static int
+jsonrpc_add_str(struct jsonrpc_out *out, const char *s, size_t len,
+    bool repair)
+{
 	const unsigned char	*p = (const unsigned char *)s, *run;
 	size_t			 left = len, n;
+	unsigned char		 c;
 	char			 esc[8];
 	const char		*e;
 
-	if (s == NULL)
-		return -1;
+	/* Room for the plain case at once, not step by step. */
+	jsonrpc_grow(out, len + 2);
 	jsonrpc_add(out, "\"", 1);
 	while (left > 0) {
-		run = p;
-		while (left > 0 && *p >= 0x20 && *p < 0x80 && *p != '"' &&
-		    *p != '\\') {
-			p++;
-			left--;
+		for (run = p; left > 0; p += n, left -= n) {
+			c = *p;
+			if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\')
+				n = 1;
+			else if (c < 0x80 || (n = jsonrpc_utf8_len(p, left)) == 0)
+				break;
 		}
 		if (p != run)
 			jsonrpc_add(out, run, (size_t)(p - run));
 		if (left == 0)
 			break;
 		if (*p >= 0x80) {
-			if ((n = jsonrpc_utf8_len(p, left)) == 0)
+			if (!repair)
 				return -1;
-			jsonrpc_add(out, p, n);
-			p += n;
-			left -= n;
+			jsonrpc_add(out, "\xef\xbf\xbd", 3);
+			p++;
+			left--;
 			continue;
 		}
 		switch (*p) {
@@ -437,6 +463,19 @@ jsonrpc_add_stringn(struct jsonrpc_out *out, const char *s, size_t len)
 	}
 	jsonrpc_add(out, "\"", 1);
 	return 0;
+}
+
+void
+jsonrpc_add_string_repaired(struct jsonrpc_out *out, const char *s,
+    size_t len)
+{
+	jsonrpc_add_str(out, s, len, true);
+}
+
+void
+jsonrpc_append(struct jsonrpc_out *out, const void *data, size_t len)
+{
+	jsonrpc_add(out, data, len);
 }
 
 /* Undo a partly written message: out holds only whole lines. */

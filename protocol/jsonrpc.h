@@ -63,5 +63,13 @@ void jsonrpc_out_free(struct jsonrpc_out *);
 
 /* Compact JSON text of a value appended to out (no newline). */
 int jsonrpc_dump(struct jsonrpc_out *, const json_t *);
+/*
+ * A JSON string literal of len bytes of text, each byte that is not valid
+ * UTF-8 replaced by U+FFFD: for tool output, which need not be UTF-8.
+ */
+void jsonrpc_add_string_repaired(struct jsonrpc_out *, const char *,
+    size_t);
+/* Raw bytes, for messages put together by hand around the above. */
+void jsonrpc_append(struct jsonrpc_out *, const void *, size_t);
 
 #endif

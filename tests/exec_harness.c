@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tooldef.h"
+#include "utf8.h"
 #include "util.h"
 
 static const char *h_tool_json[] = {
@@ -159,6 +160,17 @@ h_effect(void *arg, const struct exec_effect *e)
 	case EXEC_KILL:
 		cr_assert(h_is_running(h, e->tool), "kill of a tool not running");
 		xasprintf(&line, "kill %s", exec_tool_id(e->tool));
+		break;
+	case EXEC_OUTPUT:
+		/* As the session sends it: progress {stream, text}. */
+		utf8_repair(&b, e->text, e->text_len);
+		r = json_pack("{s:s, s:s%}", "stream", e->fd == 2 ? "stderr" :
+		    "stdout", "text", b.data != NULL ? b.data : "", b.len);
+		buf_free(&b);
+		data = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS);
+		json_decref((json_t *)r);
+		xasprintf(&line, "progress %s %s", exec_tool_id(e->tool), data);
+		free(data);
 		break;
 	case EXEC_DRAIN_DONE:
 		if (e->error != 0)

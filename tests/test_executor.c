@@ -262,6 +262,36 @@ Test(S6, streamed_output_is_progress_before_the_result)
 	h_free(h2);
 }
 
+Test(S6, a_character_split_between_chunks_stays_whole)
+{
+	struct harness *h2 = h_new(10, NULL);
+	json_t *def = json_pack("{s:s, s:[s], s:b}", "name", "stream",
+	    "command", "yes", "streamOutput", 1);
+	char err[128];
+	struct tooldef *d = tooldef_parse(def, err, sizeof err);
+	struct exec_added added;
+	struct exec_tool *t;
+
+	json_decref(def);
+	cr_assert_eq(exec_add(h2->ex, "s", "stream", d, NULL, &added), 0);
+	t = added.tool;
+	h_skip(h2);
+	/* "€" is e2 82 ac: the first chunk ends inside it. */
+	exec_output_chunk(t, 1, "a\xe2\x82", 3);
+	exec_output_chunk(t, 1, "\xac b", 3);
+	/* A sequence the tool never finishes goes out, repaired, at exit. */
+	exec_output_chunk(t, 2, "x\xf0\x9f", 3);
+	h_exit(h2, t, 0, "");
+	h_expect(h2, "progress s {\"stream\":\"stdout\",\"text\":\"a\"}",
+	    "progress s {\"stream\":\"stdout\",\"text\":\"\xe2\x82\xac b\"}",
+	    "progress s {\"stream\":\"stderr\",\"text\":\"x\"}",
+	    "progress s {\"stream\":\"stderr\",\"text\":"
+	    "\"\xef\xbf\xbd\xef\xbf\xbd\"}",
+	    "status s completed", "result s ok ", "state 0 []", NULL);
+	tooldef_unref(d);
+	h_free(h2);
+}
+
 Test(S7, an_error_cancels_the_siblings)
 {
 	h_add(h, "f", "fetch", "{\"url\":\"http://x\"}");

@@ -149,6 +149,10 @@ sim_effect(void *arg, const struct exec_effect *e)
 	case EXEC_DRAIN_DONE:
 		s->drains_answered++;
 		break;
+	case EXEC_OUTPUT:
+		r = exec_tool_handle(e->tool);
+		CHECK(s, r->running && r->results == 0, "output after result");
+		break;
 	case EXEC_NOTIFY:
 		if (strcmp(e->method, "state") == 0)
 			break;

@@ -31,6 +31,7 @@ static int	jsonrpc_add_real(struct jsonrpc_out *, double);
 static int	jsonrpc_add_stringn(struct jsonrpc_out *, const char *, size_t);
 static int	jsonrpc_add_str(struct jsonrpc_out *, const char *, size_t, bool);
 static void	jsonrpc_grow(struct jsonrpc_out *, size_t);
+static bool	jsonrpc_plain8(const unsigned char *);
 static int	jsonrpc_add_string(struct jsonrpc_out *, const char *);
 static int	jsonrpc_fail(struct jsonrpc_out *, size_t);
 
@@ -383,6 +384,25 @@ jsonrpc_add_string(struct jsonrpc_out *out, const char *s)
 	return jsonrpc_add_stringn(out, s, strlen(s));
 }
 
+/*
+ * Are the 8 bytes at p all printable ASCII other than '"' and '\\'? The
+ * classic tests for a zero byte (x - 0x01..) & ~x & 0x80.., on the word
+ * and on it xored with each special byte.
+ */
+static bool
+jsonrpc_plain8(const unsigned char *p)
+{
+	const uint64_t ones = 0x0101010101010101ULL;
+	const uint64_t high = 0x8080808080808080ULL;
+	uint64_t w, q, b;
+
+	memcpy(&w, p, 8);
+	q = w ^ (ones * '"');
+	b = w ^ (ones * '\\');
+	return ((w | ((w - ones * 0x20) & ~w) | ((q - ones) & ~q) |
+	    ((b - ones) & ~b)) & high) == 0;
+}
+
 /* The same for len bytes, which may hold NUL (escaped as \u0000). */
 static int
 jsonrpc_add_stringn(struct jsonrpc_out *out, const char *s, size_t len)
@@ -412,6 +432,13 @@ jsonrpc_add_str(struct jsonrpc_out *out, const char *s, size_t len,
 	jsonrpc_add(out, "\"", 1);
 	while (left > 0) {
 		for (run = p; left > 0; p += n, left -= n) {
+			/* Eight plain bytes at a time: the common case. */
+			while (left >= 8 && jsonrpc_plain8(p)) {
+				p += 8;
+				left -= 8;
+			}
+			if (left == 0)
+				break;
 			c = *p;
 			if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\')
 				n = 1;

@@ -1302,3 +1302,36 @@ Test(encode, dump_matches_jansson)
 	}
 	jsonrpc_out_free(&out);
 }
+
+/* The 8-bytes-at-a-time scan: a byte to escape at every offset of long
+ * strings still comes out exactly as jansson writes it. */
+Test(encode, escapes_at_every_offset)
+{
+	static const char specials[] = { '"', '\\', '\n', '\x01', '\x1f',
+		' ', '~', '\x7f' };
+	struct jsonrpc_out out = { 0 };
+	char text[40], *want;
+	json_t *v;
+	size_t i, off;
+
+	for (i = 0; i < sizeof specials; i++)
+		for (off = 0; off < 32; off++) {
+			memset(text, 'a', 32);
+			text[32] = '\0';
+			text[off] = specials[i];
+			v = json_string(text);
+			want = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+			out.len = 0;
+			cr_assert_eq(jsonrpc_dump(&out, v), 0);
+			cr_assert_str_eq(out.data, want, "byte %#x at %zu",
+			    (unsigned)(unsigned char)specials[i], off);
+			free(want);
+			json_decref(v);
+		}
+	/* And with invalid UTF-8 repaired, one U+FFFD per bad byte. */
+	out.len = 0;
+	jsonrpc_add_string_repaired(&out, "abcdefgh\xff" "ijklmnop\xc3", 18);
+	cr_assert_str_eq(out.data,
+	    "\"abcdefgh\xef\xbf\xbdijklmnop\xef\xbf\xbd\"");
+	jsonrpc_out_free(&out);
+}

@@ -227,45 +227,39 @@ reaper_consider(pid_t pid, void (*cb)(const struct reaper_orphan *, void *),
 	cb(&ro, arg);
 }
 
-/* Our children from /proc/self/task/TID/children; -1 if the kernel has
- * no such file (CONFIG_PROC_CHILDREN). */
+/*
+ * Our children, from the main thread's /proc children file: the kernel
+ * gives re-parented orphans to a subreaper's first live thread, the main
+ * one. -1 if the kernel has no such file (CONFIG_PROC_CHILDREN).
+ */
 static int
 reaper_children(void (*cb)(const struct reaper_orphan *, void *), void *arg)
 {
-	char path[64], list[8192], *p, *end;
-	struct dirent *de;
-	DIR *tasks;
+	char path[64], chunk[4096], *p, *end;
+	struct buf list = { 0 };
 	ssize_t n;
 	long l;
-	int fd, rc = -1;
+	int fd;
 
-	if ((tasks = opendir("/proc/self/task")) == NULL)
+	snprintf(path, sizeof path, "/proc/self/task/%ld/children",
+	    (long)reaper_self);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return -1;
-	while ((de = readdir(tasks)) != NULL) {
-		if (!isdigit((unsigned char)de->d_name[0]))
+	/* The whole list first: a pid may straddle two reads. */
+	while ((n = read(fd, chunk, sizeof chunk)) > 0)
+		buf_add(&list, chunk, (size_t)n);
+	close(fd);
+	for (p = list.data; p != NULL && *p != '\0'; p = end) {
+		l = strtol(p, &end, 10);
+		if (end == p) {
+			end++;
 			continue;
-		snprintf(path, sizeof path, "/proc/self/task/%ld/children",
-		    strtol(de->d_name, NULL, 10));
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-			break;
-		rc = 0;
-		/* A list longer than the buffer continues where it stopped. */
-		while ((n = read(fd, list, sizeof list - 1)) > 0) {
-			list[n] = '\0';
-			for (p = list; *p != '\0'; p = end) {
-				l = strtol(p, &end, 10);
-				if (end == p) {
-					end++;
-					continue;
-				}
-				if (l > 0)
-					reaper_consider((pid_t)l, cb, arg);
-			}
 		}
-		close(fd);
+		if (l > 0)
+			reaper_consider((pid_t)l, cb, arg);
 	}
-	closedir(tasks);
-	return rc;
+	buf_free(&list);
+	return 0;
 }
 
 /* Every process, for kernels without the children files. */

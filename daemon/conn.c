@@ -42,6 +42,8 @@ struct conn {
 	bool throttled;     /* not reading: the client does not read replies */
 	bool closing;       /* close once out is flushed */
 	bool dead;          /* waiting to be freed from the loop */
+	bool dirty;         /* on the flush list */
+	struct conn *flush_next;
 	struct sub **subs;
 	size_t nsubs;
 	struct ticket *tickets;
@@ -54,10 +56,15 @@ static struct conn *conn_list;
 static unsigned conn_n;
 static struct event *conn_reaper;
 static struct conn *conn_dead;
+/* Connections with output to write at the end of this loop pass. */
+static struct event *conn_flusher;
+static struct conn *conn_dirty;
 
 static void	conn_read_cb(evutil_socket_t, short, void *);
 static void	conn_write_cb(evutil_socket_t, short, void *);
 static void	conn_reap_cb(evutil_socket_t, short, void *);
+static void	conn_flush_cb(evutil_socket_t, short, void *);
+static void	conn_flush(struct conn *);
 static void	conn_lines(struct conn *);
 static void	conn_line(struct conn *, const char *, size_t);
 static void	conn_kill(struct conn *);
@@ -71,6 +78,7 @@ conn_init(struct event_base *base, size_t max_message)
 	conn_base = base;
 	conn_max_message = max_message;
 	conn_reaper = event_new(base, -1, 0, conn_reap_cb, NULL);
+	conn_flusher = event_new(base, -1, 0, conn_flush_cb, NULL);
 }
 
 unsigned
@@ -135,12 +143,34 @@ conn_set_reading(struct conn *c, bool on)
 		event_del(c->rev);
 }
 
-/* Arm the write event: what is queued goes out in one write per wakeup. */
+/*
+ * Output is written once per loop pass, after every callback of the pass
+ * has queued its part (one write for many messages), by an event made
+ * active now: no epoll change and no extra wakeup. Only a socket that is
+ * full waits for EPOLLOUT.
+ */
 static void
 conn_queue(struct conn *c)
 {
-	if (!event_pending(c->wev, EV_WRITE, NULL))
-		event_add(c->wev, NULL);
+	if (c->dirty || event_pending(c->wev, EV_WRITE, NULL))
+		return;
+	c->dirty = true;
+	c->flush_next = conn_dirty;
+	conn_dirty = c;
+	event_active(conn_flusher, EV_TIMEOUT, 0);
+}
+
+static void
+conn_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c;
+
+	while ((c = conn_dirty) != NULL) {
+		conn_dirty = c->flush_next;
+		c->dirty = false;
+		if (!c->dead)
+			conn_flush(c);
+	}
 }
 
 void
@@ -248,18 +278,28 @@ conn_line(struct conn *c, const char *line, size_t len)
 static void
 conn_write_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct conn *c = arg;
+	conn_flush(arg);
+}
+
+/* Write what is queued; wait for EPOLLOUT only if the socket is full. */
+static void
+conn_flush(struct conn *c)
+{
 	size_t i;
 
-	if (evbuffer_write(c->out, fd) < 0 && errno != EAGAIN &&
+	if (evbuffer_write(c->out, c->fd) < 0 && errno != EAGAIN &&
 	    errno != EINTR) {
 		log_debug("write to client: %s", strerror(errno));
 		conn_kill(c);
 		return;
 	}
-	if (evbuffer_get_length(c->out) > 0)
+	if (evbuffer_get_length(c->out) > 0) {
+		if (!event_pending(c->wev, EV_WRITE, NULL))
+			event_add(c->wev, NULL);
 		return;
-	event_del(c->wev);
+	}
+	if (event_pending(c->wev, EV_WRITE, NULL))
+		event_del(c->wev);
 	if (c->closing) {
 		conn_kill(c);
 		return;
@@ -410,12 +450,20 @@ static void
 conn_kill(struct conn *c)
 {
 	struct ticket *tk;
+	struct conn **pp;
 
 	if (c->dead)
 		return;
 	c->dead = true;
 	event_del(c->rev);
 	event_del(c->wev);
+	/* The reaper frees it: it must not be on the flush list then. */
+	for (pp = &conn_dirty; c->dirty && *pp != NULL; pp = &(*pp)->flush_next)
+		if (*pp == c) {
+			*pp = c->flush_next;
+			c->dirty = false;
+			break;
+		}
 	/* Its subscriptions and pending replies go at once. */
 	while (c->nsubs > 0)
 		sub_free(c->subs[0]);
@@ -471,5 +519,8 @@ conn_shutdown(void)
 	conn_reap_cb(-1, 0, NULL);
 	if (conn_reaper != NULL)
 		event_free(conn_reaper);
-	conn_reaper = NULL;
+	if (conn_flusher != NULL)
+		event_free(conn_flusher);
+	conn_reaper = conn_flusher = NULL;
+	conn_dirty = NULL;
 }

@@ -551,14 +551,15 @@ proc_start(struct proc *p)
 	p->capture = capture_create(p->max_output, proc_output_dir, p->name,
 	    (long)pid, p->token);
 
-	if (p->input_len > 0) {
+	/* Most inputs fit the pipe: write now, wait for room only if not. */
+	proc_write_cb(-1, 0, p);
+	if (p->in_fd != -1) {
 		p->in_ev = event_new(proc_base, p->in_fd, EV_WRITE | EV_PERSIST,
 		    proc_write_cb, p);
 		if (p->in_ev == NULL)
 			fatal("event_new failed");
 		event_add(p->in_ev, NULL);
-	} else
-		proc_close_stdin(p);
+	}
 	for (i = 0; i < 3; i++) {
 		p->pipes[i].ev = event_new(proc_base, p->pipes[i].fd,
 		    EV_READ | EV_PERSIST, proc_read_cb, &p->pipes[i]);

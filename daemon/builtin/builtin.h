@@ -42,6 +42,8 @@ int out_error(const char *, ...) __attribute__((format(printf, 1, 2)));
 int out_invalid(const char *, ...) __attribute__((format(printf, 1, 2)));
 int out_errno(int, const char *, const char *);
 size_t out_cut(const char *, size_t, size_t);
+/* Newlines in s[0..len): lines passed over, for line numbers. */
+size_t out_count_lines(const char *, size_t);
 int out_finish(int);
 
 /* glob.c */

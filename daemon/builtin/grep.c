@@ -33,7 +33,6 @@ struct grep_state {
 
 static void	grep_emit(struct grep_state *, const char *, long long,
 		    const char *, size_t);
-static size_t	grep_count(const char *, size_t);
 static void	grep_search(struct grep_state *, const char *, char *, size_t,
 		    long long *);
 static bool	grep_fd(struct grep_state *, int, const char *);
@@ -64,19 +63,6 @@ grep_emit(struct grep_state *gs, const char *path, long long line,
 	} else
 		gs->full = true;
 	buf_free(&b);
-}
-
-static size_t
-grep_count(const char *s, size_t len)
-{
-	const char *end = s + len;
-	size_t n = 0;
-
-	while ((s = memchr(s, '\n', (size_t)(end - s))) != NULL) {
-		n++;
-		s++;
-	}
-	return n;
 }
 
 /*
@@ -123,12 +109,12 @@ grep_search(struct grep_state *gs, const char *path, char *s, size_t end,
 		ls = nl != NULL ? (size_t)(nl - s) + 1 : pos;
 		nl = memchr(s + m, '\n', end - m);
 		le = nl != NULL ? (size_t)(nl - s) : end;
-		*lineno += (long long)grep_count(s + counted, ls - counted);
+		*lineno += (long long)out_count_lines(s + counted, ls - counted);
 		grep_emit(gs, path, *lineno, s + ls, le - ls);
 		counted = le;
 		pos = le + 1;
 	}
-	*lineno += (long long)grep_count(s + counted, end - counted);
+	*lineno += (long long)out_count_lines(s + counted, end - counted);
 }
 
 /*

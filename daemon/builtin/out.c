@@ -125,3 +125,16 @@ out_finish(int rc)
 	}
 	return rc;
 }
+
+size_t
+out_count_lines(const char *s, size_t len)
+{
+	const char *end = s + len;
+	size_t n = 0;
+
+	while ((s = memchr(s, '\n', (size_t)(end - s))) != NULL) {
+		n++;
+		s++;
+	}
+	return n;
+}

@@ -27,23 +27,9 @@ struct read_file_state {
 	struct buf out;
 };
 
-static size_t	read_file_count(const char *, size_t);
 static void	read_file_end_line(struct read_file_state *);
 static void	read_file_chunk(struct read_file_state *, const char *,
 		    size_t);
-
-static size_t
-read_file_count(const char *s, size_t len)
-{
-	const char *end = s + len;
-	size_t n = 0;
-
-	while ((s = memchr(s, '\n', (size_t)(end - s))) != NULL) {
-		n++;
-		s++;
-	}
-	return n;
-}
 
 /* A line is complete: show it if it is in the window and fits. */
 static void
@@ -159,7 +145,7 @@ read_file_run(const json_t *input)
 	do {
 		partial = buf[len - 1] != '\n';
 		if (rs.done)
-			rs.line += (long long)read_file_count(buf, len);
+			rs.line += (long long)out_count_lines(buf, len);
 		else
 			read_file_chunk(&rs, buf, len);
 		do

@@ -126,6 +126,7 @@ static void	exec_complete(struct exec_tool *, enum exec_reason, char *,
 		    const struct proc_exit *);
 static void	exec_complete_synthetic(struct exec_tool *, enum exec_reason);
 static char	*exec_synthetic_content(struct exec *, enum exec_reason);
+static void	exec_add_output(struct buf *, const struct proc_exit *);
 static void	exec_exit_content(struct buf *, const struct exec_tool *,
 		    const struct proc_exit *, enum exec_reason);
 static void	exec_deliver(struct exec *);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -24,10 +25,23 @@
 /* Bytes read per read(2), and reads per wakeup: fairness across clients. */
 #define CONN_READ_SIZE (64 * 1024)
 #define CONN_READS_PER_WAKEUP 16
+/* Requests in one batch: their replies go out as one array, so bound it. */
+#define CONN_BATCH_MAX 100
+
+/*
+ * The replies of a JSON-RPC batch, collected until the last one is in:
+ * pending counts the tickets still to answer (drain, closeSession), plus
+ * one while the batch is being dispatched.
+ */
+struct batch {
+	struct jsonrpc_out out;  /* "[" and the replies so far, comma-separated */
+	unsigned pending;
+};
 
 struct ticket {
 	struct conn *c;
 	json_t *id;
+	struct batch *batch;   /* the batch it answers in, or NULL */
 	struct ticket *prev, *next;
 };
 
@@ -47,6 +61,7 @@ struct conn {
 	struct sub **subs;
 	size_t nsubs;
 	struct ticket *tickets;
+	struct batch *batch;  /* while a batch is dispatched: replies go there */
 	struct conn *prev, *next;
 };
 
@@ -67,6 +82,12 @@ static void	conn_flush_cb(evutil_socket_t, short, void *);
 static void	conn_flush(struct conn *);
 static void	conn_lines(struct conn *);
 static void	conn_line(struct conn *, const char *, size_t);
+static void	conn_message(struct conn *, struct jsonrpc_msg *);
+static void	conn_batch(struct conn *, json_t *);
+static void	conn_send_reply(struct conn *, struct batch *);
+static void	conn_error_to(struct conn *, struct batch *, const json_t *,
+		    int, const json_t *, const char *);
+static void	batch_release(struct conn *, struct batch *);
 static void	conn_kill(struct conn *);
 static void	conn_free(struct conn *);
 static void	conn_queue(struct conn *);
@@ -256,23 +277,97 @@ conn_lines(struct conn *c)
 static void
 conn_line(struct conn *c, const char *line, size_t len)
 {
+	static const char lsp[] = "Content-Length:";
 	struct jsonrpc_msg msg;
 
+	/* A client speaking LSP's framing: say so, then hang up. */
+	if (len >= sizeof lsp - 1 && strncasecmp(line, lsp, sizeof lsp - 1) == 0) {
+		conn_error(c, NULL, STEXEC_ERR_PARSE, NULL, "Parse error: "
+		    "stexecd speaks newline-delimited JSON (one JSON-RPC "
+		    "message per line), not LSP's Content-Length framing");
+		conn_close_after_flush(c);
+		return;
+	}
 	jsonrpc_decode(line, len, &msg);
-	switch (msg.kind) {
+	if (msg.kind == JSONRPC_BATCH)
+		conn_batch(c, msg.root);
+	else
+		conn_message(c, &msg);
+	jsonrpc_msg_clear(&msg);
+}
+
+static void
+conn_message(struct conn *c, struct jsonrpc_msg *msg)
+{
+	switch (msg->kind) {
 	case JSONRPC_REQUEST:
 	case JSONRPC_NOTIFICATION:
-		methods_call(c, msg.method, msg.id, msg.params);
+		methods_call(c, msg->method, msg->id, msg->params);
 		break;
 	case JSONRPC_INVALID:
-		conn_error(c, msg.id, msg.code, NULL, "%s: %s", msg.message,
-		    msg.detail);
+		conn_error(c, msg->id, msg->code, NULL, "%s: %s",
+		    msg->message, msg->detail);
 		break;
 	default:
 		/* Responses: we send no requests, so there is nothing to do. */
 		break;
 	}
-	jsonrpc_msg_clear(&msg);
+}
+
+/*
+ * JSON-RPC 2.0 §6: each element is handled as if alone, and the replies go
+ * out together as one array once the last is in (a drain in the batch
+ * holds it back); a batch of notifications only gets no reply at all.
+ */
+static void
+conn_batch(struct conn *c, json_t *array)
+{
+	struct jsonrpc_msg msg;
+	struct batch *b;
+	size_t i;
+
+	if (json_array_size(array) > CONN_BATCH_MAX) {
+		conn_error(c, NULL, STEXEC_ERR_INVALID_REQUEST, NULL,
+		    "Invalid Request: a batch holds at most %d requests",
+		    CONN_BATCH_MAX);
+		return;
+	}
+	b = xcalloc(1, sizeof *b);
+	b->pending = 1;
+	c->batch = b;
+	for (i = 0; i < json_array_size(array) && !c->dead; i++) {
+		jsonrpc_decode_value(json_array_get(array, i), &msg);
+		conn_message(c, &msg);
+		jsonrpc_msg_clear(&msg);
+	}
+	c->batch = NULL;
+	batch_release(c, b);
+}
+
+/* One reply of the batch is in; the last one sends the array. */
+static void
+batch_release(struct conn *c, struct batch *b)
+{
+	if (--b->pending > 0)
+		return;
+	if (c != NULL && b->out.len > 0) {
+		jsonrpc_append(&b->out, "]\n", 2);
+		conn_write(c, b->out.data, b->out.len);
+	}
+	jsonrpc_out_free(&b->out);
+	free(b);
+}
+
+/* Send the reply line in c->scratch, or add it to the batch it belongs to. */
+static void
+conn_send_reply(struct conn *c, struct batch *b)
+{
+	if (b == NULL) {
+		conn_write(c, c->scratch.data, c->scratch.len);
+		return;
+	}
+	jsonrpc_append(&b->out, b->out.len == 0 ? "[" : ",", 1);
+	jsonrpc_append(&b->out, c->scratch.data, c->scratch.len - 1);
 }
 
 static void
@@ -315,16 +410,23 @@ conn_flush(struct conn *c)
 	}
 }
 
-void
-conn_reply(struct conn *c, const json_t *id, json_t *result)
+static void
+conn_reply_to(struct conn *c, struct batch *b, const json_t *id,
+    json_t *result)
 {
 	if (id != NULL && !c->dead) {
 		c->scratch.len = 0;
 		if (jsonrpc_result(&c->scratch, id, result) != 0)
 			fatal("cannot encode a reply");
-		conn_write(c, c->scratch.data, c->scratch.len);
+		conn_send_reply(c, b);
 	}
 	json_decref(result);
+}
+
+void
+conn_reply(struct conn *c, const json_t *id, json_t *result)
+{
+	conn_reply_to(c, c->batch, id, result);
 }
 
 void
@@ -337,14 +439,13 @@ conn_reply_raw(struct conn *c, const json_t *id, const char *result,
 	if (id == NULL || c->dead)
 		return;
 	c->scratch.len = 0;
+	jsonrpc_append(&c->scratch, head, sizeof head - 1);
 	if (jsonrpc_dump(&c->scratch, id) != 0)
 		fatal("cannot encode a reply id");
-	evbuffer_add(c->out, head, sizeof head - 1);
-	evbuffer_add(c->out, c->scratch.data, c->scratch.len);
-	evbuffer_add(c->out, mid, sizeof mid - 1);
-	evbuffer_add(c->out, result, len);
-	evbuffer_add(c->out, "}\n", 2);
-	conn_queue(c);
+	jsonrpc_append(&c->scratch, mid, sizeof mid - 1);
+	jsonrpc_append(&c->scratch, result, len);
+	jsonrpc_append(&c->scratch, "}\n", 2);
+	conn_send_reply(c, c->batch);
 }
 
 void
@@ -354,17 +455,24 @@ conn_error(struct conn *c, const json_t *id, int code, const json_t *data,
 	char msg[1024];
 	va_list ap;
 
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	conn_error_to(c, c->batch, id, code, data, msg);
+}
+
+static void
+conn_error_to(struct conn *c, struct batch *b, const json_t *id, int code,
+    const json_t *data, const char *msg)
+{
 	/* Parse errors and invalid requests are answered even without id. */
 	if (c->dead || (id == NULL && code != STEXEC_ERR_PARSE &&
 	    code != STEXEC_ERR_INVALID_REQUEST))
 		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
 	c->scratch.len = 0;
 	if (jsonrpc_error(&c->scratch, id, code, msg, data) != 0)
 		fatal("cannot encode an error");
-	conn_write(c, c->scratch.data, c->scratch.len);
+	conn_send_reply(c, b);
 }
 
 struct ticket *
@@ -374,6 +482,8 @@ conn_ticket(struct conn *c, const json_t *id)
 
 	tk->c = c;
 	tk->id = id != NULL ? json_deep_copy(id) : NULL;
+	if ((tk->batch = c->batch) != NULL)
+		tk->batch->pending++;
 	tk->next = c->tickets;
 	if (c->tickets != NULL)
 		c->tickets->prev = tk;
@@ -392,6 +502,8 @@ ticket_drop(struct ticket *tk)
 		if (tk->next != NULL)
 			tk->next->prev = tk->prev;
 	}
+	if (tk->batch != NULL)
+		batch_release(tk->c, tk->batch);
 	json_decref(tk->id);
 	free(tk);
 }
@@ -406,7 +518,7 @@ void
 ticket_reply(struct ticket *tk, json_t *result)
 {
 	if (tk->c != NULL)
-		conn_reply(tk->c, tk->id, result);
+		conn_reply_to(tk->c, tk->batch, tk->id, result);
 	else
 		json_decref(result);
 	ticket_drop(tk);
@@ -422,7 +534,7 @@ ticket_error(struct ticket *tk, int code, const char *fmt, ...)
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	if (tk->c != NULL)
-		conn_error(tk->c, tk->id, code, NULL, "%s", msg);
+		conn_error_to(tk->c, tk->batch, tk->id, code, NULL, msg);
 	ticket_drop(tk);
 }
 

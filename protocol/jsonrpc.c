@@ -122,8 +122,8 @@ jsonrpc_classify(struct jsonrpc_msg *msg)
 	json_t		*result, *error, *code, *message;
 	json_int_t	 n;
 
-	if (json_is_array(root))
-		return "batch requests are not supported";
+	if (json_is_array(root) && json_array_size(root) == 0)
+		return "an empty batch";
 	if (!json_is_object(root))
 		return "a message must be a JSON object";
 
@@ -211,7 +211,26 @@ jsonrpc_decode(const char *line, size_t len, struct jsonrpc_msg *msg)
 		    error.text, error.column);
 		return;
 	}
+	if (json_is_array(msg->root) && json_array_size(msg->root) > 0) {
+		msg->kind = JSONRPC_BATCH;
+		return;
+	}
 	if ((detail = jsonrpc_classify(msg)) != NULL)
+		jsonrpc_invalid(msg, STEXEC_ERR_INVALID_REQUEST, "%s", detail);
+}
+
+void
+jsonrpc_decode_value(json_t *value, struct jsonrpc_msg *msg)
+{
+	const char	*detail;
+
+	memset(msg, 0, sizeof *msg);
+	msg->root = json_incref(value);
+	if (json_is_array(value))
+		detail = "a batch cannot hold a batch";
+	else
+		detail = jsonrpc_classify(msg);
+	if (detail != NULL)
 		jsonrpc_invalid(msg, STEXEC_ERR_INVALID_REQUEST, "%s", detail);
 }
 

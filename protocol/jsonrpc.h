@@ -16,6 +16,7 @@ enum jsonrpc_kind {
 	JSONRPC_RESPONSE,     /* id + result */
 	JSONRPC_ERROR,        /* id + error {code, message, data?} */
 	JSONRPC_INVALID,      /* see code/message: parse error or invalid request */
+	JSONRPC_BATCH,        /* a non-empty array: decode each element alone */
 };
 
 struct jsonrpc_msg {
@@ -36,6 +37,12 @@ struct jsonrpc_msg {
  * For -32600 msg->id holds the request's id when it had a usable one.
  */
 void jsonrpc_decode(const char *line, size_t len, struct jsonrpc_msg *msg);
+/*
+ * Classify one element of a batch (msg->root of a JSONRPC_BATCH), as
+ * jsonrpc_decode would a line holding only it; a batch inside a batch is
+ * invalid. Takes a reference of its own.
+ */
+void jsonrpc_decode_value(json_t *value, struct jsonrpc_msg *msg);
 void jsonrpc_msg_clear(struct jsonrpc_msg *);
 
 /*

@@ -827,13 +827,35 @@ Test(decode, parse_error_detail_safe)
 	jsonrpc_msg_clear(&msg);
 }
 
+/* A batch is kept whole; each element decodes as if it were alone. */
+Test(decode, batch)
+{
+	struct jsonrpc_msg msg, el;
+
+	decode_str("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},"
+	    "7,[]]", &msg);
+	cr_assert_eq(msg.kind, JSONRPC_BATCH);
+	cr_assert_eq(json_array_size(msg.root), 3);
+	jsonrpc_decode_value(json_array_get(msg.root, 0), &el);
+	cr_assert_eq(el.kind, JSONRPC_REQUEST);
+	cr_assert_str_eq(el.method, "ping");
+	jsonrpc_msg_clear(&el);
+	jsonrpc_decode_value(json_array_get(msg.root, 1), &el);
+	cr_assert_eq(el.kind, JSONRPC_INVALID);
+	cr_assert_str_eq(el.detail, "a message must be a JSON object");
+	jsonrpc_msg_clear(&el);
+	jsonrpc_decode_value(json_array_get(msg.root, 2), &el);
+	cr_assert_eq(el.kind, JSONRPC_INVALID);
+	cr_assert_str_eq(el.detail, "a batch cannot hold a batch");
+	jsonrpc_msg_clear(&el);
+	jsonrpc_msg_clear(&msg);
+}
+
 Test(decode, invalid_requests)
 {
 	const int	 E = STEXEC_ERR_INVALID_REQUEST;
 
-	expect_invalid("[]", E, "batch requests are not supported", NULL);
-	expect_invalid("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
-	    E, "batch requests are not supported", NULL);
+	expect_invalid("[]", E, "an empty batch", NULL);
 	expect_invalid("42", E, "a message must be a JSON object", NULL);
 	expect_invalid("\"x\"", E, "a message must be a JSON object", NULL);
 	expect_invalid("null", E, "a message must be a JSON object", NULL);

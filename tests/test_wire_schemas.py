@@ -953,10 +953,10 @@ class Scenario:
                  json.dumps(m))
         mark = len(E.msgs)
         E.send_raw(b"\n\r\n")  # blank lines: no reply
-        E.send_raw(b"[1,2]\n")
+        E.send_raw(b"[]\n")
         m = E.wait(lambda m: "error" in m, start=mark, what="batch error")
         t.expect(m.get("id") is None and
-                 m["error"].get("code") == -32600, "a batch: %s" %
+                 m["error"].get("code") == -32600, "an empty batch: %s" %
                  json.dumps(m))
         t.methods["x0"] = None
         mark = len(E.msgs)

@@ -71,6 +71,20 @@ static const struct cli_cmd cli_cmds[] = {
 	  "Example:\n"
 	  "  stexec-cli watch s-1f3a9c0d5e7b2a64\n",
 	  "since=", 1, 1, watch_main },
+	{ "bridge", "", "relay stdin/stdout to the daemon's socket",
+	  "Copies stdin to the daemon's socket and what the daemon sends to\n"
+	  "stdout, byte for byte, until the daemon closes the connection (end\n"
+	  "of stdin closes our side of it, like a client hanging up). A\n"
+	  "frontend on another host or in a container speaks the protocol\n"
+	  "(protocol/PROTOCOL.md) through it. Exit status 2 when the daemon\n"
+	  "cannot be reached.\n"
+	  "\n"
+	  "Examples:\n"
+	  "  ssh build-host stexec-cli bridge\n"
+	  "  kubectl exec -i POD -- stexec-cli bridge\n"
+	  "  echo '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}' | "
+	  "stexec-cli bridge\n",
+	  "", 0, 0, bridge_main },
 	{ "ping", "", "check that stexecd answers",
 	  "Prints the daemon's version, its socket and the round-trip time.\n"
 	  "\n"

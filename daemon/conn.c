@@ -224,8 +224,9 @@ conn_read_cb(evutil_socket_t fd, short what, void *arg)
 		p = ndjson_space(&c->in, CONN_READ_SIZE);
 		n = read(fd, p, CONN_READ_SIZE);
 		if (n == 0) {
+			/* It may only have shut its side: answer, then close. */
 			log_debug("client disconnected");
-			conn_kill(c);
+			conn_close_after_flush(c);
 			return;
 		}
 		if (n < 0) {

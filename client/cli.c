@@ -85,6 +85,27 @@ static const struct cli_cmd cli_cmds[] = {
 	  "  echo '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}' | "
 	  "stexec-cli bridge\n",
 	  "", 0, 0, bridge_main },
+	{ "mcp", "[--cwd DIR] [--tools FILE.json] [--max-parallel N] [--allow]",
+	  "serve a session's tools to an MCP client on stdio",
+	  "An MCP server (stdio transport) backed by one new session: the\n"
+	  "client lists the session's tools with tools/list and runs them with\n"
+	  "tools/call. Calls made together run as one turn under the daemon's\n"
+	  "rules: read-only tools in parallel, the others alone, results in\n"
+	  "call order; a failing bash call cancels the calls beside it. A\n"
+	  "progressToken gets notifications/progress with the tool's progress\n"
+	  "and streamed output; notifications/cancelled interrupts the turn\n"
+	  "the call is in (the calls beside it that can be cancelled end as\n"
+	  "interrupted). The session closes when stdin ends. Nothing but MCP\n"
+	  "messages is written to stdout; errors go to stderr.\n"
+	  "\n"
+	  "  --cwd DIR          the tools' working directory (default: this one)\n"
+	  "  --tools FILE.json  session tools besides the daemon's\n"
+	  "  --max-parallel N   most tools executing at once (default 10)\n"
+	  "  --allow            grant permission requests (default: deny)\n"
+	  "\n"
+	  "Example (an MCP client's server entry):\n"
+	  "  {\"command\": \"stexec-cli\", \"args\": [\"mcp\"]}\n",
+	  "cwd=,tools=,max-parallel=,allow", 0, 0, mcp_main },
 	{ "ping", "", "check that stexecd answers",
 	  "Prints the daemon's version, its socket and the round-trip time.\n"
 	  "\n"

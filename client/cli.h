@@ -85,6 +85,9 @@ int	 run_main(struct cli *, struct cli_args *);
 /* cli_bridge.c */
 int	 bridge_main(struct cli *, struct cli_args *);
 
+/* cli_mcp.c */
+int	 mcp_main(struct cli *, struct cli_args *);
+
 /* cli_watch.c */
 int	 watch_main(struct cli *, struct cli_args *);
 void	 watch_describe(const struct cli *, FILE *, const json_t *,

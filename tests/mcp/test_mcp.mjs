@@ -1,0 +1,152 @@
+// stexec-cli mcp against the official MCP SDK client: the real daemon on a
+// private socket, the real CLI as the client's stdio server.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+const DAEMON = process.env.STEXEC_DAEMON;
+const CLI = process.env.STEXEC_CLI;
+const dir = mkdtempSync(join(tmpdir(), 'stexec-mcp-'));
+const sock = join(dir, 's.sock');
+const tag = `mcp-${process.pid}-${Date.now()}`;
+let daemon;
+let client;
+
+async function waitFor(pred, what, ms = 10000) {
+  const until = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+// Processes other than the daemon that carry our tag in their environment.
+function leftovers() {
+  const found = [];
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid) || Number(pid) === daemon.pid) continue;
+    try {
+      if (readFileSync(`/proc/${pid}/environ`, 'latin1').includes(`STEXEC_E2E_TAG=${tag}`)) found.push(pid);
+    } catch { /* gone, or not ours to read */ }
+  }
+  return found;
+}
+
+async function connect() {
+  const transport = new StdioClientTransport({
+    command: CLI,
+    args: ['--socket', sock, 'mcp', '--cwd', dir],
+    stderr: 'inherit',
+  });
+  const c = new Client({ name: 'stexec-test', version: '1.0.0' });
+  await c.connect(transport);
+  return c;
+}
+
+const text = (r) => r.content.map((b) => b.text).join('');
+const bash = (command, opts) =>
+  client.callTool({ name: 'bash', arguments: { command } }, undefined, opts);
+
+before(async () => {
+  assert.ok(DAEMON && CLI, 'STEXEC_DAEMON and STEXEC_CLI must be set');
+  daemon = spawn(DAEMON, ['--socket', sock, '--output-dir', join(dir, 'out')], {
+    env: { ...process.env, STEXEC_E2E_TAG: tag },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  await waitFor(() => existsSync(sock), 'the daemon socket');
+  client = await connect();
+});
+
+after(async () => {
+  await client?.close();
+  await waitFor(() => leftovers().length === 0, 'no tool process left');
+  daemon.kill('SIGTERM');
+  const code = await new Promise((r) => daemon.on('exit', (c) => r(c)));
+  assert.equal(code, 0, 'the daemon stops cleanly');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('lists the built-in tools with their input schemas', async () => {
+  const { tools } = await client.listTools();
+  const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+  for (const name of ['bash', 'read_file', 'write_file', 'glob', 'grep', 'list_dir'])
+    assert.ok(byName[name], `no ${name}`);
+  assert.equal(byName.bash.inputSchema.type, 'object');
+  assert.ok(byName.bash.inputSchema.properties.command);
+  assert.equal(byName.read_file.annotations.readOnlyHint, true);
+  assert.equal(byName.bash.annotations.readOnlyHint, false);
+});
+
+test('calls bash', async () => {
+  const r = await bash('echo hello from $PWD');
+  assert.equal(r.isError, false);
+  assert.equal(text(r), `hello from ${dir}\n`);
+});
+
+test('a failing command is isError', async () => {
+  const r = await bash('echo oops; exit 3');
+  assert.equal(r.isError, true);
+  assert.match(text(r), /oops/);
+  assert.match(text(r), /3/);
+});
+
+test('an unknown tool is isError', async () => {
+  const r = await client.callTool({ name: 'nope', arguments: {} });
+  assert.equal(r.isError, true);
+  assert.match(text(r), /No such tool available: nope/);
+});
+
+test('parallel calls: unsafe ones run alone, each gets its own result', async () => {
+  const span = 's=$(date +%s%N); sleep 0.2; e=$(date +%s%N); echo $s $e';
+  const [a, b, r] = await Promise.all([
+    bash(span),
+    bash(span),
+    client.callTool({ name: 'read_file', arguments: { file_path: '/etc/hostname' } }),
+  ]);
+  const [as, ae] = text(a).trim().split(' ').map(BigInt);
+  const [bs, be] = text(b).trim().split(' ').map(BigInt);
+  assert.ok(ae <= bs || be <= as, 'two bash calls overlapped');
+  assert.equal(r.isError, false);
+  assert.equal(text(r).trim().split('\t').pop(), readFileSync('/etc/hostname', 'utf8').trim());
+});
+
+test('a failing bash cancels the calls beside it, not later ones', async () => {
+  const [fail, sibling] = await Promise.all([bash('exit 1'), bash('echo never')]);
+  assert.equal(fail.isError, true);
+  assert.equal(sibling.isError, true);
+  assert.match(text(sibling), /Cancelled: parallel tool call bash\(exit 1\) errored/);
+  const later = await bash('echo later');
+  assert.equal(later.isError, false);
+  assert.equal(text(later), 'later\n');
+});
+
+test('progress reaches a call that asks for it', async () => {
+  const seen = [];
+  const r = await bash('echo working >&3; sleep 0.1; echo done', {
+    onprogress: (p) => seen.push(p),
+  });
+  assert.equal(text(r), 'done\n');
+  assert.ok(seen.some((p) => p.message === 'working'), JSON.stringify(seen));
+  assert.ok(seen.every((p, i) => p.progress === i + 1));
+});
+
+test('cancelling a call interrupts its tool', async () => {
+  const pidfile = join(dir, 'sleeper.pid');
+  const ac = new AbortController();
+  const call = bash(`echo $$ > ${pidfile}; exec sleep 30`, { signal: ac.signal });
+  await waitFor(() => existsSync(pidfile) && readFileSync(pidfile, 'utf8').endsWith('\n'), 'the tool to start');
+  const pid = Number(readFileSync(pidfile, 'utf8'));
+  ac.abort('changed my mind');
+  await assert.rejects(call);
+  await waitFor(() => {
+    try { process.kill(pid, 0); return false; } catch { return true; }
+  }, 'the cancelled tool to die');
+  const next = await bash('echo still serving');
+  assert.equal(text(next), 'still serving\n');
+});

@@ -114,7 +114,7 @@ mcp_line(struct mcp *m, const char *line, size_t len)
 	size_t i;
 
 	jsonrpc_decode(line, len, &msg);
-	/* Batches (MCP 2025-03-26): each element as if alone. */
+	/* Batches (MCP 2025-03-26): each element as if alone, answered alone. */
 	if (msg.kind == JSONRPC_BATCH) {
 		for (i = 0; i < json_array_size(msg.root); i++) {
 			jsonrpc_decode_value(json_array_get(msg.root, i), &el);

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,8 +105,7 @@ int
 cgroup_create(char *err, size_t errlen)
 {
 	char *leaf, *kill;
-	const char *what = "create";
-	int error = 0;
+	bool ok = false;
 
 	if (cgroup_dir != NULL)
 		fatal("cgroup_create called twice");
@@ -117,26 +117,23 @@ cgroup_create(char *err, size_t errlen)
 	xasprintf(&kill, "%s/cgroup.kill", cgroup_dir);
 	/* A daemon of the same pid died with its sentinel: reuse the name. */
 	if (access(cgroup_dir, F_OK) == 0 && cgroup_remove(cgroup_dir) != 0)
-		error = errno;
-	else if (mkdir(cgroup_dir, 0755) != 0 || mkdir(leaf, 0755) != 0)
-		error = errno;
-	else if (access(kill, W_OK) != 0) {
-		error = errno;
-		what = "kill with";
+		snprintf(err, errlen, "cannot remove the stale %s: %s",
+		    cgroup_dir, strerror(errno));
+	else if (mkdir(cgroup_dir, 0755) != 0)
+		snprintf(err, errlen, "cannot create %s: %s", cgroup_dir,
+		    strerror(errno));
+	else if (mkdir(leaf, 0755) != 0 || access(kill, W_OK) != 0) {
+		snprintf(err, errlen, "cannot use %s: %s", cgroup_dir,
+		    errno == ENOENT ? "no cgroup.kill (Linux < 5.14)" :
+		    strerror(errno));
 		cgroup_remove(cgroup_dir);
-	}
+	} else
+		ok = true;
 	free(leaf);
 	free(kill);
-	if (error != 0) {
-		snprintf(err, errlen, "cannot %s %s: %s", what, cgroup_dir,
-		    error == ENOENT && *what == 'k' ? "no cgroup.kill "
-		    "(Linux < 5.14)" : strerror(error));
-		if (*what == 'c')
-			rmdir(cgroup_dir);
+	if (!ok)
 		cgroup_forget();
-		return -1;
-	}
-	return 0;
+	return ok ? 0 : -1;
 }
 
 /* Write text to dir/file. -1 with errno. */

@@ -107,6 +107,22 @@ sentinel_of(struct daemon *d)
 	return found;
 }
 
+/*
+ * A restarted daemon serves: it answers a ping (once it does, its signal
+ * handlers are in place, and d_stop's SIGTERM is a clean stop).
+ */
+static void
+restart(struct daemon *d, const char *opt)
+{
+	struct client *c;
+
+	d_restart(d, opt, NULL);
+	c = c_open(d);
+	json_decref(c_call(c, "ping", NULL));
+	c_close(c);
+	d_stop(d);
+}
+
 /* The daemon dies of sig: nothing of its tools may be left. */
 static void
 crash(int sig, const char *opt)
@@ -137,8 +153,7 @@ crash(int sig, const char *opt)
 	free(cg);
 	c_close(c);
 	/* A new daemon on the same socket: the old one is gone for good. */
-	d_restart(d, opt, NULL);
-	d_stop(d);
+	restart(d, opt);
 }
 
 Test(guard, a_sigkilled_daemon_leaves_no_tool, .timeout = 120)
@@ -203,6 +218,5 @@ Test(guard, a_killed_sentinel_is_replaced_and_told_every_group,
 		cr_assert_fail("%d processes outlived the daemon", left);
 	}
 	c_close(c);
-	d_restart(d, NULL);
-	d_stop(d);
+	restart(d, NULL);
 }

@@ -30,6 +30,8 @@
 #define SENTINEL_SWEEP_MS 10000
 /* What a clean stop waits for the sentinel before killing it. */
 #define SENTINEL_STOP_MS 30000
+/* Unwritten records beyond this: the sentinel does not read; replace it. */
+#define SENTINEL_OUT_MAX (1U << 20)
 /* A failed restart is tried again after this. */
 #define SENTINEL_RETRY_MS 1000
 
@@ -342,6 +344,13 @@ sentinel_send(enum sentinel_op op, pid_t arg)
 		return;
 	buf_add(&sentinel_out, &msg, sizeof msg);
 	sentinel_flush();
+	if (sentinel_out.len - sentinel_out_off > SENTINEL_OUT_MAX) {
+		/* Stopped or wedged: memory stays bounded, a new one replays. */
+		log_error("sentinel %ld does not read; replacing it",
+		    (long)sentinel_pid);
+		kill(sentinel_pid, SIGKILL);
+		sentinel_close();
+	}
 }
 
 /* Write what the pipe takes; wait for room for the rest. */

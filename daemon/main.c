@@ -48,6 +48,7 @@ struct options {
 	unsigned max_sessions;
 	unsigned max_tools_per_turn;
 	int idle_exit_s;
+	bool no_cgroup;
 };
 
 static struct event_base *main_base;
@@ -86,6 +87,8 @@ usage(FILE *f, int status)
 "  --max-tools-per-turn N   tools one turn may hold (default 10000)\n"
 "  --idle-exit SECONDS      when socket-activated, exit after this long\n"
 "                           with no session and no client (default: never)\n"
+"  --no-cgroup              keep tools out of a cgroup v2 subtree; the\n"
+"                           sentinel alone kills them if the daemon dies\n"
 "  --log-level LEVEL        error, warn, info or debug (default info)\n"
 "  --version, --help\n",
 	    STEXEC_MAX_MESSAGE_DEFAULT);
@@ -124,6 +127,7 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "max-sessions", required_argument, NULL, 'S' },
 		{ "max-tools-per-turn", required_argument, NULL, 'T' },
 		{ "idle-exit", required_argument, NULL, 'I' },
+		{ "no-cgroup", no_argument, NULL, 'C' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -189,6 +193,9 @@ parse_options(int argc, char **argv, struct options *o)
 		case 'I':
 			o->idle_exit_s = (int)parse_number("--idle-exit", optarg,
 			    1, 86400 * 365);
+			break;
+		case 'C':
+			o->no_cgroup = true;
 			break;
 		case 'l':
 			if ((level = log_parse_level(optarg)) < 0) {
@@ -388,6 +395,8 @@ main(int argc, char **argv)
 	pcfg.leftover_grace_ms = 100;
 	pcfg.max_procs = o.max_procs;
 	pcfg.output_dir = outdir;
+	pcfg.guard = true;
+	pcfg.no_cgroup = o.no_cgroup;
 	if (proc_init(main_base, &pcfg, err, sizeof err) != 0) {
 		log_error("%s", err);
 		return 1;

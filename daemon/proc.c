@@ -6,6 +6,7 @@
 #include "proc.h"
 
 #include <sys/queue.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -24,6 +25,7 @@
 
 #include "capture.h"
 #include "reaper.h"
+#include "sentinel.h"
 #include "util.h"
 
 #define PROC_TOKEN "STEXEC_PROC_TOKEN"
@@ -139,6 +141,9 @@ static void proc_finish(struct proc *);
 static void proc_done_cb(evutil_socket_t, short, void *);
 static void proc_free(struct proc *, bool);
 static int proc_mkdirs(const char *);
+static void proc_new_instance(void);
+static void proc_forget_group(struct proc *);
+static void proc_replay_groups(void);
 
 static struct event_base *proc_base;
 static struct proc_config proc_cfg;
@@ -150,6 +155,8 @@ static struct proc_list proc_done = TAILQ_HEAD_INITIALIZER(proc_done);
 static unsigned proc_nrunning;
 static uint64_t proc_nstarted;
 static uint64_t proc_next_token;
+/* "<16 hex digits>-": this daemon's tokens start with it. */
+static char proc_instance[24];
 static bool proc_starting;
 /* One read buffer for all pipes: reads never nest. +1 for a NUL. */
 static char proc_rbuf[PROC_READ_SIZE + 1];
@@ -191,6 +198,14 @@ proc_init(struct event_base *base, const struct proc_config *cfg, char *err,
 		proc_output_dir = NULL;
 		return -1;
 	}
+	proc_new_instance();
+	if (proc_cfg.guard && sentinel_start(base, proc_instance,
+	    proc_replay_groups, !proc_cfg.no_cgroup, err, errlen) != 0) {
+		reaper_free();
+		free(proc_output_dir);
+		proc_output_dir = NULL;
+		return -1;
+	}
 	proc_done_ev = event_new(base, -1, 0, proc_done_cb, NULL);
 	if (proc_done_ev == NULL)
 		fatal("event_new failed");
@@ -211,6 +226,8 @@ proc_shutdown(void)
 		if (p->pgid > 0)
 			kill(-p->pgid, SIGKILL);
 	}
+	/* Before the children are reaped: the sentinel is one of them. */
+	sentinel_stop();
 	reaper_kill_all();
 	while ((p = TAILQ_FIRST(&proc_all)) != NULL) {
 		TAILQ_REMOVE(&proc_all, p, all_entry);
@@ -339,7 +356,8 @@ proc_copy_env(char *const *envp, uint64_t token)
 {
 	char tok[64];
 
-	snprintf(tok, sizeof tok, "%s=%" PRIu64, PROC_TOKEN, token);
+	snprintf(tok, sizeof tok, "%s=%s%" PRIu64, PROC_TOKEN, proc_instance,
+	    token);
 	return proc_pack(envp, PROC_TOKEN "=", tok);
 }
 
@@ -543,6 +561,7 @@ proc_start(struct proc *p)
 
 	p->pid = pid;
 	p->pgid = pid;
+	sentinel_watch(p->pgid);
 	p->started = true;
 	proc_nrunning++;
 	proc_nstarted++;
@@ -618,7 +637,43 @@ proc_signal_group(struct proc *p, int sig)
 	if (p->pgid <= 0)
 		return;
 	if (kill(-p->pgid, sig) == -1 && errno == ESRCH)
-		p->pgid = 0;
+		proc_forget_group(p);
+}
+
+/* The group is gone (or no longer ours to watch). */
+static void
+proc_forget_group(struct proc *p)
+{
+	if (p->pgid > 0)
+		sentinel_forget(p->pgid);
+	p->pgid = 0;
+}
+
+/* A new sentinel learns every group that may still exist. */
+static void
+proc_replay_groups(void)
+{
+	struct proc *p;
+
+	TAILQ_FOREACH(p, &proc_all, all_entry) {
+		if (p->pgid > 0)
+			sentinel_watch(p->pgid);
+	}
+}
+
+/* Tokens unique across daemons: another's sentinel must not match ours. */
+static void
+proc_new_instance(void)
+{
+	struct timespec ts;
+	uint64_t r;
+
+	if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		r = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_sec ^
+		    ((uint64_t)ts.tv_nsec << 16);
+	}
+	snprintf(proc_instance, sizeof proc_instance, "%016" PRIx64 "-", r);
 }
 
 static void
@@ -911,7 +966,8 @@ static struct proc *
 proc_owner(const struct reaper_orphan *ro)
 {
 	struct proc *q;
-	char value[32], *end;
+	size_t plen = strlen(proc_instance);
+	char value[64], *end;
 	uint64_t token;
 
 	TAILQ_FOREACH(q, &proc_all, all_entry) {
@@ -919,11 +975,12 @@ proc_owner(const struct reaper_orphan *ro)
 			return q;
 	}
 	if (ro->zombie ||
-	    reaper_getenv(ro->pid, PROC_TOKEN, value, sizeof value) != 0)
+	    reaper_getenv(ro->pid, PROC_TOKEN, value, sizeof value) != 0 ||
+	    strncmp(value, proc_instance, plen) != 0)
 		return NULL;
 	errno = 0;
-	token = strtoull(value, &end, 10);
-	if (errno != 0 || *end != '\0')
+	token = strtoull(value + plen, &end, 10);
+	if (errno != 0 || *end != '\0' || end == value + plen)
 		return NULL;
 	TAILQ_FOREACH(q, &proc_all, all_entry) {
 		if (proc_alive(q) && q->token == token)
@@ -1009,6 +1066,7 @@ proc_free(struct proc *p, bool keep_file)
 
 	if (p->pid > 0)
 		reaper_remove(p->pid);
+	proc_forget_group(p);
 	if (p->in_ev != NULL)
 		event_free(p->in_ev);
 	if (p->in_fd != -1)

@@ -23,9 +23,10 @@ struct proc_spec {
 	char *const *argv;   /* argv[0] is executed as given (no PATH search
 	                        unless it has no '/') */
 	char *const *envp;   /* the complete environment; the child gets it
-	                        plus STEXEC_PROC_TOKEN=<n>, a number unique in
-	                        this daemon (any such entry given is replaced),
-	                        by which escapees are told apart (S20) */
+	                        plus STEXEC_PROC_TOKEN=<instance>-<n>, unique
+	                        across daemons (<instance>: 16 random hex
+	                        digits; any such entry given is replaced), by
+	                        which escapees are told apart (S20) */
 	const char *cwd;
 	const char *input;   /* written to stdin, then EOF */
 	size_t input_len;
@@ -90,6 +91,9 @@ struct proc_config {
 	                          (when <= 0) 100 */
 	int max_procs;         /* running tool processes at once; 0: no cap */
 	const char *output_dir; /* for output files; NULL: /tmp */
+	bool guard;            /* start a sentinel (sentinel.h): tools die
+	                          with the daemon, however it dies */
+	bool no_cgroup;        /* guard without a cgroup v2 subtree */
 };
 
 /*
@@ -101,6 +105,8 @@ struct proc_config {
  * Every child of the daemon is taken for a tool's: when a tool ends, any
  * re-parented process that is neither in a running tool's process group
  * nor carries a running tool's STEXEC_PROC_TOKEN is killed.
+ *
+ * With cfg->guard, also start the sentinel; proc_shutdown stops it.
  */
 int proc_init(struct event_base *, const struct proc_config *, char *err,
     size_t errlen);

@@ -42,7 +42,6 @@ static void	reaper_consider(pid_t, void (*)(const struct reaper_orphan *,
 		    void *), void *);
 static void reaper_signal(evutil_socket_t, short, void *);
 static struct reaper_entry *reaper_find(pid_t);
-static int reaper_stat(pid_t, pid_t *, pid_t *, char *);
 static void reaper_kill_orphan(const struct reaper_orphan *, void *);
 static void reaper_kill_child(pid_t);
 
@@ -170,8 +169,7 @@ reaper_reap(void)
 	}
 }
 
-/* Read ppid, pgid and state from /proc/PID/stat; -1 if it is gone. */
-static int
+int
 reaper_stat(pid_t pid, pid_t *ppid, pid_t *pgid, char *state)
 {
 	char path[64], line[1024], *p;

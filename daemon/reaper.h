@@ -42,6 +42,9 @@ void reaper_orphans(void (*cb)(const struct reaper_orphan *, void *), void *);
 /* Copy the value of NAME in pid's initial environment; -1 when absent. */
 int reaper_getenv(pid_t, const char *name, char *value, size_t len);
 
+/* Read ppid, pgid and state from /proc/PID/stat; -1 if it is gone. */
+int reaper_stat(pid_t, pid_t *ppid, pid_t *pgid, char *state);
+
 /* Kill every child (and what they leave) and reap them all; for shutdown. */
 void reaper_kill_all(void);
 

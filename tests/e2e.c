@@ -23,6 +23,7 @@
 extern char **environ;
 
 static bool	e2e_has_tag(pid_t, const char *);
+static int	e2e_scan(struct daemon *, bool);
 static void	c_fill(struct client *, int);
 
 long long
@@ -207,13 +208,15 @@ e2e_has_tag(pid_t pid, const char *tag)
 	return false;
 }
 
-int
-d_leftovers(struct daemon *d)
+/* Count (and with kill_them, SIGKILL) the tool processes left. */
+static int
+e2e_scan(struct daemon *d, bool kill_them)
 {
 	DIR *dir = opendir("/proc");
 	struct dirent *de;
-	char path[64], state = 0;
+	char path[64], comm[32], state = 0;
 	int count = 0;
+	long ppid;
 	pid_t pid;
 	FILE *f;
 
@@ -225,15 +228,35 @@ d_leftovers(struct daemon *d)
 		/* A zombie not yet reaped is dead: it does not count. */
 		snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
 		if ((f = fopen(path, "re")) != NULL) {
-			if (fscanf(f, "%*d (%*[^)]) %c", &state) != 1)
+			if (fscanf(f, "%*d (%31[^)]) %c %ld", comm, &state,
+			    &ppid) != 3)
 				state = 0;
 			fclose(f);
 		}
-		if (state != 'Z')
+		/* The running daemon's sentinel is the daemon's, not a tool. */
+		if (state != 0 && !d->exited && ppid == (long)d->pid &&
+		    strcmp(comm, "stexec-sentinel") == 0)
+			continue;
+		if (state != 'Z') {
 			count++;
+			if (kill_them)
+				kill(pid, SIGKILL);
+		}
 	}
 	closedir(dir);
 	return count;
+}
+
+int
+d_leftovers(struct daemon *d)
+{
+	return e2e_scan(d, false);
+}
+
+int
+d_kill_leftovers(struct daemon *d)
+{
+	return e2e_scan(d, true);
 }
 
 bool

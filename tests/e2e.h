@@ -52,8 +52,13 @@ void d_kill(struct daemon *, int sig);
  * connections, so a stale socket file left behind must have been replaced.
  */
 void d_restart(struct daemon *, const char *arg, ...);
-/* Processes (other than the daemon) carrying the daemon's tag. */
+/*
+ * Processes (other than the daemon and, while it runs, its sentinel)
+ * carrying the daemon's tag.
+ */
 int d_leftovers(struct daemon *);
+/* SIGKILL them (so that a failed test leaves nothing); how many there were. */
+int d_kill_leftovers(struct daemon *);
 /* Wait (up to ms) until no tool process is left; false if some remain. */
 bool d_wait_no_leftovers(struct daemon *, int ms);
 /* A path inside the daemon's temporary directory. */

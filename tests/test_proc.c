@@ -1181,7 +1181,7 @@ Test(proc, env_exact, .timeout = 30)
 	const char *env[] = { "A=1", "STEXEC_PROC_TOKEN=forged",
 		"B=two words", NULL };
 	const char *prefix = "A=1\nB=two words\nSTEXEC_PROC_TOKEN=";
-	char *end;
+	char *end, *num;
 
 	start(0, 0, 0);
 	r.argv[0] = "/usr/bin/env";
@@ -1192,7 +1192,11 @@ Test(proc, env_exact, .timeout = 30)
 	cr_assert_eq(r.end, PROC_EXITED);
 	cr_assert_eq(strncmp(r.head.data, prefix, strlen(prefix)), 0, "%s",
 	    r.head.data);
-	cr_assert_gt(strtoull(r.head.data + strlen(prefix), &end, 10), 0);
+	/* <16 hex digits of this daemon>-<n>: unique across daemons. */
+	num = r.head.data + strlen(prefix);
+	cr_assert_eq(strspn(num, "0123456789abcdef"), 16, "%s", num);
+	cr_assert_eq(num[16], '-', "%s", num);
+	cr_assert_gt(strtoull(num + 17, &end, 10), 0);
 	cr_assert_str_eq(end, "\n");
 	result_free(&r);
 	finish();

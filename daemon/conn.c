@@ -19,6 +19,7 @@
 #include "methods.h"
 #include "ndjson.h"
 #include "session.h"
+#include "utf8.h"
 #include "util.h"
 
 /* Bytes read per read(2), and reads per wakeup: fairness across clients. */
@@ -71,6 +72,8 @@ static void	conn_kill(struct conn *);
 static void	conn_free(struct conn *);
 static void	conn_queue(struct conn *);
 static void	conn_set_reading(struct conn *, bool);
+static void	conn_internal_error(struct conn *, const json_t *,
+    const char *);
 
 void
 conn_init(struct event_base *base, size_t max_message)
@@ -320,9 +323,10 @@ conn_reply(struct conn *c, const json_t *id, json_t *result)
 {
 	if (id != NULL && !c->dead) {
 		c->scratch.len = 0;
-		if (jsonrpc_result(&c->scratch, id, result) != 0)
-			fatal("cannot encode a reply");
-		conn_write(c, c->scratch.data, c->scratch.len);
+		if (jsonrpc_result(&c->scratch, id, result) == 0)
+			conn_write(c, c->scratch.data, c->scratch.len);
+		else
+			conn_internal_error(c, id, "a reply");
 	}
 	json_decref(result);
 }
@@ -337,8 +341,10 @@ conn_reply_raw(struct conn *c, const json_t *id, const char *result,
 	if (id == NULL || c->dead)
 		return;
 	c->scratch.len = 0;
-	if (jsonrpc_dump(&c->scratch, id) != 0)
-		fatal("cannot encode a reply id");
+	if (jsonrpc_dump(&c->scratch, id) != 0) {
+		conn_internal_error(c, NULL, "a reply id");
+		return;
+	}
 	evbuffer_add(c->out, head, sizeof head - 1);
 	evbuffer_add(c->out, c->scratch.data, c->scratch.len);
 	evbuffer_add(c->out, mid, sizeof mid - 1);
@@ -359,11 +365,34 @@ conn_error(struct conn *c, const json_t *id, int code, const json_t *data,
 	    code != STEXEC_ERR_INVALID_REQUEST))
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	utf8_vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	c->scratch.len = 0;
-	if (jsonrpc_error(&c->scratch, id, code, msg, data) != 0)
-		fatal("cannot encode an error");
+	if (jsonrpc_error(&c->scratch, id, code, msg, data) == 0)
+		conn_write(c, c->scratch.data, c->scratch.len);
+	else
+		conn_internal_error(c, id, "an error");
+}
+
+/*
+ * A reply that cannot be encoded (text that is not valid UTF-8) is a bug,
+ * never the client's fault and never worth the daemon: answer -32603.
+ */
+static void
+conn_internal_error(struct conn *c, const json_t *id, const char *what)
+{
+	static const char msg[] = "Internal error: the daemon could not "
+	    "encode its answer (see its log)";
+
+	log_error("cannot encode %s; answered %d instead", what,
+	    STEXEC_ERR_INTERNAL);
+	c->scratch.len = 0;
+	if (jsonrpc_error(&c->scratch, id, STEXEC_ERR_INTERNAL, msg,
+	    NULL) != 0 && jsonrpc_error(&c->scratch, NULL,
+	    STEXEC_ERR_INTERNAL, msg, NULL) != 0) {
+		conn_kill(c);
+		return;
+	}
 	conn_write(c, c->scratch.data, c->scratch.len);
 }
 
@@ -419,7 +448,7 @@ ticket_error(struct ticket *tk, int code, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	utf8_vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	if (tk->c != NULL)
 		conn_error(tk->c, tk->id, code, NULL, "%s", msg);

@@ -553,7 +553,7 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
     const struct proc_exit *x)
 {
 	struct exec *ex = t->ex;
-	struct buf b = { 0 };
+	struct buf b = { 0 }, fixed = { 0 };
 	json_t *p, *meta;
 	bool is_error = why != REASON_OK;
 
@@ -568,6 +568,12 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	else
 		exec_exit_content(&b, t, x, why);
 	free(content);
+	/* Every piece is valid already; a slip must not lose the result (S10). */
+	if (!utf8_valid(b.data, b.len)) {
+		utf8_repair(&fixed, b.data, b.len);
+		buf_free(&b);
+		b = fixed;
+	}
 	t->status = EXEC_COMPLETED;
 
 	meta = json_pack("{s:s, s:o, s:o, s:I, s:b, s:o, s:O}",

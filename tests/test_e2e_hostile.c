@@ -7,9 +7,12 @@
  * serves a second connection, and that no process is left.
  */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "e2e.h"
 
@@ -369,4 +372,54 @@ Test(hostile, additional_property_name)
 	hostile_run(json_pack("{s:[{s:s, s:[s], s:{s:s, s:b}}]}", "tools",
 	    "name", "t", "command", "/bin/true", "inputSchema", "type",
 	    "object", "additionalProperties", 0), via_unexpected_key);
+}
+
+/* Run the daemon with these options; its exit status (it must exit). */
+static int
+daemon_exit_status(const char *opt, const char *value)
+{
+	const char *bin = getenv("STEXEC_DAEMON");
+	char dir[] = "/tmp/stexec-hostile-XXXXXX", sock[64];
+	long long deadline;
+	pid_t pid;
+	int status;
+
+	cr_assert_not_null(bin, "STEXEC_DAEMON is not set");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(sock, sizeof sock, "%s/s.sock", dir);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		if (freopen("/dev/null", "w", stderr) == NULL)
+			_exit(126);
+		execl(bin, bin, "--socket", sock, opt, value, (char *)NULL);
+		_exit(127);
+	}
+	/* One that accepts the option would serve forever: stop it. */
+	for (deadline = e2e_now_ms() + SLOW; waitpid(pid, &status, WNOHANG) ==
+	    0; usleep(10000))
+		if (e2e_now_ms() > deadline) {
+			kill(pid, SIGTERM);
+			waitpid(pid, &status, 0);
+			unlink(sock);
+			rmdir(dir);
+			if (strcmp(opt, "--output-dir") == 0)
+				rmdir(value);
+			cr_assert_fail("stexecd %s %s did not exit", opt,
+			    value);
+		}
+	cr_assert(access(sock, F_OK) != 0, "it listened");
+	rmdir(dir);
+	return status;
+}
+
+/* Options whose text reaches clients in results must be valid UTF-8. */
+Test(hostile, options_shown_to_clients)
+{
+	int st;
+
+	st = daemon_exit_status("--output-dir", "/tmp/stexec-\xff");
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d", st);
+	st = daemon_exit_status("--interrupt-message", "cut \xe2\x82");
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d", st);
 }

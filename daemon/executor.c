@@ -568,7 +568,7 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	else
 		exec_exit_content(&b, t, x, why);
 	free(content);
-	/* Every piece is valid already; a slip must not lose the result (S10). */
+	/* Each piece is valid; should one slip, S10 still needs a result. */
 	if (!utf8_valid(b.data, b.len)) {
 		utf8_repair(&fixed, b.data, b.len);
 		buf_free(&b);

@@ -251,7 +251,8 @@ m_create_session(struct call *call)
 		}
 		json_object_foreach((json_t *)env, key, v)
 			if (!json_is_string(v) && !json_is_null(v)) {
-				utf8_snprintf(field, sizeof field, "env.%s", key);
+				utf8_snprintf(field, sizeof field, "env.%s",
+				    key);
 				bad_param(call, field, "must be a string or null");
 				return;
 			}

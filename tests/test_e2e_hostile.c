@@ -374,6 +374,55 @@ Test(hostile, additional_property_name)
 	    "object", "additionalProperties", 0), via_unexpected_key);
 }
 
+/* A placeholder the input lacks: the detail quotes its long name. */
+static json_t *
+via_missing_placeholder(struct client *c, const char *sid, const char *text,
+    int n)
+{
+	char *arg;
+	json_t *own, *r;
+
+	(void)sid;
+	cr_assert(asprintf(&arg, "{%s}", text) > 0);
+	own = c_session(c, json_pack("{s:[{s:s, s:[s, s]}]}", "tools", "name",
+	    "t", "command", "/bin/echo", arg));
+	free(arg);
+	r = tool_refused(c, json_string_value(own), json_object(), n);
+	json_decref(own);
+	return r;
+}
+
+Test(hostile, missing_placeholder)
+{
+	hostile_run(NULL, via_missing_placeholder);
+}
+
+/* An unknown tool's result names it whole (S1): nothing is cut there. */
+static json_t *
+via_unknown_tool(struct client *c, const char *sid, const char *text, int n)
+{
+	json_t *r, *result;
+	const char *content;
+	char id[16];
+
+	snprintf(id, sizeof id, "k%d", n);
+	json_decref(c_call(c, "addTool", json_pack("{s:s, s:{s:s, s:s}}",
+	    "sessionId", sid, "toolUse", "id", id, "name", text)));
+	r = c_wait(c, "tool_result", SLOW);
+	cr_assert_not_null(r, "no tool_result");
+	result = json_object_get(json_object_get(r, "params"), "result");
+	cr_assert_not_null(result, "tool_result without result");
+	content = json_string_value(json_object_get(result, "content"));
+	cr_assert_not_null(content);
+	cr_assert(strstr(content, text) != NULL, "the name is not whole");
+	return r;
+}
+
+Test(hostile, unknown_tool_name)
+{
+	hostile_run(json_object(), via_unknown_tool);
+}
+
 /* Run the daemon with these options; its exit status (it must exit). */
 static int
 daemon_exit_status(const char *opt, const char *value)

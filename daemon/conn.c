@@ -20,6 +20,7 @@
 #include "methods.h"
 #include "ndjson.h"
 #include "session.h"
+#include "utf8.h"
 #include "util.h"
 
 /* Bytes read per read(2), and reads per wakeup: fairness across clients. */
@@ -92,6 +93,8 @@ static void	conn_kill(struct conn *);
 static void	conn_free(struct conn *);
 static void	conn_queue(struct conn *);
 static void	conn_set_reading(struct conn *, bool);
+static void	conn_internal_error(struct conn *, struct batch *,
+		    const json_t *, const char *);
 
 void
 conn_init(struct event_base *base, size_t max_message)
@@ -417,9 +420,10 @@ conn_reply_to(struct conn *c, struct batch *b, const json_t *id,
 {
 	if (id != NULL && !c->dead) {
 		c->scratch.len = 0;
-		if (jsonrpc_result(&c->scratch, id, result) != 0)
-			fatal("cannot encode a reply");
-		conn_send_reply(c, b);
+		if (jsonrpc_result(&c->scratch, id, result) == 0)
+			conn_send_reply(c, b);
+		else
+			conn_internal_error(c, b, id, "a reply");
 	}
 	json_decref(result);
 }
@@ -441,11 +445,14 @@ conn_reply_raw(struct conn *c, const json_t *id, const char *result,
 		return;
 	c->scratch.len = 0;
 	jsonrpc_append(&c->scratch, head, sizeof head - 1);
-	if (jsonrpc_dump(&c->scratch, id) != 0)
-		fatal("cannot encode a reply id");
+	if (jsonrpc_dump(&c->scratch, id) != 0) {
+		conn_internal_error(c, c->batch, NULL, "a reply id");
+		return;
+	}
 	jsonrpc_append(&c->scratch, mid, sizeof mid - 1);
 	jsonrpc_append(&c->scratch, result, len);
-	jsonrpc_append(&c->scratch, "}\n", 2);
+	jsonrpc_append(&c->scratch, "}
+", 2);
 	conn_send_reply(c, c->batch);
 }
 
@@ -457,7 +464,7 @@ conn_error(struct conn *c, const json_t *id, int code, const json_t *data,
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	utf8_vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	conn_error_to(c, c->batch, id, code, data, msg);
 }
@@ -471,8 +478,32 @@ conn_error_to(struct conn *c, struct batch *b, const json_t *id, int code,
 	    code != STEXEC_ERR_INVALID_REQUEST))
 		return;
 	c->scratch.len = 0;
-	if (jsonrpc_error(&c->scratch, id, code, msg, data) != 0)
-		fatal("cannot encode an error");
+	if (jsonrpc_error(&c->scratch, id, code, msg, data) == 0)
+		conn_send_reply(c, b);
+	else
+		conn_internal_error(c, b, id, "an error");
+}
+
+/*
+ * A reply that cannot be encoded (text that is not valid UTF-8) is a bug,
+ * never the client's fault and never worth the daemon: answer -32603.
+ */
+static void
+conn_internal_error(struct conn *c, struct batch *b, const json_t *id,
+    const char *what)
+{
+	static const char msg[] = "Internal error: the daemon could not "
+	    "encode its answer (see its log)";
+
+	log_error("cannot encode %s; answered %d instead", what,
+	    STEXEC_ERR_INTERNAL);
+	c->scratch.len = 0;
+	if (jsonrpc_error(&c->scratch, id, STEXEC_ERR_INTERNAL, msg,
+	    NULL) != 0 && jsonrpc_error(&c->scratch, NULL,
+	    STEXEC_ERR_INTERNAL, msg, NULL) != 0) {
+		conn_kill(c);
+		return;
+	}
 	conn_send_reply(c, b);
 }
 
@@ -532,7 +563,7 @@ ticket_error(struct ticket *tk, int code, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	utf8_vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	if (tk->c != NULL)
 		conn_error_to(tk->c, tk->batch, tk->id, code, NULL, msg);

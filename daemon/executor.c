@@ -133,7 +133,6 @@ static void	exec_deliver(struct exec *);
 static void	exec_cascade(struct exec_tool *);
 static char	*exec_describe(const struct exec_tool *);
 static void	exec_apply_context(struct exec *, const json_t *);
-static size_t	exec_utf8_tail(const char *, size_t);
 static void	exec_flush_carry(struct exec_tool *);
 static void	exec_check_drain(struct exec *);
 static void	exec_flush_state(struct exec *);
@@ -554,7 +553,7 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
     const struct proc_exit *x)
 {
 	struct exec *ex = t->ex;
-	struct buf b = { 0 };
+	struct buf b = { 0 }, fixed = { 0 };
 	json_t *p, *meta;
 	bool is_error = why != REASON_OK;
 
@@ -569,6 +568,12 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	else
 		exec_exit_content(&b, t, x, why);
 	free(content);
+	/* Each piece is valid; should one slip, S10 still needs a result. */
+	if (!utf8_valid(b.data, b.len)) {
+		utf8_repair(&fixed, b.data, b.len);
+		buf_free(&b);
+		b = fixed;
+	}
 	t->status = EXEC_COMPLETED;
 
 	meta = json_pack("{s:s, s:o, s:o, s:I, s:b, s:o, s:O}",
@@ -726,7 +731,7 @@ exec_output_chunk(struct exec_tool *t, int fd, const char *data, size_t len)
 		data = joined;
 		len += have;
 	}
-	keep = exec_utf8_tail(data, len);
+	keep = len - utf8_cut(data, len, len);
 	t->ncarry[i] = keep;
 	memcpy(t->carry[i], data + len - keep, keep);
 	if (len > keep) {
@@ -737,34 +742,6 @@ exec_output_chunk(struct exec_tool *t, int fd, const char *data, size_t len)
 		exec_emit(t->ex, &e);
 	}
 	free(joined);
-}
-
-/*
- * Bytes at the end of s that begin a UTF-8 sequence not yet complete; at
- * most 3, and only a lead byte whose sequence would fit.
- */
-static size_t
-exec_utf8_tail(const char *s, size_t len)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t back, need;
-
-	for (back = 1; back <= 3 && back <= len; back++) {
-		unsigned char c = p[len - back];
-
-		if ((c & 0xc0) == 0x80)
-			continue;
-		if (c >= 0xf0 && c <= 0xf4)
-			need = 4;
-		else if (c >= 0xe0)
-			need = 3;
-		else if (c >= 0xc2)
-			need = 2;
-		else
-			return 0;
-		return need > back && c >= 0xc2 ? back : 0;
-	}
-	return 0;
 }
 
 /* The tool is done: what it held back of a character goes out as is. */

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "utf8.h"
+
 static enum log_level log_level = LOG_LEVEL_INFO;
 static int log_journal = -1; /* unknown yet */
 static const char *log_names[] = { "error", "warn", "info", "debug" };
@@ -61,7 +63,7 @@ log_msg(enum log_level level, const char *fmt, ...)
 	if (log_journal < 0)
 		log_journal = log_to_journal();
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof line, fmt, ap);
+	utf8_vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
 	/* One write per line, so lines of concurrent writers do not mix. */
 	if (log_journal)

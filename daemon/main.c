@@ -26,6 +26,7 @@
 #include "server.h"
 #include "session.h"
 #include "stexec/protocol.h"
+#include "utf8.h"
 #include "util.h"
 
 #ifndef STEXEC_LIBEXECDIR
@@ -385,6 +386,15 @@ main(int argc, char **argv)
 
 	outdir = o.output_dir != NULL ? xstrdup(o.output_dir) :
 	    default_output_dir();
+	/* Both reach clients in results, which must be valid UTF-8. */
+	if (!utf8_valid(outdir, strlen(outdir)) ||
+	    (o.interrupt_message != NULL && !utf8_valid(o.interrupt_message,
+	    strlen(o.interrupt_message)))) {
+		log_error("the output directory and --interrupt-message must "
+		    "be valid UTF-8: results show them to clients");
+		free(outdir);
+		return 1;
+	}
 	if (make_dirs(outdir) != 0) {
 		log_error("cannot create output directory %s: %s", outdir,
 		    strerror(errno));

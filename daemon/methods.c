@@ -17,6 +17,7 @@
 #include "proc.h"
 #include "session.h"
 #include "stexec/protocol.h"
+#include "utf8.h"
 #include "util.h"
 
 #define METHODS_EVENTS_MAX 10000
@@ -121,7 +122,7 @@ bad_param(struct call *call, const char *field, const char *fmt, ...)
 	json_t *data;
 
 	va_start(ap, fmt);
-	vsnprintf(problem, sizeof problem, fmt, ap);
+	utf8_vsnprintf(problem, sizeof problem, fmt, ap);
 	va_end(ap);
 	data = json_pack("{s:s}", "field", field);
 	conn_error(call->c, call->id, STEXEC_ERR_INVALID_PARAMS, data,
@@ -250,7 +251,8 @@ m_create_session(struct call *call)
 		}
 		json_object_foreach((json_t *)env, key, v)
 			if (!json_is_string(v) && !json_is_null(v)) {
-				snprintf(field, sizeof field, "env.%s", key);
+				utf8_snprintf(field, sizeof field, "env.%s",
+				    key);
 				bad_param(call, field, "must be a string or null");
 				return;
 			}

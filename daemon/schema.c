@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
 #include "util.h"
 
 /* Deeper schemas are refused, so neither walk can exhaust the stack. */
@@ -66,7 +67,7 @@ schema_fail(struct schema_ctx *ctx, const char *fmt, ...)
 	if (ctx->err == NULL || ctx->errlen == 0)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(ctx->err, ctx->errlen, fmt, ap);
+	utf8_vsnprintf(ctx->err, ctx->errlen, fmt, ap);
 	va_end(ap);
 }
 

@@ -16,6 +16,7 @@
 #include "proc.h"
 #include "registry.h"
 #include "stexec/protocol.h"
+#include "utf8.h"
 
 /* A subscriber further behind than this pauses the session's tools. */
 #define SESSION_PAUSE_LAG (1024 * 1024)
@@ -72,6 +73,8 @@ static uint64_t session_started, session_completed;
 
 static void	session_effect(void *, const struct exec_effect *);
 static void	session_note(struct session *, const char *, json_t *);
+static void	session_note_repaired(struct session *, struct jsonrpc_out *,
+    const char *, const json_t *);
 static void	session_note_output(struct session *,
 		    const struct exec_effect *);
 static void	session_log(struct session *, struct jsonrpc_out *, bool);
@@ -460,8 +463,25 @@ session_note(struct session *s, const char *method, json_t *params)
 	json_object_set_new(params, "seq", json_integer(
 	    (json_int_t)(s->last_seq + 1)));
 	if (jsonrpc_notification(&out, method, params) != 0)
-		fatal("cannot encode a %s notification", method);
+		session_note_repaired(s, &out, method, params);
 	session_log(s, &out, strcmp(method, "turn_end") == 0);
+}
+
+/*
+ * A notification that could not be encoded (text that is not valid UTF-8,
+ * a bug) still goes out, repaired: a tool_result is never lost (S10).
+ */
+static void
+session_note_repaired(struct session *s, struct jsonrpc_out *out,
+    const char *method, const json_t *params)
+{
+	json_t *fixed = utf8_repair_json(params);
+
+	log_error("session %s: cannot encode a %s notification; its text was "
+	    "repaired", s->id, method);
+	if (jsonrpc_notification(out, method, fixed) != 0)
+		fatal("cannot encode a repaired %s notification", method);
+	json_decref(fixed);
 }
 
 /*

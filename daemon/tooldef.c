@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "schema.h"
+#include "utf8.h"
 #include "util.h"
 
 #define TOOLDEF_NAME_MAX 128
@@ -83,7 +84,7 @@ tooldef_fail(char *err, size_t errlen, const char *fmt, ...)
 	if (err == NULL || errlen == 0)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	utf8_vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 }
 
@@ -792,9 +793,12 @@ tooldef_argv(const struct tooldef *def, const json_t *input, char *err,
 			argv[i] = schema_number_text(v);
 		else
 			argv[i] = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-		if (argv[i] == NULL)
-			fatal("%s: cannot encode `%s`", __func__,
-			    def->command[i].field);
+		if (argv[i] == NULL) {
+			tooldef_fail(err, errlen, "%s: cannot be made an "
+			    "argument", def->command[i].field);
+			tooldef_argv_free(argv);
+			return NULL;
+		}
 	}
 	return argv;
 }

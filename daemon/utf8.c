@@ -2,8 +2,11 @@
 #include "utf8.h"
 
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 static size_t	utf8_seq(const unsigned char *, size_t);
+static json_t	*utf8_repair_string(const char *, size_t);
 
 /* Length of the valid sequence at s, or 0 if it is not one. */
 static size_t
@@ -79,4 +82,93 @@ utf8_repair(struct buf *b, const char *s, size_t len)
 		i += n;
 	}
 	buf_add(b, s + run, i - run);
+}
+
+size_t
+utf8_cut(const char *s, size_t len, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = len < max ? len : max, back, need;
+	unsigned char c;
+
+	/* Drop a lead byte (and what follows it) whose sequence is cut. */
+	for (back = 1; back <= 3 && back <= n; back++) {
+		c = p[n - back];
+		if ((c & 0xc0) == 0x80)
+			continue;
+		if (c < 0xc2 || c > 0xf4)
+			return n;
+		need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+		return need > back ? n - back : n;
+	}
+	return n;
+}
+
+void
+utf8_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap)
+{
+	int n;
+
+	if (size == 0)
+		return;
+	n = vsnprintf(buf, size, fmt, ap);
+	if (n < 0)
+		buf[0] = '\0';
+	else if ((size_t)n >= size)
+		buf[utf8_cut(buf, size - 1, size - 1)] = '\0';
+}
+
+void
+utf8_snprintf(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	utf8_vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+}
+
+/* A JSON string of s[0..len), repaired if it is not valid UTF-8. */
+static json_t *
+utf8_repair_string(const char *s, size_t len)
+{
+	struct buf b = { 0 };
+	json_t *v;
+
+	if (utf8_valid(s, len))
+		return json_stringn(s, len);
+	utf8_repair(&b, s, len);
+	v = json_stringn(b.data, b.len);
+	buf_free(&b);
+	return v;
+}
+
+json_t *
+utf8_repair_json(const json_t *v)
+{
+	const char *key;
+	json_t *copy, *item, *k;
+	size_t i;
+
+	switch (json_typeof(v)) {
+	case JSON_STRING:
+		return utf8_repair_string(json_string_value(v),
+		    json_string_length(v));
+	case JSON_ARRAY:
+		copy = json_array();
+		json_array_foreach(v, i, item)
+			json_array_append_new(copy, utf8_repair_json(item));
+		return copy;
+	case JSON_OBJECT:
+		copy = json_object();
+		json_object_foreach((json_t *)v, key, item) {
+			k = utf8_repair_string(key, strlen(key));
+			json_object_set_new(copy, json_string_value(k),
+			    utf8_repair_json(item));
+			json_decref(k);
+		}
+		return copy;
+	default:
+		return json_deep_copy(v);
+	}
 }

@@ -2,6 +2,8 @@
 #ifndef STEXEC_UTF8_H
 #define STEXEC_UTF8_H
 
+#include <jansson.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -11,5 +13,20 @@
 bool utf8_valid(const char *s, size_t len);
 /* Append s to b with every invalid sequence replaced by U+FFFD. */
 void utf8_repair(struct buf *b, const char *s, size_t len);
+/*
+ * The length of the longest prefix of s[0..len) of at most max bytes that
+ * does not end inside a character: where to cut a text to fit max bytes.
+ */
+size_t utf8_cut(const char *s, size_t len, size_t max);
+/* vsnprintf, but a text that does not fit is cut at a character boundary. */
+void utf8_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+void utf8_snprintf(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/*
+ * A deep copy of v with every string and key that is not valid UTF-8
+ * repaired: a last resort for a message that could not be encoded.
+ */
+json_t *utf8_repair_json(const json_t *v);
 
 #endif

@@ -463,6 +463,17 @@ Test(S9, interrupt_then_cancel_escalates)
 	h_expect(h, NULL);
 }
 
+/* A text that is not UTF-8 (a bug elsewhere) is repaired, not lost. */
+Test(S10, a_result_with_text_that_is_not_utf8_keeps_its_result)
+{
+	h_add(h, "c", "bash", "{\"command\":\"nosuch\"}");
+	h_skip(h);
+	h_spawn_failed(h, h_find(h, "c"), "cannot run \xe2\x82: cut");
+	h_expect(h, "status c completed", "result c spawn_failed "
+	    "<tool_use_error>Error: cannot run \xef\xbf\xbd\xef\xbf\xbd: "
+	    "cut</tool_use_error>", "state 0 []", NULL);
+}
+
 Test(S10, every_tool_gets_exactly_one_result)
 {
 	static const char *ids[] = { "a", "b", "c", "d", "e", "f", "g" };

@@ -451,8 +451,7 @@ conn_reply_raw(struct conn *c, const json_t *id, const char *result,
 	}
 	jsonrpc_append(&c->scratch, mid, sizeof mid - 1);
 	jsonrpc_append(&c->scratch, result, len);
-	jsonrpc_append(&c->scratch, "}
-", 2);
+	jsonrpc_append(&c->scratch, "}\n", 2);
 	conn_send_reply(c, c->batch);
 }
 

@@ -188,8 +188,10 @@ param_session(struct call *call)
 
 	if (!param_string(call, "sessionId", true, &id))
 		return NULL;
-	if ((s = session_find(id, conn_uid(call->c), &code)) != NULL)
+	if ((s = session_find(id, conn_uid(call->c), &code)) != NULL) {
+		session_refer(s, call->c);
 		return s;
+	}
 	if (code == STEXEC_ERR_NOT_PERMITTED)
 		conn_error(call->c, call->id, code, NULL, "Not permitted: "
 		    "the session belongs to another user");
@@ -283,9 +285,11 @@ m_create_session(struct call *call)
 	    cwd, env, &code, err, sizeof err);
 	if (s == NULL)
 		conn_error(call->c, call->id, code, NULL, "%s", err);
-	else
+	else {
+		session_refer(s, call->c);
 		conn_reply(call->c, call->id, json_pack("{s:s}", "sessionId",
 		    session_id(s)));
+	}
 out:
 	for (i = 0; i < n; i++)
 		tooldef_unref(defs[i]);

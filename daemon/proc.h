@@ -131,6 +131,13 @@ void proc_pause(struct proc *, bool);
 /* The main pid, or 0 while queued or after it ended. */
 pid_t proc_pid(const struct proc *);
 
+/*
+ * Descriptors the supervisor may need at once with max_procs tools running
+ * (pipes, output files, one spawn's transient ends): what must stay free
+ * for spawning never to fail for want of descriptors.
+ */
+unsigned proc_fds_needed(void);
+
 /* Processes running and started since proc_init, for stats. */
 unsigned proc_running(void);
 uint64_t proc_started(void);

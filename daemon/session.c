@@ -5,9 +5,11 @@
  */
 #include "session.h"
 
+#include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "conn.h"
 #include "idmap.h"
@@ -57,6 +59,9 @@ struct session {
 	struct exec_tool **running; /* tools with a process */
 	size_t nrunning, caprunning;
 
+	unsigned refs;            /* open connections referring to it */
+	struct event *idle;       /* pending while the session is idle */
+
 	bool closing;
 	struct ticket **closers;
 	size_t nclosers;
@@ -69,6 +74,7 @@ static struct idmap session_map;
 static struct session *session_list;
 static unsigned session_n;
 static uint64_t session_started, session_completed;
+static const struct timeval *session_idle_tv;
 
 static void	session_effect(void *, const struct exec_effect *);
 static void	session_note(struct session *, const char *, json_t *);
@@ -88,6 +94,8 @@ static void	session_finish(struct session *);
 static void	session_catch_up(struct session *, struct conn *);
 static void	sub_send(struct sub *, bool);
 static void	session_free(struct session *);
+static void	session_idle_update(struct session *);
+static void	session_idle_cb(evutil_socket_t, short, void *);
 static void	session_proc_line(void *, const char *, size_t);
 static void	session_proc_chunk(void *, int, const char *, size_t);
 static void	session_proc_exit(void *, const struct proc_exit *);
@@ -101,7 +109,12 @@ static const struct proc_ops session_proc_ops = {
 void
 session_init(const struct session_config *cfg)
 {
+	struct timeval tv = { (time_t)cfg->idle_timeout_s, 0 };
+
 	session_cfg = *cfg;
+	/* One timeout for all: libevent keeps them in a queue, not a heap. */
+	if (cfg->base != NULL && cfg->idle_timeout_s > 0)
+		session_idle_tv = event_base_init_common_timeout(cfg->base, &tv);
 }
 
 unsigned
@@ -134,6 +147,14 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 	const char *key;
 	size_t i;
 
+	/* Tools run as the daemon's user: never hand that to another one. */
+	if (uid != geteuid() && uid != 0 && !session_cfg.other_uids) {
+		*code = STEXEC_ERR_NOT_PERMITTED;
+		snprintf(err, errlen, "Not permitted: this daemon runs as uid "
+		    "%u and its tools would run as that user, not as uid %u "
+		    "(--allow-other-uids)", (unsigned)geteuid(), (unsigned)uid);
+		return NULL;
+	}
 	if (session_n >= session_cfg.max_sessions) {
 		*code = STEXEC_ERR_LIMIT;
 		snprintf(err, errlen, "Limit exceeded: %u sessions are open "
@@ -171,6 +192,8 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 	    senv);
 	json_decref(senv);
 	s->prev_turn_seq = s->cur_turn_seq = 1;
+	if (session_idle_tv != NULL)
+		s->idle = evtimer_new(session_cfg.base, session_idle_cb, s);
 
 	idmap_put(&session_map, s->id, s);
 	s->next = session_list;
@@ -258,6 +281,52 @@ bool
 session_turn_full(struct session *s)
 {
 	return exec_turn_size(s->ex) >= session_cfg.max_tools_per_turn;
+}
+
+void
+session_refer(struct session *s, struct conn *c)
+{
+	if (conn_refer(c, s->id)) {
+		s->refs++;
+		session_idle_update(s);
+	}
+}
+
+void
+session_unrefer(const char *id)
+{
+	struct session *s = idmap_get(&session_map, id);
+
+	if (s != NULL && s->refs > 0) {
+		s->refs--;
+		session_idle_update(s);
+	}
+}
+
+/* Start the idle clock when the session becomes idle, stop it when not. */
+static void
+session_idle_update(struct session *s)
+{
+	bool idle = s->refs == 0 && s->subs == NULL && !exec_busy(s->ex) &&
+	    !s->closing;
+
+	if (s->idle == NULL)
+		return;
+	if (!idle)
+		evtimer_del(s->idle);
+	else if (!evtimer_pending(s->idle, NULL))
+		evtimer_add(s->idle, session_idle_tv);
+}
+
+static void
+session_idle_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+
+	log_info("session %s: closed after %u s with no client and nothing "
+	    "running (--session-idle-timeout)", s->id,
+	    session_cfg.idle_timeout_s);
+	session_close(s, NULL);
 }
 
 /* The executor's effects: processes, kills, notifications, drain replies. */
@@ -418,6 +487,7 @@ session_spawn(struct session *s, struct exec_tool *t)
 	}
 	s->running[s->nrunning++] = t;
 	session_started++;
+	session_idle_update(s);
 }
 
 static void
@@ -448,6 +518,8 @@ session_proc_exit(void *arg, const struct proc_exit *x)
 	exec_exited(t, x);
 	if (s->closing && !exec_busy(s->ex))
 		session_finish(s);
+	else
+		session_idle_update(s);
 }
 
 /* Give a notification its seq, log it, and hand it to the subscribers. */
@@ -650,6 +722,7 @@ session_subscribe(struct session *s, struct conn *c, int64_t since,
 			s->subs->prev = sub;
 		s->subs = sub;
 		conn_add_sub(c, sub);
+		session_idle_update(s);
 	}
 	sub->next = next;
 	*out = sub;
@@ -683,6 +756,7 @@ sub_free(struct sub *sub)
 	conn_remove_sub(sub->c, sub);
 	free(sub);
 	session_pressure(s);
+	session_idle_update(s);
 }
 
 void
@@ -758,12 +832,15 @@ session_catch_up(struct session *s, struct conn *c)
 void
 session_close(struct session *s, struct ticket *tk)
 {
-	s->closers = xreallocarray(s->closers, s->nclosers + 1,
-	    sizeof *s->closers);
-	s->closers[s->nclosers++] = tk;
+	if (tk != NULL) {
+		s->closers = xreallocarray(s->closers, s->nclosers + 1,
+		    sizeof *s->closers);
+		s->closers[s->nclosers++] = tk;
+	}
 	if (s->closing)
 		return;
 	s->closing = true;
+	session_idle_update(s);
 	log_debug("session %s closing", s->id);
 	exec_close(s->ex);
 	if (!exec_busy(s->ex))
@@ -802,6 +879,8 @@ session_free(struct session *s)
 	if (s->next != NULL)
 		s->next->prev = s->prev;
 	session_n--;
+	if (s->idle != NULL)
+		event_free(s->idle);
 	exec_free(s->ex);
 	for (i = 0; i < s->tools.cap; i++)
 		if (s->tools.slots[i].key != NULL &&

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "methods.h"
 #include "notify.h"
+#include "outdir.h"
 #include "proc.h"
 #include "registry.h"
 #include "server.h"
@@ -484,6 +485,8 @@ main(int argc, char **argv)
 	pcfg.leftover_grace_ms = 100;
 	pcfg.max_procs = o.max_procs;
 	pcfg.output_dir = outdir;
+	pcfg.output_file_max = o.output_budget;
+	outdir_init(main_base, outdir, o.output_budget);
 	if (proc_init(main_base, &pcfg, err, sizeof err) != 0) {
 		log_error("%s", err);
 		return 1;
@@ -549,6 +552,7 @@ main(int argc, char **argv)
 	notify_free();
 	server_stop();
 	session_shutdown();
+	outdir_shutdown();
 	conn_shutdown();
 	for (i = 0; i < nitems(sigs); i++)
 		event_free(sigs[i]);

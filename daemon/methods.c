@@ -60,6 +60,7 @@ static void	m_events(struct call *);
 static void	m_status(struct call *);
 static void	m_ping(struct call *);
 static void	m_stats(struct call *);
+static void	m_output_files(struct call *);
 
 static const struct method methods[] = {
 	{ "initialize", m_initialize },
@@ -78,6 +79,7 @@ static const struct method methods[] = {
 	{ "status", m_status },
 	{ "ping", m_ping },
 	{ "stats", m_stats },
+	{ "outputFiles", m_output_files },
 };
 
 void
@@ -230,6 +232,7 @@ m_create_session(struct call *call)
 	struct tooldef **defs = NULL;
 	struct session *s;
 	uint64_t max_parallel = EXEC_MAX_PARALLEL_DEFAULT;
+	uint64_t grace = SESSION_OUTPUT_GRACE_DEFAULT_MS;
 	const char *cwd, *key;
 	char err[512], field[64];
 	struct stat st;
@@ -237,7 +240,9 @@ m_create_session(struct call *call)
 	int code;
 
 	if (!param_uint(call, "maxParallel", 1, EXEC_MAX_PARALLEL_LIMIT,
-	    false, &max_parallel) || !param_string(call, "cwd", false, &cwd))
+	    false, &max_parallel) || !param_string(call, "cwd", false, &cwd) ||
+	    !param_uint(call, "outputGraceMs", 0, SESSION_OUTPUT_GRACE_MAX_MS,
+	    false, &grace))
 		return;
 	if (cwd != NULL && (cwd[0] != '/' || stat(cwd, &st) != 0 ||
 	    !S_ISDIR(st.st_mode))) {
@@ -287,6 +292,7 @@ m_create_session(struct call *call)
 		conn_error(call->c, call->id, code, NULL, "%s", err);
 	else {
 		session_refer(s, call->c);
+		session_set_output_grace(s, (unsigned)grace);
 		conn_reply(call->c, call->id, json_pack("{s:s}", "sessionId",
 		    session_id(s)));
 	}
@@ -533,6 +539,16 @@ m_status(struct call *call)
 	if ((s = param_session(call)) != NULL)
 		conn_reply(call->c, call->id, exec_status_json(session_exec(s),
 		    methods_pid_of));
+}
+
+static void
+m_output_files(struct call *call)
+{
+	struct session *s;
+
+	if ((s = param_session(call)) != NULL)
+		conn_reply(call->c, call->id, json_pack("{s:o}", "files",
+		    session_output_files_json(s)));
 }
 
 static void

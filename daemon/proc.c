@@ -554,6 +554,7 @@ proc_start(struct proc *p)
 	reaper_add(pid, proc_exited, p);
 	p->capture = capture_create(p->max_output, proc_output_dir, p->name,
 	    (long)pid, p->token);
+	capture_limit_file(p->capture, proc_cfg.output_file_max);
 
 	/* Most inputs fit the pipe: write now, wait for room only if not. */
 	proc_write_cb(-1, 0, p);

@@ -90,6 +90,7 @@ struct proc_config {
 	                          (when <= 0) 100 */
 	int max_procs;         /* running tool processes at once; 0: no cap */
 	const char *output_dir; /* for output files; NULL: /tmp */
+	uint64_t output_file_max; /* no output file beyond this; 0: no cap */
 };
 
 /*

@@ -5,6 +5,7 @@
  */
 #include "session.h"
 
+#include <errno.h>
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "idmap.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "outdir.h"
 #include "proc.h"
 #include "registry.h"
 #include "stexec/protocol.h"
@@ -59,6 +61,9 @@ struct session {
 	struct exec_tool **running; /* tools with a process */
 	size_t nrunning, caprunning;
 
+	struct outdir_set *files; /* its tools' whole-output files */
+	unsigned output_grace_ms;
+
 	unsigned refs;            /* open connections referring to it */
 	struct event *idle;       /* pending while the session is idle */
 
@@ -99,6 +104,8 @@ static void	session_idle_cb(evutil_socket_t, short, void *);
 static void	session_proc_line(void *, const char *, size_t);
 static void	session_proc_chunk(void *, int, const char *, size_t);
 static void	session_proc_exit(void *, const struct proc_exit *);
+static void	session_keep_output(struct session *, struct exec_tool *,
+		    const struct proc_exit *);
 
 static const struct proc_ops session_proc_ops = {
 	.line = session_proc_line,
@@ -192,6 +199,7 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 	    senv);
 	json_decref(senv);
 	s->prev_turn_seq = s->cur_turn_seq = 1;
+	s->output_grace_ms = SESSION_OUTPUT_GRACE_DEFAULT_MS;
 	if (session_idle_tv != NULL)
 		s->idle = evtimer_new(session_cfg.base, session_idle_cb, s);
 
@@ -275,6 +283,18 @@ session_list_json(uid_t uid)
 			    (json_int_t)exec_turn(s->ex), "unfinished",
 			    (int)exec_unfinished(s->ex)));
 	return list;
+}
+
+void
+session_set_output_grace(struct session *s, unsigned ms)
+{
+	s->output_grace_ms = ms;
+}
+
+json_t *
+session_output_files_json(struct session *s)
+{
+	return outdir_set_json(s->files);
 }
 
 bool
@@ -515,11 +535,33 @@ session_proc_exit(void *arg, const struct proc_exit *x)
 			break;
 		}
 	session_completed++;
+	session_keep_output(s, t, x);
 	exec_exited(t, x);
 	if (s->closing && !exec_busy(s->ex))
 		session_finish(s);
 	else
 		session_idle_update(s);
+}
+
+/*
+ * A whole-output file the result will name belongs to the session; one no
+ * result names (the tool was killed or discarded) is removed now.
+ */
+static void
+session_keep_output(struct session *s, struct exec_tool *t,
+    const struct proc_exit *x)
+{
+	if (x->output.path == NULL)
+		return;
+	if (!exec_exit_uses_output(t, x)) {
+		if (unlink(x->output.path) != 0)
+			log_warn("cannot remove %s: %s", x->output.path,
+			    strerror(errno));
+		return;
+	}
+	if (s->files == NULL)
+		s->files = outdir_set_new();
+	outdir_add(s->files, x->output.path, x->output.total, exec_tool_id(t));
 }
 
 /* Give a notification its seq, log it, and hand it to the subscribers. */
@@ -881,6 +923,7 @@ session_free(struct session *s)
 	session_n--;
 	if (s->idle != NULL)
 		event_free(s->idle);
+	outdir_set_release(s->files, s->output_grace_ms);
 	exec_free(s->ex);
 	for (i = 0; i < s->tools.cap; i++)
 		if (s->tools.slots[i].key != NULL &&

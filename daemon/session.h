@@ -58,6 +58,15 @@ struct tooldef *session_tool(struct session *, const char *name);
 json_t *session_tools_json(struct session *);
 /* listSessions rows of the sessions uid owns. */
 json_t *session_list_json(uid_t);
+/*
+ * Whole-output files of the session's tools are removed this long after it
+ * closes (createSession outputGraceMs).
+ */
+#define SESSION_OUTPUT_GRACE_DEFAULT_MS 60000
+#define SESSION_OUTPUT_GRACE_MAX_MS 86400000
+void session_set_output_grace(struct session *, unsigned ms);
+/* outputFiles: the session's whole-output files, kept and removed. */
+json_t *session_output_files_json(struct session *);
 /* Turns in which more tools are refused (-32004). */
 bool session_turn_full(struct session *);
 

@@ -428,3 +428,220 @@ Test(uids, a_root_daemon_refuses_sessions_of_other_uids)
 	c_close(nobody);
 	d_stop(d);
 }
+
+/* ------------------------------------------------------------------ */
+
+/* 100000 bytes of output, of which 1000 fit in the result: a file. */
+#define BIG_TOOL "[{\"name\":\"big\",\"command\":[\"/bin/sh\",\"-c\"," \
+	"\"yes x | head -c 100000; sleep ${PAUSE:-0}\"]," \
+	"\"maxResultBytes\":1000}]"
+
+static json_t *
+big_session(struct client *c, int grace_ms)
+{
+	json_t *p = json_pack("{s:o}", "tools", e2e_json(BIG_TOOL));
+
+	if (grace_ms >= 0)
+		json_object_set_new(p, "outputGraceMs", json_integer(grace_ms));
+	return c_session(c, p);
+}
+
+static const char *
+path_of(const json_t *result)
+{
+	return json_string_value(json_object_get(json_object_get(result,
+	    "meta"), "fullOutputPath"));
+}
+
+static bool
+exists(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0;
+}
+
+/* Output files in the daemon's output directory. */
+static int
+count_files(struct daemon *d)
+{
+	struct dirent *de;
+	DIR *dir = opendir(d->out);
+	int n = 0;
+
+	cr_assert(dir != NULL);
+	while ((de = readdir(dir)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(dir);
+	return n;
+}
+
+Test(outputs, the_budget_removes_the_oldest_and_says_so)
+{
+	struct daemon *d = d_start("--output-budget", "250000", NULL);
+	struct client *c = c_open(d);
+	json_t *sid = big_session(c, -1), *r, *files, *row;
+	const char *s = json_string_value(sid);
+	char *paths[4], id[8];
+	size_t i;
+
+	for (i = 0; i < 4; i++) {
+		snprintf(id, sizeof id, "b%zu", i);
+		r = run_tool(c, s, id, "big", NULL);
+		cr_assert(path_of(r) != NULL, "no file: %s", content_of(r));
+		paths[i] = strdup(path_of(r));
+		json_decref(r);
+	}
+	/* 4 x 100000 bytes in a budget of 250000: the first two went. */
+	cr_assert(!exists(paths[0]) && !exists(paths[1]));
+	cr_assert(exists(paths[2]) && exists(paths[3]));
+	r = c_call(c, "outputFiles", json_pack("{s:s}", "sessionId", s));
+	files = json_object_get(r, "files");
+	cr_assert_eq(json_array_size(files), 4, "%s", json_dumps(r, 0));
+	json_array_foreach(files, i, row) {
+		snprintf(id, sizeof id, "b%zu", i);
+		cr_assert_str_eq(json_string_value(json_object_get(row,
+		    "toolUseId")), id);
+		cr_assert_str_eq(json_string_value(json_object_get(row,
+		    "path")), paths[i]);
+		cr_assert_eq(json_integer_value(json_object_get(row, "bytes")),
+		    100000);
+		if (i < 2)
+			cr_assert_str_eq(json_string_value(json_object_get(row,
+			    "removed")), "budget");
+		else
+			cr_assert(json_is_null(json_object_get(row,
+			    "removed")));
+	}
+	json_decref(r);
+	/* Closed with the default grace (a minute): the files stay a while. */
+	json_decref(c_call(c, "closeSession", json_pack("{s:s}", "sessionId",
+	    s)));
+	cr_assert(exists(paths[2]) && exists(paths[3]));
+	json_decref(sid);
+	c_close(c);
+	/* A stop closes every session: no file outlives it. */
+	d_stop(d);
+	cr_assert(!exists(paths[2]) && !exists(paths[3]));
+	for (i = 0; i < 4; i++)
+		free(paths[i]);
+}
+
+Test(outputs, files_go_when_the_grace_after_close_ends)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *now = big_session(c, 0), *later = big_session(c, 1000), *r;
+	char *p0, *p1;
+
+	r = run_tool(c, json_string_value(now), "n", "big", NULL);
+	p0 = strdup(path_of(r));
+	json_decref(r);
+	r = run_tool(c, json_string_value(later), "l", "big", NULL);
+	p1 = strdup(path_of(r));
+	json_decref(r);
+	cr_assert(exists(p0) && exists(p1));
+	json_decref(c_call(c, "closeSession", json_pack("{s:O}", "sessionId",
+	    now)));
+	cr_assert(!exists(p0), "outputGraceMs 0 kept the file");
+	json_decref(c_call(c, "closeSession", json_pack("{s:O}", "sessionId",
+	    later)));
+	cr_assert(exists(p1), "the grace was not kept");
+	usleep(1500000);
+	cr_assert(!exists(p1), "the file outlived its grace");
+	cr_assert_eq(count_files(d), 0);
+	free(p0);
+	free(p1);
+	json_decref(now);
+	json_decref(later);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(outputs, a_killed_or_discarded_tool_leaves_no_file)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid = c_session(c, json_pack("{s:o, s:{s:s}}", "tools",
+	    e2e_json(BIG_TOOL), "env", "PAUSE", "3")), *list, *r;
+	const char *s = json_string_value(sid), *how[] = { "abort", "discard" };
+	long long until;
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		json_decref(c_add(c, s, how[i], "big", NULL));
+		/* The output is on disk once the file shows up. */
+		until = e2e_now_ms() + SLOW;
+		while (count_files(d) == 0) {
+			cr_assert(e2e_now_ms() < until, "no output file");
+			usleep(20000);
+		}
+		json_decref(c_call(c, how[i], json_pack("{s:s, s:s}",
+		    "sessionId", s, "reason", "cancel")));
+		if (i == 0) {
+			json_decref(c_call(c, "drain", json_pack("{s:s}",
+			    "sessionId", s)));
+			list = c_until(c, "turn_end", SLOW);
+			r = e2e_filter(list, "tool_result");
+			cr_assert(json_is_null(json_object_get(json_object_get(
+			    json_array_get(r, 0), "meta"), "fullOutputPath")));
+			json_decref(r);
+			json_decref(list);
+		}
+		/* A discarded tool runs on (S11) and ends unseen. */
+		cr_assert(d_wait_no_leftovers(d, SLOW));
+		until = e2e_now_ms() + SLOW;
+		while (count_files(d) != 0) {
+			cr_assert(e2e_now_ms() < until, "a file nobody was "
+			    "told of was left");
+			usleep(20000);
+		}
+	}
+	r = c_call(c, "outputFiles", json_pack("{s:s}", "sessionId", s));
+	cr_assert_eq(json_array_size(json_object_get(r, "files")), 0);
+	json_decref(r);
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(outputs, no_file_beyond_the_budget_and_leftovers_count)
+{
+	struct daemon *d = d_start("--output-budget", "50000", NULL);
+	struct client *c = c_open(d);
+	json_t *sid = big_session(c, -1), *r;
+	char left[160];
+	FILE *f;
+	int i;
+
+	r = run_tool(c, json_string_value(sid), "x", "big", NULL);
+	cr_assert(path_of(r) == NULL);
+	cr_assert(strstr(content_of(r), "the whole output could not be saved "
+	    "(the whole output is larger than --output-budget: File too "
+	    "large)") != NULL, "content: %s", content_of(r));
+	json_decref(r);
+	cr_assert_eq(count_files(d), 0);
+	json_decref(sid);
+	c_close(c);
+
+	/* A crash leaves a file: the next daemon counts it, oldest first. */
+	d_kill(d, SIGKILL);
+	snprintf(left, sizeof left, "%s/left-1-1.out", d->out);
+	cr_assert((f = fopen(left, "w")) != NULL);
+	for (i = 0; i < 40000; i++)
+		fputc('y', f);
+	fclose(f);
+	d_restart(d, "--output-budget", "150000", NULL);
+	c = c_open(d);
+	sid = big_session(c, -1);
+	r = run_tool(c, json_string_value(sid), "y", "big", NULL);
+	cr_assert(path_of(r) != NULL && exists(path_of(r)));
+	cr_assert(exists(left), "a leftover under the budget was removed");
+	json_decref(r);
+	r = run_tool(c, json_string_value(sid), "z", "big", NULL);
+	cr_assert(!exists(left), "the leftover was not the first to go");
+	json_decref(r);
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+}

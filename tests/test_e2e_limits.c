@@ -340,7 +340,7 @@ Test(idle, only_sessions_nobody_refers_to_are_closed)
 	busy = c_session(runner, NULL);
 	sbusy = json_string_value(busy);
 	json_decref(c_add(runner, sbusy, "slow", "bash",
-	    "{\"command\":\"sleep 3\"}"));
+	    "{\"command\":\"sleep 6\"}"));
 	c_close(runner);
 
 	cr_assert(wait_gone(d, sa, SLOW), "an abandoned session lives on");

@@ -220,7 +220,7 @@ Test(conns, idle_connections_cannot_starve_a_tool)
 
 	/* Every tool still gets its pipes, two at a time. */
 	for (k = 0; k < 3; k++) {
-		char id[16];
+		char id[32];
 
 		snprintf(id, sizeof id, "t%d", k);
 		json_decref(c_add(c, sid, id, "bash",
@@ -482,7 +482,7 @@ Test(outputs, the_budget_removes_the_oldest_and_says_so)
 	struct client *c = c_open(d);
 	json_t *sid = big_session(c, -1), *r, *files, *row;
 	const char *s = json_string_value(sid);
-	char *paths[4], id[8];
+	char *paths[4], id[32];
 	size_t i;
 
 	for (i = 0; i < 4; i++) {

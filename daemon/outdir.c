@@ -83,7 +83,7 @@ outdir_adopt(const char *dir)
 	struct outfile **found = NULL, *f;
 	struct dirent *de;
 	struct stat st;
-	size_t n = 0, i, len;
+	size_t n = 0, cap = 0, i, len;
 	DIR *d;
 
 	if ((d = opendir(dir)) == NULL)
@@ -99,19 +99,23 @@ outdir_adopt(const char *dir)
 		xasprintf(&f->path, "%s/%s", dir, de->d_name);
 		f->bytes = (uint64_t)st.st_size;
 		f->mtime = st.st_mtime;
-		found = xreallocarray(found, n + 1, sizeof *found);
+		if (n == cap) {
+			cap = cap > 0 ? cap * 2 : 16;
+			found = xreallocarray(found, cap, sizeof *found);
+		}
 		found[n++] = f;
 	}
 	closedir(d);
+	if (n == 0)
+		return;
 	qsort(found, n, sizeof *found, outdir_by_mtime);
 	for (i = 0; i < n; i++) {
 		TAILQ_INSERT_TAIL(&outdir_age, found[i], age);
 		outdir_total += found[i]->bytes;
 	}
-	if (n > 0)
-		log_info("%zu output files (%llu bytes) left in %s by an "
-		    "earlier run count toward --output-budget", n,
-		    (unsigned long long)outdir_total, dir);
+	log_info("%zu output files (%llu bytes) left in %s by an earlier "
+	    "run count toward --output-budget", n,
+	    (unsigned long long)outdir_total, dir);
 	free(found);
 }
 

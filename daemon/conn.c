@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "idmap.h"
@@ -70,6 +71,7 @@ static struct event *conn_flusher;
 static struct conn *conn_dirty;
 static unsigned conn_max_total, conn_max_per_uid;
 static struct idmap conn_users;
+static time_t conn_last_refusal;
 
 static void	conn_read_cb(evutil_socket_t, short, void *);
 static void	conn_write_cb(evutil_socket_t, short, void *);
@@ -171,7 +173,14 @@ conn_refuse(int fd, uid_t uid, struct conn_user *u)
 		    (unsigned)uid, u->n);
 	else
 		return false;
-	log_warn("refusing a connection of uid %u: %s", (unsigned)uid, msg);
+	/* A client retrying in a loop must not flood the journal. */
+	if (time(NULL) - conn_last_refusal >= 10) {
+		log_warn("refusing a connection of uid %u: %s", (unsigned)uid,
+		    msg);
+		conn_last_refusal = time(NULL);
+	} else
+		log_debug("refusing a connection of uid %u: %s", (unsigned)uid,
+		    msg);
 	if (jsonrpc_error(&out, NULL, STEXEC_ERR_LIMIT, msg, NULL) == 0 &&
 	    write(fd, out.data, out.len) < 0)
 		log_debug("cannot tell a refused client why: %s",

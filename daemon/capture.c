@@ -36,6 +36,7 @@ struct capture_stream {
 
 struct capture {
 	size_t max;
+	uint64_t file_max;   /* no file for more than this; 0: no limit */
 	size_t head_size;
 	size_t tail_size;
 	char *dir;
@@ -282,6 +283,12 @@ capture_ring_add(struct capture *c, struct capture_stream *s, const char *p,
 }
 
 void
+capture_limit_file(struct capture *c, uint64_t max)
+{
+	c->file_max = max;
+}
+
+void
 capture_add(struct capture *c, int fd, const void *data, size_t len)
 {
 	struct capture_stream *s = fd == 2 ? &c->err : &c->out;
@@ -291,6 +298,11 @@ capture_add(struct capture *c, int fd, const void *data, size_t len)
 	if (c->state != CAPTURE_ADDING)
 		fatal("output added after the capture was finished");
 	s->len += len;
+	/* Past the budget a file would only push every other one out. */
+	if (c->file_max > 0 && c->out.len + c->err.len > c->file_max &&
+	    c->error == NULL)
+		capture_fail(c, "the whole output is larger than "
+		    "--output-budget", EFBIG);
 	s->last = ((const char *)data)[len - 1];
 	if (!s->spilled) {
 		buf_add(&s->mem, data, len);

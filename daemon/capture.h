@@ -23,6 +23,11 @@ struct capture;
  */
 struct capture *capture_create(size_t max, const char *dir, const char *name,
     long pid, uint64_t id);
+/*
+ * Write no file for a combined content beyond max bytes (0: no limit): the
+ * head and tail stay right, and the error says why.
+ */
+void capture_limit_file(struct capture *, uint64_t max);
 /* Add bytes the process wrote to fd 1 or 2. Writes to disk as it goes. */
 void capture_add(struct capture *, int fd, const void *, size_t);
 /*

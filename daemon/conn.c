@@ -13,8 +13,10 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "idmap.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "methods.h"
@@ -46,9 +48,17 @@ struct ticket {
 	struct ticket *prev, *next;
 };
 
+/* Connections of one uid, for --max-connections-per-uid. */
+struct conn_user {
+	char key[16];
+	unsigned n;
+};
+
 struct conn {
 	int fd;
 	uid_t uid;
+	struct conn_user *user;
+	struct idmap refs;  /* ids of the sessions it named (key = value) */
 	struct event *rev, *wev;
 	struct ndjson in;
 	struct evbuffer *out;
@@ -75,6 +85,9 @@ static struct conn *conn_dead;
 /* Connections with output to write at the end of this loop pass. */
 static struct event *conn_flusher;
 static struct conn *conn_dirty;
+static unsigned conn_max_total, conn_max_per_uid;
+static struct idmap conn_users;
+static time_t conn_last_refusal;
 
 static void	conn_read_cb(evutil_socket_t, short, void *);
 static void	conn_write_cb(evutil_socket_t, short, void *);
@@ -95,6 +108,8 @@ static void	conn_queue(struct conn *);
 static void	conn_set_reading(struct conn *, bool);
 static void	conn_internal_error(struct conn *, struct batch *,
 		    const json_t *, const char *);
+static bool	conn_refuse(int, uid_t, struct conn_user *);
+static void	conn_drop_refs(struct conn *);
 
 void
 conn_init(struct event_base *base, size_t max_message)
@@ -103,6 +118,13 @@ conn_init(struct event_base *base, size_t max_message)
 	conn_max_message = max_message;
 	conn_reaper = event_new(base, -1, 0, conn_reap_cb, NULL);
 	conn_flusher = event_new(base, -1, 0, conn_flush_cb, NULL);
+}
+
+void
+conn_set_limits(unsigned total, unsigned per_uid)
+{
+	conn_max_total = total;
+	conn_max_per_uid = per_uid;
 }
 
 unsigned
@@ -114,19 +136,32 @@ conn_count(void)
 void
 conn_accept(int fd)
 {
-	struct conn *c = xcalloc(1, sizeof *c);
+	struct conn *c;
+	struct conn_user *u;
 	struct ucred cred;
 	socklen_t len = sizeof cred;
+	char key[16];
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
 		log_warn("cannot read the peer's credentials: %s",
 		    strerror(errno));
 		close(fd);
-		free(c);
 		return;
 	}
+	snprintf(key, sizeof key, "%u", (unsigned)cred.uid);
+	u = idmap_get(&conn_users, key);
+	if (conn_refuse(fd, cred.uid, u))
+		return;
+	if (u == NULL) {
+		u = xcalloc(1, sizeof *u);
+		memcpy(u->key, key, sizeof key);
+		idmap_put(&conn_users, u->key, u);
+	}
+	u->n++;
+	c = xcalloc(1, sizeof *c);
 	c->fd = fd;
 	c->uid = cred.uid;
+	c->user = u;
 	ndjson_init(&c->in, conn_max_message);
 	c->out = evbuffer_new();
 	c->rev = event_new(conn_base, fd, EV_READ | EV_PERSIST, conn_read_cb,
@@ -141,6 +176,42 @@ conn_accept(int fd)
 	conn_n++;
 	log_debug("client connected (pid %ld, uid %u)", (long)cred.pid,
 	    (unsigned)cred.uid);
+}
+
+/*
+ * Past a connection cap: one error line (a fresh socket has room for it, so
+ * the write cannot block), then close. True when refused.
+ */
+static bool
+conn_refuse(int fd, uid_t uid, struct conn_user *u)
+{
+	struct jsonrpc_out out = { 0 };
+	char msg[160];
+
+	if (conn_max_total > 0 && conn_n >= conn_max_total)
+		snprintf(msg, sizeof msg, "Limit exceeded: %u connections are "
+		    "open (--max-connections)", conn_n);
+	else if (conn_max_per_uid > 0 && u != NULL && u->n >= conn_max_per_uid)
+		snprintf(msg, sizeof msg, "Limit exceeded: uid %u has %u "
+		    "connections open (--max-connections-per-uid)",
+		    (unsigned)uid, u->n);
+	else
+		return false;
+	/* A client retrying in a loop must not flood the journal. */
+	if (time(NULL) - conn_last_refusal >= 10) {
+		log_warn("refusing a connection of uid %u: %s", (unsigned)uid,
+		    msg);
+		conn_last_refusal = time(NULL);
+	} else
+		log_debug("refusing a connection of uid %u: %s", (unsigned)uid,
+		    msg);
+	if (jsonrpc_error(&out, NULL, STEXEC_ERR_LIMIT, msg, NULL) == 0 &&
+	    write(fd, out.data, out.len) < 0)
+		log_debug("cannot tell a refused client why: %s",
+		    strerror(errno));
+	jsonrpc_out_free(&out);
+	close(fd);
+	return true;
 }
 
 uid_t
@@ -569,6 +640,18 @@ ticket_error(struct ticket *tk, int code, const char *fmt, ...)
 	ticket_drop(tk);
 }
 
+bool
+conn_refer(struct conn *c, const char *session_id)
+{
+	char *id;
+
+	if (c->dead || idmap_get(&c->refs, session_id) != NULL)
+		return false;
+	id = xstrdup(session_id);
+	idmap_put(&c->refs, id, id);
+	return true;
+}
+
 void
 conn_add_sub(struct conn *c, struct sub *sub)
 {
@@ -610,6 +693,7 @@ conn_kill(struct conn *c)
 	/* Its subscriptions and pending replies go at once. */
 	while (c->nsubs > 0)
 		sub_free(c->subs[0]);
+	conn_drop_refs(c);
 	for (tk = c->tickets; tk != NULL; tk = tk->next)
 		tk->c = NULL;
 	c->tickets = NULL;
@@ -620,9 +704,29 @@ conn_kill(struct conn *c)
 	if (c->next != NULL)
 		c->next->prev = c->prev;
 	conn_n--;
+	if (--c->user->n == 0) {
+		idmap_del(&conn_users, c->user->key);
+		free(c->user);
+	}
+	c->user = NULL;
 	c->next = conn_dead;
 	conn_dead = c;
 	event_active(conn_reaper, EV_TIMEOUT, 0);
+}
+
+/* The sessions it named may now be idle. */
+static void
+conn_drop_refs(struct conn *c)
+{
+	size_t i;
+	char *id;
+
+	for (i = 0; i < c->refs.cap; i++)
+		if ((id = c->refs.slots[i].value) != NULL) {
+			session_unrefer(id);
+			free(id);
+		}
+	idmap_free(&c->refs);
 }
 
 static void
@@ -666,4 +770,5 @@ conn_shutdown(void)
 		event_free(conn_flusher);
 	conn_reaper = conn_flusher = NULL;
 	conn_dirty = NULL;
+	idmap_free(&conn_users);
 }

@@ -22,6 +22,11 @@ struct ticket;
 #define CONN_OUT_HIGH (4 * 1024 * 1024)
 
 void conn_init(struct event_base *, size_t max_message);
+/*
+ * Connections at once, in all and per uid (0: no cap). One more is answered
+ * with a -32004 error line naming the limit and closed.
+ */
+void conn_set_limits(unsigned total, unsigned per_uid);
 /* Take over an accepted socket. */
 void conn_accept(int fd);
 /* Close every connection, flushing what can be written without blocking. */
@@ -56,6 +61,13 @@ void ticket_error(struct ticket *, int code, const char *, ...)
 void ticket_drop(struct ticket *);
 /* The connection a ticket answers on, or NULL once it is gone. */
 struct conn *ticket_conn(const struct ticket *);
+
+/*
+ * The connection named (created, or sent a request about) the session of
+ * this id: it refers to it until it closes (session_unrefer then). True the
+ * first time.
+ */
+bool conn_refer(struct conn *, const char *session_id);
 
 /* Subscriptions the connection holds: see session.h. */
 struct sub;

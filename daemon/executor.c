@@ -125,6 +125,7 @@ static void	exec_kill(struct exec_tool *, enum exec_reason);
 static void	exec_complete(struct exec_tool *, enum exec_reason, char *,
 		    const struct proc_exit *);
 static void	exec_complete_synthetic(struct exec_tool *, enum exec_reason);
+static enum exec_reason exec_exit_reason(const struct proc_exit *);
 static char	*exec_synthetic_content(struct exec *, enum exec_reason);
 static void	exec_add_output(struct buf *, const struct proc_exit *);
 static void	exec_exit_content(struct buf *, const struct exec_tool *,
@@ -825,24 +826,7 @@ exec_exited(struct exec_tool *t, const struct proc_exit *x)
 		exec_after_event(ex);
 		return;
 	}
-	switch (x->end) {
-	case PROC_EXITED:
-		why = x->status == 0 ? REASON_OK : REASON_EXIT;
-		break;
-	case PROC_SIGNALED:
-		why = REASON_SIGNAL;
-		break;
-	case PROC_TIMED_OUT:
-		why = REASON_TIMEOUT;
-		break;
-	case PROC_SPAWN_FAILED:
-		why = REASON_SPAWN_FAILED;
-		break;
-	default:
-		/* Killed, but not by us: the daemon is going away. */
-		why = REASON_INTERRUPTED;
-		break;
-	}
+	why = exec_exit_reason(x);
 	/* S14: only a process that ended by itself changes the context. */
 	if ((why == REASON_OK || why == REASON_EXIT) && t->context != NULL)
 		for (i = 0; i < json_array_size(t->context); i++)
@@ -852,6 +836,36 @@ exec_exited(struct exec_tool *t, const struct proc_exit *x)
 	else
 		exec_complete(t, why, NULL, x);
 	exec_after_event(ex);
+}
+
+/* How a process that nobody here killed ended. */
+static enum exec_reason
+exec_exit_reason(const struct proc_exit *x)
+{
+	switch (x->end) {
+	case PROC_EXITED:
+		return x->status == 0 ? REASON_OK : REASON_EXIT;
+	case PROC_SIGNALED:
+		return REASON_SIGNAL;
+	case PROC_TIMED_OUT:
+		return REASON_TIMEOUT;
+	case PROC_SPAWN_FAILED:
+		return REASON_SPAWN_FAILED;
+	default:
+		/* Killed, but not by us: the daemon is going away. */
+		return REASON_INTERRUPTED;
+	}
+}
+
+bool
+exec_exit_uses_output(const struct exec_tool *t, const struct proc_exit *x)
+{
+	enum exec_reason why;
+
+	if (t->discarded || t->killed)
+		return false;
+	why = exec_exit_reason(x);
+	return why != REASON_INTERRUPTED && why != REASON_SPAWN_FAILED;
 }
 
 void

@@ -97,6 +97,11 @@ void exec_output_chunk(struct exec_tool *, int fd, const char *data,
     size_t len);
 /* The tool's process has ended and every process of it is dead. */
 void exec_exited(struct exec_tool *, const struct proc_exit *);
+/*
+ * Whether exec_exited will name x's output file in the result: not for a
+ * tool killed, interrupted or discarded (its file has no reader).
+ */
+bool exec_exit_uses_output(const struct exec_tool *, const struct proc_exit *);
 /* abort: hard false is "interrupt" (S8), true is "cancel" (S9). */
 void exec_abort(struct exec *, bool hard);
 /* S11. Returns the number of the discarded turn. */

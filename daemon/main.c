@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
@@ -21,6 +22,7 @@
 #include "log.h"
 #include "methods.h"
 #include "notify.h"
+#include "outdir.h"
 #include "proc.h"
 #include "registry.h"
 #include "server.h"
@@ -50,7 +52,15 @@ struct options {
 	unsigned max_tools_per_turn;
 	int idle_exit_s;
 	bool no_cgroup;
+	unsigned max_conns;
+	unsigned max_conns_per_uid;
+	unsigned session_idle_s;
+	uint64_t output_budget;
+	bool other_uids;
 };
+
+/* Descriptors the daemon holds besides connections and tools. */
+#define MAIN_FDS_BASE 32
 
 static struct event_base *main_base;
 
@@ -63,6 +73,7 @@ static char	*default_output_dir(void);
 static int	make_dirs(const char *);
 static void	on_signal(evutil_socket_t, short, void *);
 static int	activated_socket(void);
+static int	connection_cap(unsigned, unsigned *);
 
 static void
 usage(FILE *f, int status)
@@ -90,6 +101,21 @@ usage(FILE *f, int status)
 "                           with no session and no client (default: never)\n"
 "  --no-cgroup              keep tools out of a cgroup v2 subtree; the\n"
 "                           sentinel alone kills them if the daemon dies\n"
+"  --max-connections N      clients connected at once (default 4096; 0: no\n"
+"                           cap but the descriptor limit)\n"
+"  --max-connections-per-uid N\n"
+"                           clients of one uid at once (default 1024; 0: no\n"
+"                           cap)\n"
+"  --session-idle-timeout SECONDS\n"
+"                           close a session with no client, no subscriber\n"
+"                           and no tool running after this long (default\n"
+"                           3600; 0: never)\n"
+"  --output-budget BYTES    bytes of whole-output files kept in the output\n"
+"                           directory, oldest removed first (default\n"
+"                           1073741824; 0: no budget)\n"
+"  --allow-other-uids       let users other than the daemon's (and root)\n"
+"                           create sessions: their tools run as the\n"
+"                           daemon's user (default: refused, -32003)\n"
 "  --log-level LEVEL        error, warn, info or debug (default info)\n"
 "  --version, --help\n",
 	    STEXEC_MAX_MESSAGE_DEFAULT);
@@ -128,7 +154,12 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "max-sessions", required_argument, NULL, 'S' },
 		{ "max-tools-per-turn", required_argument, NULL, 'T' },
 		{ "idle-exit", required_argument, NULL, 'I' },
-		{ "no-cgroup", no_argument, NULL, 'C' },
+		{ "no-cgroup", no_argument, NULL, 'G' },
+		{ "max-connections", required_argument, NULL, 'C' },
+		{ "max-connections-per-uid", required_argument, NULL, 'U' },
+		{ "session-idle-timeout", required_argument, NULL, 'E' },
+		{ "output-budget", required_argument, NULL, 'B' },
+		{ "allow-other-uids", no_argument, NULL, 'A' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -195,8 +226,27 @@ parse_options(int argc, char **argv, struct options *o)
 			o->idle_exit_s = (int)parse_number("--idle-exit", optarg,
 			    1, 86400 * 365);
 			break;
-		case 'C':
+		case 'G':
 			o->no_cgroup = true;
+			break;
+		case 'C':
+			o->max_conns = (unsigned)parse_number(
+			    "--max-connections", optarg, 0, 10000000);
+			break;
+		case 'U':
+			o->max_conns_per_uid = (unsigned)parse_number(
+			    "--max-connections-per-uid", optarg, 0, 10000000);
+			break;
+		case 'E':
+			o->session_idle_s = (unsigned)parse_number(
+			    "--session-idle-timeout", optarg, 0, 86400 * 365);
+			break;
+		case 'B':
+			o->output_budget = (uint64_t)parse_number(
+			    "--output-budget", optarg, 0, LONG_MAX);
+			break;
+		case 'A':
+			o->other_uids = true;
 			break;
 		case 'l':
 			if ((level = log_parse_level(optarg)) < 0) {
@@ -346,6 +396,48 @@ activated_socket(void)
 	return -1;
 }
 
+/*
+ * Raise the descriptor limit to the hard one, and cap connections so that
+ * what the tools may need always stays free: idle clients can never make a
+ * spawn fail. The cap, or -1 when the limit leaves no room at all.
+ */
+static int
+connection_cap(unsigned wanted, unsigned *cap)
+{
+	struct rlimit rl;
+	rlim_t reserve = proc_fds_needed() + MAIN_FDS_BASE, room;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		fatal("getrlimit: %s", strerror(errno));
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			log_warn("cannot raise the descriptor limit to %llu: %s",
+			    (unsigned long long)rl.rlim_max, strerror(errno));
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur <= reserve) {
+		log_error("the descriptor limit (%llu) leaves no room for "
+		    "clients: --max-procs needs %llu; raise RLIMIT_NOFILE or "
+		    "lower --max-procs", (unsigned long long)rl.rlim_cur,
+		    (unsigned long long)reserve);
+		return -1;
+	}
+	room = rl.rlim_cur == RLIM_INFINITY ? UINT_MAX : rl.rlim_cur - reserve;
+	if (room > UINT_MAX)
+		room = UINT_MAX;
+	*cap = wanted;
+	if (wanted == 0 || wanted > room) {
+		*cap = (unsigned)room;
+		if (wanted != 0)
+			log_warn("--max-connections %u lowered to %u: the "
+			    "descriptor limit is %llu and tools may need %llu",
+			    wanted, *cap, (unsigned long long)rl.rlim_cur,
+			    (unsigned long long)reserve);
+	}
+	return 0;
+}
+
 static void
 on_signal(evutil_socket_t sig, short what, void *arg)
 {
@@ -368,6 +460,10 @@ main(int argc, char **argv)
 		.retention_bytes = 4 * 1024 * 1024,
 		.max_sessions = 100000,
 		.max_tools_per_turn = 10000,
+		.max_conns = 4096,
+		.max_conns_per_uid = 1024,
+		.session_idle_s = 3600,
+		.output_budget = 1024 * 1024 * 1024,
 	};
 	struct proc_config pcfg = { 0 };
 	struct session_config scfg = { 0 };
@@ -376,6 +472,7 @@ main(int argc, char **argv)
 	char err[1024], pathbuf[4096], *tool, *outdir, cwd[PATH_MAX];
 	const char *path;
 	bool activated;
+	unsigned max_conns;
 	size_t i;
 	int fd;
 
@@ -407,10 +504,14 @@ main(int argc, char **argv)
 	pcfg.output_dir = outdir;
 	pcfg.guard = true;
 	pcfg.no_cgroup = o.no_cgroup;
+	pcfg.output_file_max = o.output_budget;
+	outdir_init(main_base, outdir, o.output_budget);
 	if (proc_init(main_base, &pcfg, err, sizeof err) != 0) {
 		log_error("%s", err);
 		return 1;
 	}
+	if (connection_cap(o.max_conns, &max_conns) != 0)
+		return 1;
 
 	if (o.ntools_dirs == 0) {
 		tool = find_tool_binary();
@@ -431,8 +532,12 @@ main(int argc, char **argv)
 	scfg.interrupt_message = o.interrupt_message;
 	scfg.base_env = base_environment();
 	scfg.base_cwd = getcwd(cwd, sizeof cwd) != NULL ? cwd : "/";
+	scfg.other_uids = o.other_uids;
+	scfg.base = main_base;
+	scfg.idle_timeout_s = o.session_idle_s;
 	session_init(&scfg);
 	conn_init(main_base, o.max_message);
+	conn_set_limits(max_conns, o.max_conns_per_uid);
 	mcfg.max_message = o.max_message;
 	methods_init(&mcfg);
 
@@ -466,6 +571,7 @@ main(int argc, char **argv)
 	notify_free();
 	server_stop();
 	session_shutdown();
+	outdir_shutdown();
 	conn_shutdown();
 	for (i = 0; i < nitems(sigs); i++)
 		event_free(sigs[i]);

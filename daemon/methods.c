@@ -61,6 +61,7 @@ static void	m_events(struct call *);
 static void	m_status(struct call *);
 static void	m_ping(struct call *);
 static void	m_stats(struct call *);
+static void	m_output_files(struct call *);
 
 static const struct method methods[] = {
 	{ "initialize", m_initialize },
@@ -79,6 +80,7 @@ static const struct method methods[] = {
 	{ "status", m_status },
 	{ "ping", m_ping },
 	{ "stats", m_stats },
+	{ "outputFiles", m_output_files },
 };
 
 void
@@ -189,8 +191,10 @@ param_session(struct call *call)
 
 	if (!param_string(call, "sessionId", true, &id))
 		return NULL;
-	if ((s = session_find(id, conn_uid(call->c), &code)) != NULL)
+	if ((s = session_find(id, conn_uid(call->c), &code)) != NULL) {
+		session_refer(s, call->c);
 		return s;
+	}
 	if (code == STEXEC_ERR_NOT_PERMITTED)
 		conn_error(call->c, call->id, code, NULL, "Not permitted: "
 		    "the session belongs to another user");
@@ -229,6 +233,7 @@ m_create_session(struct call *call)
 	struct tooldef **defs = NULL;
 	struct session *s;
 	uint64_t max_parallel = EXEC_MAX_PARALLEL_DEFAULT;
+	uint64_t grace = SESSION_OUTPUT_GRACE_DEFAULT_MS;
 	const char *cwd, *key;
 	char err[512], field[64];
 	struct stat st;
@@ -236,7 +241,9 @@ m_create_session(struct call *call)
 	int code;
 
 	if (!param_uint(call, "maxParallel", 1, EXEC_MAX_PARALLEL_LIMIT,
-	    false, &max_parallel) || !param_string(call, "cwd", false, &cwd))
+	    false, &max_parallel) || !param_string(call, "cwd", false, &cwd) ||
+	    !param_uint(call, "outputGraceMs", 0, SESSION_OUTPUT_GRACE_MAX_MS,
+	    false, &grace))
 		return;
 	if (cwd != NULL && (cwd[0] != '/' || stat(cwd, &st) != 0 ||
 	    !S_ISDIR(st.st_mode))) {
@@ -285,9 +292,12 @@ m_create_session(struct call *call)
 	    cwd, env, &code, err, sizeof err);
 	if (s == NULL)
 		conn_error(call->c, call->id, code, NULL, "%s", err);
-	else
+	else {
+		session_refer(s, call->c);
+		session_set_output_grace(s, (unsigned)grace);
 		conn_reply(call->c, call->id, json_pack("{s:s}", "sessionId",
 		    session_id(s)));
+	}
 out:
 	for (i = 0; i < n; i++)
 		tooldef_unref(defs[i]);
@@ -531,6 +541,16 @@ m_status(struct call *call)
 	if ((s = param_session(call)) != NULL)
 		conn_reply(call->c, call->id, exec_status_json(session_exec(s),
 		    methods_pid_of));
+}
+
+static void
+m_output_files(struct call *call)
+{
+	struct session *s;
+
+	if ((s = param_session(call)) != NULL)
+		conn_reply(call->c, call->id, json_pack("{s:o}", "files",
+		    session_output_files_json(s)));
 }
 
 static void

@@ -40,6 +40,10 @@
 /* Polls for the leftovers to be reaped; then the result goes anyway. */
 #define PROC_POLL_MS 5
 #define PROC_POLL_MAX 2000
+/* Held by a running tool: stdin, 3 pipes, the output and spill files. */
+#define PROC_FDS_PER_TOOL 6
+/* Held for a moment by a spawn: 4 child ends, the cwd, the /proc scans. */
+#define PROC_FDS_SPAWN 8
 
 enum proc_state {
 	PROC_QUEUED,   /* waiting for a max_procs slot */
@@ -569,6 +573,7 @@ proc_start(struct proc *p)
 	reaper_add(pid, proc_exited, p);
 	p->capture = capture_create(p->max_output, proc_output_dir, p->name,
 	    (long)pid, p->token);
+	capture_limit_file(p->capture, proc_cfg.output_file_max);
 
 	/* Most inputs fit the pipe: write now, wait for room only if not. */
 	proc_write_cb(-1, 0, p);
@@ -1143,6 +1148,15 @@ pid_t
 proc_pid(const struct proc *p)
 {
 	return p->state == PROC_RUNNING ? p->pid : 0;
+}
+
+unsigned
+proc_fds_needed(void)
+{
+	unsigned procs = proc_cfg.max_procs > 0 ?
+	    (unsigned)proc_cfg.max_procs : 1024;
+
+	return procs * PROC_FDS_PER_TOOL + PROC_FDS_SPAWN;
 }
 
 unsigned

@@ -94,6 +94,7 @@ struct proc_config {
 	bool guard;            /* start a sentinel (sentinel.h): tools die
 	                          with the daemon, however it dies */
 	bool no_cgroup;        /* guard without a cgroup v2 subtree */
+	uint64_t output_file_max; /* no output file beyond this; 0: no cap */
 };
 
 /*
@@ -136,6 +137,13 @@ void proc_kill(struct proc *);
 void proc_pause(struct proc *, bool);
 /* The main pid, or 0 while queued or after it ended. */
 pid_t proc_pid(const struct proc *);
+
+/*
+ * Descriptors the supervisor may need at once with max_procs tools running
+ * (pipes, output files, one spawn's transient ends): what must stay free
+ * for spawning never to fail for want of descriptors.
+ */
+unsigned proc_fds_needed(void);
 
 /* Processes running and started since proc_init, for stats. */
 unsigned proc_running(void);

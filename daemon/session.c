@@ -5,14 +5,18 @@
  */
 #include "session.h"
 
+#include <errno.h>
+#include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "conn.h"
 #include "idmap.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "outdir.h"
 #include "proc.h"
 #include "registry.h"
 #include "stexec/protocol.h"
@@ -58,6 +62,12 @@ struct session {
 	struct exec_tool **running; /* tools with a process */
 	size_t nrunning, caprunning;
 
+	struct outdir_set *files; /* its tools' whole-output files */
+	unsigned output_grace_ms;
+
+	unsigned refs;            /* open connections referring to it */
+	struct event *idle;       /* pending while the session is idle */
+
 	bool closing;
 	struct ticket **closers;
 	size_t nclosers;
@@ -70,6 +80,7 @@ static struct idmap session_map;
 static struct session *session_list;
 static unsigned session_n;
 static uint64_t session_started, session_completed;
+static const struct timeval *session_idle_tv;
 
 static void	session_effect(void *, const struct exec_effect *);
 static void	session_note(struct session *, const char *, json_t *);
@@ -91,9 +102,13 @@ static void	session_finish(struct session *);
 static void	session_catch_up(struct session *, struct conn *);
 static void	sub_send(struct sub *, bool);
 static void	session_free(struct session *);
+static void	session_idle_update(struct session *);
+static void	session_idle_cb(evutil_socket_t, short, void *);
 static void	session_proc_line(void *, const char *, size_t);
 static void	session_proc_chunk(void *, int, const char *, size_t);
 static void	session_proc_exit(void *, const struct proc_exit *);
+static void	session_keep_output(struct session *, struct exec_tool *,
+		    const struct proc_exit *);
 
 static const struct proc_ops session_proc_ops = {
 	.line = session_proc_line,
@@ -104,7 +119,12 @@ static const struct proc_ops session_proc_ops = {
 void
 session_init(const struct session_config *cfg)
 {
+	struct timeval tv = { (time_t)cfg->idle_timeout_s, 0 };
+
 	session_cfg = *cfg;
+	/* One timeout for all: libevent keeps them in a queue, not a heap. */
+	if (cfg->base != NULL && cfg->idle_timeout_s > 0)
+		session_idle_tv = event_base_init_common_timeout(cfg->base, &tv);
 }
 
 unsigned
@@ -137,6 +157,14 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 	const char *key;
 	size_t i;
 
+	/* Tools run as the daemon's user: never hand that to another one. */
+	if (uid != geteuid() && uid != 0 && !session_cfg.other_uids) {
+		*code = STEXEC_ERR_NOT_PERMITTED;
+		snprintf(err, errlen, "Not permitted: this daemon runs as uid "
+		    "%u and its tools would run as that user, not as uid %u "
+		    "(--allow-other-uids)", (unsigned)geteuid(), (unsigned)uid);
+		return NULL;
+	}
 	if (session_n >= session_cfg.max_sessions) {
 		*code = STEXEC_ERR_LIMIT;
 		snprintf(err, errlen, "Limit exceeded: %u sessions are open "
@@ -174,6 +202,9 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 	    senv);
 	json_decref(senv);
 	s->prev_turn_seq = s->cur_turn_seq = 1;
+	s->output_grace_ms = SESSION_OUTPUT_GRACE_DEFAULT_MS;
+	if (session_idle_tv != NULL)
+		s->idle = evtimer_new(session_cfg.base, session_idle_cb, s);
 
 	idmap_put(&session_map, s->id, s);
 	s->next = session_list;
@@ -257,10 +288,68 @@ session_list_json(uid_t uid)
 	return list;
 }
 
+void
+session_set_output_grace(struct session *s, unsigned ms)
+{
+	s->output_grace_ms = ms;
+}
+
+json_t *
+session_output_files_json(struct session *s)
+{
+	return outdir_set_json(s->files);
+}
+
 bool
 session_turn_full(struct session *s)
 {
 	return exec_turn_size(s->ex) >= session_cfg.max_tools_per_turn;
+}
+
+void
+session_refer(struct session *s, struct conn *c)
+{
+	if (conn_refer(c, s->id)) {
+		s->refs++;
+		session_idle_update(s);
+	}
+}
+
+void
+session_unrefer(const char *id)
+{
+	struct session *s = idmap_get(&session_map, id);
+
+	if (s != NULL && s->refs > 0) {
+		s->refs--;
+		session_idle_update(s);
+	}
+}
+
+/* Start the idle clock when the session becomes idle, stop it when not. */
+static void
+session_idle_update(struct session *s)
+{
+	bool idle = s->refs == 0 && s->subs == NULL && !exec_busy(s->ex) &&
+	    !s->closing;
+
+	if (s->idle == NULL)
+		return;
+	if (!idle)
+		evtimer_del(s->idle);
+	else if (!evtimer_pending(s->idle, NULL))
+		evtimer_add(s->idle, session_idle_tv);
+}
+
+static void
+session_idle_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+
+	log_info("session %s: closed after %u s with no client and nothing "
+	    "running (--session-idle-timeout)", s->id,
+	    session_cfg.idle_timeout_s);
+	session_close(s, NULL);
 }
 
 /* The executor's effects: processes, kills, notifications, drain replies. */
@@ -421,6 +510,7 @@ session_spawn(struct session *s, struct exec_tool *t)
 	}
 	s->running[s->nrunning++] = t;
 	session_started++;
+	session_idle_update(s);
 }
 
 static void
@@ -448,9 +538,33 @@ session_proc_exit(void *arg, const struct proc_exit *x)
 			break;
 		}
 	session_completed++;
+	session_keep_output(s, t, x);
 	exec_exited(t, x);
 	if (s->closing && !exec_busy(s->ex))
 		session_finish(s);
+	else
+		session_idle_update(s);
+}
+
+/*
+ * A whole-output file the result will name belongs to the session; one no
+ * result names (the tool was killed or discarded) is removed now.
+ */
+static void
+session_keep_output(struct session *s, struct exec_tool *t,
+    const struct proc_exit *x)
+{
+	if (x->output.path == NULL)
+		return;
+	if (!exec_exit_uses_output(t, x)) {
+		if (unlink(x->output.path) != 0)
+			log_warn("cannot remove %s: %s", x->output.path,
+			    strerror(errno));
+		return;
+	}
+	if (s->files == NULL)
+		s->files = outdir_set_new();
+	outdir_add(s->files, x->output.path, x->output.total, exec_tool_id(t));
 }
 
 /* Give a notification its seq, log it, and hand it to the subscribers. */
@@ -670,6 +784,7 @@ session_subscribe(struct session *s, struct conn *c, int64_t since,
 			s->subs->prev = sub;
 		s->subs = sub;
 		conn_add_sub(c, sub);
+		session_idle_update(s);
 	}
 	sub->next = next;
 	*out = sub;
@@ -703,6 +818,7 @@ sub_free(struct sub *sub)
 	conn_remove_sub(sub->c, sub);
 	free(sub);
 	session_pressure(s);
+	session_idle_update(s);
 }
 
 void
@@ -778,12 +894,15 @@ session_catch_up(struct session *s, struct conn *c)
 void
 session_close(struct session *s, struct ticket *tk)
 {
-	s->closers = xreallocarray(s->closers, s->nclosers + 1,
-	    sizeof *s->closers);
-	s->closers[s->nclosers++] = tk;
+	if (tk != NULL) {
+		s->closers = xreallocarray(s->closers, s->nclosers + 1,
+		    sizeof *s->closers);
+		s->closers[s->nclosers++] = tk;
+	}
 	if (s->closing)
 		return;
 	s->closing = true;
+	session_idle_update(s);
 	log_debug("session %s closing", s->id);
 	exec_close(s->ex);
 	if (!exec_busy(s->ex))
@@ -822,6 +941,9 @@ session_free(struct session *s)
 	if (s->next != NULL)
 		s->next->prev = s->prev;
 	session_n--;
+	if (s->idle != NULL)
+		event_free(s->idle);
+	outdir_set_release(s->files, s->output_grace_ms);
 	exec_free(s->ex);
 	for (i = 0; i < s->tools.cap; i++)
 		if (s->tools.slots[i].key != NULL &&

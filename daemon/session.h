@@ -30,6 +30,9 @@ struct session_config {
 	const char *interrupt_message;
 	json_t *base_env;        /* the daemon's environment, less systemd's */
 	char *base_cwd;
+	bool other_uids;         /* sessions of other users run tools as us */
+	struct event_base *base; /* for idle timers; NULL: none */
+	unsigned idle_timeout_s; /* close sessions idle this long; 0: never */
 };
 
 void session_init(const struct session_config *);
@@ -55,11 +58,33 @@ struct tooldef *session_tool(struct session *, const char *name);
 json_t *session_tools_json(struct session *);
 /* listSessions rows of the sessions uid owns. */
 json_t *session_list_json(uid_t);
+/*
+ * Whole-output files of the session's tools are removed this long after it
+ * closes (createSession outputGraceMs).
+ */
+#define SESSION_OUTPUT_GRACE_DEFAULT_MS 60000
+#define SESSION_OUTPUT_GRACE_MAX_MS 86400000
+void session_set_output_grace(struct session *, unsigned ms);
+/* outputFiles: the session's whole-output files, kept and removed. */
+json_t *session_output_files_json(struct session *);
 /* Turns in which more tools are refused (-32004). */
 bool session_turn_full(struct session *);
 
-/* closeSession: the ticket is answered once every process is dead. */
+/*
+ * closeSession: the ticket (NULL: nobody waits) is answered once every
+ * process is dead.
+ */
 void session_close(struct session *, struct ticket *);
+
+/*
+ * Idle sessions (--session-idle-timeout): a session is idle while no
+ * connection refers to it (one that created it or named it in a request and
+ * is still open), none is subscribed, and no tool process of it runs or
+ * waits for a slot. One idle for the whole timeout is closed.
+ */
+void session_refer(struct session *, struct conn *);
+/* A connection that referred to the session of this id closed. */
+void session_unrefer(const char *id);
 
 /*
  * subscribe (since < 0: live only): -32004 with the oldest retained seq in

@@ -728,6 +728,35 @@ Test(S17, large_output_becomes_head_and_tail_around_the_file)
 	    "fullOutputPath")), "/var/lib/stexec/out/r.out");
 }
 
+/* Only a result that names the file keeps it (the session removes the rest). */
+Test(S17, an_output_file_is_used_only_by_a_result_that_names_it)
+{
+	struct proc_exit x = { .end = PROC_EXITED, .status = 0 };
+	struct proc_exit killed = { .end = PROC_KILLED };
+	struct proc_exit failed = { .end = PROC_SPAWN_FAILED };
+	struct exec_tool *s, *r;
+
+	x.output.path = killed.output.path = "/out/x.out";
+	x.output.total = killed.output.total = 100;
+	s = h_add(h, "s", "search", "{\"pattern\":\"x\"}");
+	r = h_add(h, "r", "read", "{\"file_path\":\"/r\"}");
+	cr_assert(exec_exit_uses_output(s, &x));
+	x.end = PROC_TIMED_OUT;
+	cr_assert(exec_exit_uses_output(s, &x));
+	x.end = PROC_SIGNALED;
+	cr_assert(exec_exit_uses_output(s, &x));
+	x.end = PROC_EXITED;
+	/* Killed by the daemon going away, or never started: no reader. */
+	cr_assert(!exec_exit_uses_output(s, &killed));
+	cr_assert(!exec_exit_uses_output(s, &failed));
+	/* Discard kills s (cancel) and leaves r running, discarded (S11). */
+	exec_discard(h->ex);
+	cr_assert(!exec_exit_uses_output(s, &x));
+	cr_assert(!exec_exit_uses_output(r, &x));
+	h_killed(h, s);
+	h_exit_with(h, r, &x);
+}
+
 Test(results, duplicate_ids_are_refused)
 {
 	h_add(h, "a", "read", "{\"file_path\":\"/a\"}");

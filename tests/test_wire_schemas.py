@@ -925,6 +925,9 @@ class Scenario:
                  "came before the turn's notifications: %s" %
                  [m.get("method") or "response %s" % m.get("id")
                   for m in D.msgs])
+        # The result held the whole output: no file (extension).
+        of = D.call("outputFiles", {"sessionId": sid})
+        t.expect(of == {"files": []}, "outputFiles: %r" % (of,))
         D.call("closeSession", {"sessionId": sid})
 
     def check_events(self, ev, seen, since, mx):

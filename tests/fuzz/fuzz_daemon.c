@@ -7,6 +7,8 @@
  * JSON-RPC 2.0 response or notification. A crash, a leak, a fatal() or an
  * undefined behaviour anywhere on the way is a finding.
  *
+ * STEXEC_TRACE=1 prints the daemon's log and every line it writes.
+ *
  * The bytes, line by line (the last line may lack its newline):
  *   "$SID" anywhere   becomes the sessionId createSession last gave
  *   "@2" first        the line is written on the second connection
@@ -55,6 +57,7 @@ struct fuzz_daemon_client {
 static struct event_base *fuzz_daemon_base;
 static struct fuzz_daemon_client fuzz_daemon_clients[FUZZ_DAEMON_CONNS];
 static char fuzz_daemon_sid[64];
+static bool fuzz_daemon_trace;
 
 static void	fuzz_daemon_connect(struct fuzz_daemon_client *);
 static void	fuzz_daemon_hangup(struct fuzz_daemon_client *);
@@ -71,8 +74,8 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	struct proc_config pcfg = { 0 };
 	char err[256];
 
-	log_set_level(getenv("STEXEC_TRACE") != NULL ? LOG_LEVEL_DEBUG :
-	    LOG_LEVEL_ERROR);
+	fuzz_daemon_trace = getenv("STEXEC_TRACE") != NULL;
+	log_set_level(fuzz_daemon_trace ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR);
 	if ((fuzz_daemon_base = event_base_new()) == NULL)
 		fatal("cannot create the event loop");
 	if (proc_init(fuzz_daemon_base, &pcfg, err, sizeof err) != 0 ||
@@ -112,6 +115,8 @@ fuzz_daemon_check(const char *line, size_t len)
 	json_error_t jerr;
 	json_t *m, *v, *r;
 
+	if (fuzz_daemon_trace)
+		fprintf(stderr, "<- %.*s\n", (int)len, line);
 	m = json_loadb(line, len, 0, &jerr);
 	if (m == NULL)
 		fprintf(stderr, "fuzz_daemon: %s in %.*s\n", jerr.text,
@@ -234,6 +239,9 @@ fuzz_daemon_line(const char *line, size_t len, bool newline)
 	buf_add(&b, line, (size_t)(end - line));
 	if (newline)
 		buf_add(&b, "\n", 1);
+	if (fuzz_daemon_trace)
+		fprintf(stderr, "-> %s%s", cl == fuzz_daemon_clients ? "" : "@2",
+		    b.data);
 	fuzz_daemon_write(cl, b.data, b.len);
 	buf_free(&b);
 	fuzz_daemon_spin(FUZZ_DAEMON_SPINS);

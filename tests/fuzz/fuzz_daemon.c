@@ -25,6 +25,7 @@
 #include <event2/event.h>
 
 #include "conn.h"
+#include "jsonrpc.h"
 #include "log.h"
 #include "methods.h"
 #include "ndjson.h"
@@ -52,6 +53,7 @@ int	LLVMFuzzerInitialize(int *, char ***);
 struct fuzz_daemon_client {
 	int fd;
 	struct ndjson in;
+	json_t *unanswered; /* compact id -> requests sent, not yet answered */
 };
 
 static struct event_base *fuzz_daemon_base;
@@ -61,7 +63,9 @@ static bool fuzz_daemon_trace;
 
 static void	fuzz_daemon_connect(struct fuzz_daemon_client *);
 static void	fuzz_daemon_hangup(struct fuzz_daemon_client *);
-static void	fuzz_daemon_check(const char *, size_t);
+static char	*fuzz_daemon_id(const char *, size_t);
+static void	fuzz_daemon_check(struct fuzz_daemon_client *, const char *,
+		    size_t);
 static void	fuzz_daemon_read(struct fuzz_daemon_client *);
 static void	fuzz_daemon_spin(unsigned);
 static void	fuzz_daemon_write(struct fuzz_daemon_client *, const char *,
@@ -96,6 +100,7 @@ fuzz_daemon_connect(struct fuzz_daemon_client *cl)
 	conn_accept(sv[0]);
 	cl->fd = sv[1];
 	ndjson_init(&cl->in, SIZE_MAX / 4);
+	cl->unanswered = json_object();
 }
 
 static void
@@ -106,14 +111,39 @@ fuzz_daemon_hangup(struct fuzz_daemon_client *cl)
 	close(cl->fd);
 	cl->fd = -1;
 	ndjson_free(&cl->in);
+	json_decref(cl->unanswered);
+	cl->unanswered = NULL;
 }
 
-/* A line from the daemon: one JSON-RPC 2.0 response or notification. */
+/*
+ * The id of a line as the daemon reads it (compact JSON text), or NULL when
+ * it has none the daemon could answer with; free() it.
+ */
+static char *
+fuzz_daemon_id(const char *line, size_t len)
+{
+	struct jsonrpc_msg msg;
+	char *id = NULL;
+
+	jsonrpc_decode(line, len, &msg);
+	if (msg.id != NULL && !json_is_null(msg.id))
+		id = json_dumps(msg.id, JSON_COMPACT | JSON_ENCODE_ANY);
+	jsonrpc_msg_clear(&msg);
+	return id;
+}
+
+/*
+ * A line from the daemon: one JSON-RPC 2.0 response or notification, and a
+ * response answers a request of this connection not answered yet.
+ */
 static void
-fuzz_daemon_check(const char *line, size_t len)
+fuzz_daemon_check(struct fuzz_daemon_client *cl, const char *line,
+    size_t len)
 {
 	json_error_t jerr;
 	json_t *m, *v, *r;
+	json_int_t n;
+	char *id;
 
 	if (fuzz_daemon_trace)
 		fprintf(stderr, "<- %.*s\n", (int)len, line);
@@ -137,6 +167,14 @@ fuzz_daemon_check(const char *line, size_t len)
 	} else {
 		FUZZ_CHECK(json_object_get(m, "id") != NULL,
 		    "a response without id");
+		if ((id = fuzz_daemon_id(line, len)) != NULL) {
+			n = json_integer_value(json_object_get(cl->unanswered,
+			    id));
+			FUZZ_CHECK(n > 0, "a reply to no request, or a second");
+			json_object_set_new(cl->unanswered, id,
+			    json_integer(n - 1));
+			free(id);
+		}
 		v = json_object_get(m, "error");
 		r = json_object_get(m, "result");
 		FUZZ_CHECK((v == NULL) != (r == NULL),
@@ -171,7 +209,7 @@ fuzz_daemon_read(struct fuzz_daemon_client *cl)
 			break;
 		ndjson_commit(&cl->in, (size_t)n);
 		while ((st = ndjson_next(&cl->in, &line, &len)) == NDJSON_LINE)
-			fuzz_daemon_check(line, len);
+			fuzz_daemon_check(cl, line, len);
 	}
 	FUZZ_CHECK(n == 0 || errno == EAGAIN, "read from the daemon failed");
 }
@@ -221,6 +259,7 @@ fuzz_daemon_line(const char *line, size_t len, bool newline)
 	struct fuzz_daemon_client *cl = &fuzz_daemon_clients[0];
 	struct buf b = { 0 };
 	const char *p, *end = line + len;
+	char *id;
 
 	if (len == 7 && memcmp(line, "@close2", 7) == 0) {
 		fuzz_daemon_hangup(&fuzz_daemon_clients[1]);
@@ -242,6 +281,14 @@ fuzz_daemon_line(const char *line, size_t len, bool newline)
 	if (fuzz_daemon_trace)
 		fprintf(stderr, "-> %s%s", cl == fuzz_daemon_clients ? "" : "@2",
 		    b.data);
+	/* Only a whole line is a request; count it before it can be answered. */
+	if (newline && cl->fd >= 0 &&
+	    (id = fuzz_daemon_id(b.data, b.len - 1)) != NULL) {
+		json_object_set_new(cl->unanswered, id, json_integer(
+		    json_integer_value(json_object_get(cl->unanswered, id)) +
+		    1));
+		free(id);
+	}
 	fuzz_daemon_write(cl, b.data, b.len);
 	buf_free(&b);
 	fuzz_daemon_spin(FUZZ_DAEMON_SPINS);

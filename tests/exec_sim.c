@@ -9,6 +9,7 @@
 
 #include "stexec/protocol.h"
 #include "tooldef.h"
+#include "utf8.h"
 #include "util.h"
 
 static const char *sim_tool_json[] = {
@@ -143,8 +144,10 @@ sim_effect(void *arg, const struct exec_effect *e)
 		s->drains_answered++;
 		break;
 	case EXEC_OUTPUT:
+		/* A character held back is flushed as the tool ends. */
 		r = exec_tool_handle(e->tool);
-		CHECK(s, r->running && r->results == 0, "output after result");
+		CHECK(s, (r->running || r == s->exiting) && r->results == 0,
+		    "output after result");
 		break;
 	case EXEC_NOTIFY:
 		if (strcmp(e->method, "state") == 0)
@@ -266,7 +269,9 @@ sim_exit(struct sim *s, struct sim_rec *r)
 	r->running = false;
 	r->t = NULL;
 	sim_leave(s, r);
+	s->exiting = r;
 	exec_exited(t, &x);
+	s->exiting = NULL;
 }
 
 static void
@@ -277,15 +282,25 @@ sim_add(struct sim *s)
 	const char *name;
 	struct exec_added added;
 	struct sim_rec *r;
+	const char *text;
+	size_t len;
 	json_t *in;
 	char id[16], err[256];
-	unsigned pick = sim_pick(s, (unsigned)s->ndefs + 1);
+	unsigned pick = sim_pick(s, (unsigned)s->ndefs + 1), k;
 	int rc;
 
 	if (s->nrecs == SIM_MAX_RECS)
 		return;
 	name = pick == s->ndefs ? "nope" : tooldef_name(s->defs[pick]);
-	in = json_loads(inputs[sim_pick(s, nitems(inputs))], 0, NULL);
+	k = sim_pick(s, nitems(inputs) + (s->ops.text != NULL));
+	if (k < nitems(inputs))
+		in = json_loads(inputs[k], 0, NULL);
+	else {
+		/* The picker's own input, as a client may send anything. */
+		text = s->ops.text(s->ops.arg, &len);
+		if ((in = json_loadb(text, len, JSON_DECODE_ANY, NULL)) == NULL)
+			in = json_object();
+	}
 	snprintf(id, sizeof id, "t%zu", s->nrecs);
 	r = &s->recs[s->nrecs];
 	memset(r, 0, sizeof *r);
@@ -368,8 +383,13 @@ sim_step(struct sim *s)
 		    STEXEC_ERR_INVALID_PARAMS, "permission of no tool");
 		if ((r = sim_pick_rec(s, true)) != NULL) {
 			snprintf(id, sizeof id, "t%zu", (size_t)(r - s->recs));
+			/* A deny message comes from JSON: always UTF-8. */
+			text = s->ops.text != NULL ? sim_text(s, "", &len) :
+			    NULL;
+			if (text != NULL && (len == 0 || !utf8_valid(text, len)))
+				text = NULL;
 			CHECK(s, exec_permission(s->ex, id, sim_pick(s, 3) != 0,
-			    NULL) == 0, "permission refused");
+			    text) == 0, "permission refused");
 		}
 	} else if (what < 80) {
 		s->step = "interrupt";

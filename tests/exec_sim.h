@@ -54,6 +54,7 @@ struct sim {
 	uint64_t turn;
 	unsigned n_exec, n_exec_unsafe;
 	unsigned drains_pending, drains_answered;
+	struct sim_rec *exiting; /* during its exec_exited call */
 	const char *step;
 	bool trace;          /* print every step and effect */
 };

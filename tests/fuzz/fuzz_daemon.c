@@ -24,6 +24,7 @@
 
 #include <event2/event.h>
 
+#include "fuzz.h"
 #include "conn.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -34,20 +35,10 @@
 #include "session.h"
 #include "util.h"
 
-int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
-int	LLVMFuzzerInitialize(int *, char ***);
-
 /* Small, so that the fuzzer reaches the too-long line too. */
 #define FUZZ_DAEMON_MAX_MESSAGE 4096
 #define FUZZ_DAEMON_SPINS 6
 #define FUZZ_DAEMON_CONNS 2
-
-#define FUZZ_CHECK(cond, what) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "fuzz_daemon: %s\n", what); \
-		abort(); \
-	} \
-} while (0)
 
 /* The client's end of one connection. */
 struct fuzz_daemon_client {

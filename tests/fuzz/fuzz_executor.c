@@ -11,9 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "exec_sim.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 
 /* The fuzzer's bytes as a stream of choices. */
 struct fuzz_executor {

@@ -12,18 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "jsonrpc.h"
 #include "stexec/protocol.h"
 #include "utf8.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
-
-#define FUZZ_CHECK(cond, what) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "fuzz_jsonrpc: %s\n", what); \
-		abort(); \
-	} \
-} while (0)
 
 static void	fuzz_jsonrpc_dump(const json_t *);
 static void	fuzz_jsonrpc_again(const struct jsonrpc_msg *);

@@ -13,16 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "ndjson.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
-
-#define FUZZ_CHECK(cond, what) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "fuzz_ndjson: %s\n", what); \
-		abort(); \
-	} \
-} while (0)
 
 /* The model: where the next expected line starts in the stream. */
 struct fuzz_ndjson_model {

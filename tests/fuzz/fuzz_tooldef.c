@@ -10,18 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "schema.h"
 #include "tooldef.h"
 #include "utf8.h"
-
-int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
-
-#define FUZZ_CHECK(cond, what) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "fuzz_tooldef: %s\n", what); \
-		abort(); \
-	} \
-} while (0)
 
 static void	fuzz_tooldef_err(const char *);
 static void	fuzz_tooldef_again(const struct tooldef *);

@@ -57,7 +57,7 @@ static void	fuzz_daemon_hangup(struct fuzz_daemon_client *);
 static char	*fuzz_daemon_id(const char *, size_t);
 static void	fuzz_daemon_check(struct fuzz_daemon_client *, const char *,
 		    size_t);
-static void	fuzz_daemon_read(struct fuzz_daemon_client *);
+static bool	fuzz_daemon_read(struct fuzz_daemon_client *);
 static void	fuzz_daemon_spin(unsigned);
 static void	fuzz_daemon_write(struct fuzz_daemon_client *, const char *,
 		    size_t);
@@ -183,38 +183,48 @@ fuzz_daemon_check(struct fuzz_daemon_client *cl, const char *line,
 	json_decref(m);
 }
 
-/* Read what the daemon wrote, and check each line. */
-static void
+/* Read what the daemon wrote, and check each line; false if nothing came. */
+static bool
 fuzz_daemon_read(struct fuzz_daemon_client *cl)
 {
 	enum ndjson_status st;
+	bool got = false;
 	ssize_t n;
 	size_t len;
 	char *line;
 
 	if (cl->fd < 0)
-		return;
+		return false;
 	for (;;) {
 		n = read(cl->fd, ndjson_space(&cl->in, 65536), 65536);
 		if (n <= 0)
 			break;
+		got = true;
 		ndjson_commit(&cl->in, (size_t)n);
 		while ((st = ndjson_next(&cl->in, &line, &len)) == NDJSON_LINE)
 			fuzz_daemon_check(cl, line, len);
 	}
 	FUZZ_CHECK(n == 0 || errno == EAGAIN, "read from the daemon failed");
+	return got;
 }
 
-/* Run the loop a few times, reading as a client does. */
+/*
+ * Run the loop up to `times` passes, reading as a client does; stop early
+ * once two passes in a row brought nothing and no process is left to tick.
+ */
 static void
 fuzz_daemon_spin(unsigned times)
 {
+	unsigned quiet = 0;
+	bool got;
 	size_t i;
 
-	while (times-- > 0) {
+	while (times-- > 0 && quiet < 2) {
 		event_base_loop(fuzz_daemon_base, EVLOOP_NONBLOCK);
+		got = false;
 		for (i = 0; i < FUZZ_DAEMON_CONNS; i++)
-			fuzz_daemon_read(&fuzz_daemon_clients[i]);
+			got |= fuzz_daemon_read(&fuzz_daemon_clients[i]);
+		quiet = got || proc_running() > 0 ? 0 : quiet + 1;
 	}
 }
 

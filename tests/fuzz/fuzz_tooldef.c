@@ -1,0 +1,121 @@
+/*
+ * ToolDef and schema: the fuzzer's bytes are "DEFINITION\nINPUT", two JSON
+ * texts. A definition is parsed; a refusal must say why in UTF-8. One that
+ * is accepted must read back from its own listTools form to the same form.
+ * The input is then validated against it, and when valid, the argv, the
+ * timeout and the concurrencySafe rule must all be computable and sane.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "schema.h"
+#include "tooldef.h"
+#include "utf8.h"
+
+static void	fuzz_tooldef_err(const char *);
+static void	fuzz_tooldef_again(const struct tooldef *);
+static void	fuzz_tooldef_input(const struct tooldef *, const json_t *);
+
+/* An error text goes to the client: non-empty, UTF-8, and terminated. */
+static void
+fuzz_tooldef_err(const char *err)
+{
+	FUZZ_CHECK(memchr(err, '\0', 1024) != NULL, "error not terminated");
+	FUZZ_CHECK(err[0] != '\0', "an empty error");
+	FUZZ_CHECK(utf8_valid(err, strlen(err)), "an error is not UTF-8");
+}
+
+/* listTools shows a definition that parses back to itself. */
+static void
+fuzz_tooldef_again(const struct tooldef *def)
+{
+	json_t *j = tooldef_json(def), *j2;
+	struct tooldef *def2;
+	char err[1024];
+
+	FUZZ_CHECK(json_is_object(j), "listTools form is not an object");
+	FUZZ_CHECK(strcmp(json_string_value(json_object_get(j, "name")),
+	    tooldef_name(def)) == 0, "the name changed");
+	def2 = tooldef_parse(j, err, sizeof err);
+	if (def2 == NULL)
+		fprintf(stderr, "fuzz_tooldef: %s\n", err);
+	FUZZ_CHECK(def2 != NULL, "the listTools form does not parse");
+	j2 = tooldef_json(def2);
+	FUZZ_CHECK(json_equal(j, j2), "the listTools form is not stable");
+	json_decref(j2);
+	tooldef_unref(def2);
+	json_decref(j);
+}
+
+/* What the executor asks of a definition for one call. */
+static void
+fuzz_tooldef_input(const struct tooldef *def, const json_t *input)
+{
+	json_t *j = tooldef_json(def);
+	json_int_t max_timeout = json_integer_value(json_object_get(j,
+	    "maxTimeoutMs"));
+	size_t i, argc = json_array_size(json_object_get(j, "command"));
+	char err[1024], **argv;
+	int64_t timeout;
+	bool safe;
+
+	memset(err, 0xff, sizeof err);
+	safe = tooldef_is_safe(def, input);
+	FUZZ_CHECK(safe == tooldef_is_safe(def, input), "the rule wavers");
+	if (!json_is_object(json_object_get(j, "concurrencySafe")))
+		FUZZ_CHECK(safe == json_is_true(json_object_get(j,
+		    "concurrencySafe")), "a constant rule not kept");
+	timeout = tooldef_timeout_ms(def, input);
+	FUZZ_CHECK(timeout >= 1 && timeout <= max_timeout,
+	    "timeout out of [1, maxTimeoutMs]");
+	if (!tooldef_check_input(def, input, err, sizeof err)) {
+		fuzz_tooldef_err(err);
+		json_decref(j);
+		return;
+	}
+	/* A valid input has every {field}: argv cannot fail. */
+	argv = tooldef_argv(def, input, err, sizeof err);
+	FUZZ_CHECK(argv != NULL, "valid input, but no argv");
+	for (i = 0; i < argc; i++)
+		FUZZ_CHECK(argv[i] != NULL, "argv too short");
+	FUZZ_CHECK(argv[argc] == NULL, "argv too long");
+	tooldef_argv_free(argv);
+	json_decref(j);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const uint8_t *nl = memchr(data, '\n', size);
+	size_t dlen = nl != NULL ? (size_t)(nl - data) : size;
+	json_t *dj, *input = NULL, *empty;
+	struct tooldef *def;
+	json_error_t jerr;
+	char err[1024];
+
+	dj = json_loadb((const char *)data, dlen, JSON_DECODE_ANY |
+	    JSON_ALLOW_NUL, &jerr);
+	if (dj == NULL)
+		return 0;
+	memset(err, 0xff, sizeof err);
+	if ((def = tooldef_parse(dj, err, sizeof err)) == NULL) {
+		fuzz_tooldef_err(err);
+		json_decref(dj);
+		return 0;
+	}
+	fuzz_tooldef_again(def);
+	if (nl != NULL)
+		input = json_loadb((const char *)nl + 1, size - dlen - 1,
+		    JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+	/* The executor always has an input: {} when the client gave none. */
+	empty = json_object();
+	fuzz_tooldef_input(def, input != NULL ? input : empty);
+	json_decref(empty);
+	json_decref(input);
+	tooldef_unref(def);
+	json_decref(dj);
+	return 0;
+}

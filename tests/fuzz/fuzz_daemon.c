@@ -54,7 +54,12 @@ static bool fuzz_daemon_trace;
 
 static void	fuzz_daemon_connect(struct fuzz_daemon_client *);
 static void	fuzz_daemon_hangup(struct fuzz_daemon_client *);
-static char	*fuzz_daemon_id(const char *, size_t);
+static void	fuzz_daemon_expect(struct fuzz_daemon_client *, const char *,
+		    size_t);
+static void	fuzz_daemon_count(struct fuzz_daemon_client *, const json_t *,
+		    int);
+static void	fuzz_daemon_message(struct fuzz_daemon_client *, json_t *,
+		    bool);
 static void	fuzz_daemon_check(struct fuzz_daemon_client *, const char *,
 		    size_t);
 static bool	fuzz_daemon_read(struct fuzz_daemon_client *);
@@ -107,34 +112,56 @@ fuzz_daemon_hangup(struct fuzz_daemon_client *cl)
 }
 
 /*
- * The id of a line as the daemon reads it (compact JSON text), or NULL when
- * it has none the daemon could answer with; free() it.
+ * Count the requests of a line as the daemon reads it: one, or one per
+ * element of a batch it will execute; only ids it can answer with count.
  */
-static char *
-fuzz_daemon_id(const char *line, size_t len)
+static void
+fuzz_daemon_expect(struct fuzz_daemon_client *cl, const char *line,
+    size_t len)
 {
-	struct jsonrpc_msg msg;
-	char *id = NULL;
+	struct jsonrpc_msg msg, el;
+	size_t i;
 
 	jsonrpc_decode(line, len, &msg);
-	if (msg.id != NULL && !json_is_null(msg.id))
-		id = json_dumps(msg.id, JSON_COMPACT | JSON_ENCODE_ANY);
+	if (msg.kind == JSONRPC_BATCH && json_array_size(msg.root) <= 100)
+		for (i = 0; i < json_array_size(msg.root); i++) {
+			jsonrpc_decode_value(json_array_get(msg.root, i), &el);
+			fuzz_daemon_count(cl, el.id, 1);
+			jsonrpc_msg_clear(&el);
+		}
+	else if (msg.kind != JSONRPC_BATCH)
+		fuzz_daemon_count(cl, msg.id, 1);
 	jsonrpc_msg_clear(&msg);
-	return id;
+}
+
+/* Add n to the requests with this id not yet answered; a reply is -1. */
+static void
+fuzz_daemon_count(struct fuzz_daemon_client *cl, const json_t *idv, int n)
+{
+	json_int_t have;
+	char *id;
+
+	if (idv == NULL || json_is_null(idv))
+		return;
+	id = json_dumps(idv, JSON_COMPACT | JSON_ENCODE_ANY);
+	have = json_integer_value(json_object_get(cl->unanswered, id));
+	FUZZ_CHECK(have + n >= 0, "a reply to no request, or a second");
+	json_object_set_new(cl->unanswered, id, json_integer(have + n));
+	free(id);
 }
 
 /*
- * A line from the daemon: one JSON-RPC 2.0 response or notification, and a
- * response answers a request of this connection not answered yet.
+ * A line from the daemon: one JSON-RPC 2.0 response or notification, or a
+ * batch's array of responses; a response answers a request of this
+ * connection not answered yet.
  */
 static void
 fuzz_daemon_check(struct fuzz_daemon_client *cl, const char *line,
     size_t len)
 {
 	json_error_t jerr;
-	json_t *m, *v, *r;
-	json_int_t n;
-	char *id;
+	json_t *m, *el;
+	size_t i;
 
 	if (fuzz_daemon_trace)
 		fprintf(stderr, "<- %.*s\n", (int)len, line);
@@ -142,11 +169,26 @@ fuzz_daemon_check(struct fuzz_daemon_client *cl, const char *line,
 	if (m == NULL)
 		fprintf(stderr, "fuzz_daemon: %s in %.*s\n", jerr.text,
 		    (int)(len > 500 ? 500 : len), line);
+	if (json_is_array(m)) {
+		FUZZ_CHECK(json_array_size(m) > 0, "an empty batch reply");
+		json_array_foreach(m, i, el)
+			fuzz_daemon_message(cl, el, true);
+	} else
+		fuzz_daemon_message(cl, m, false);
+	json_decref(m);
+}
+
+static void
+fuzz_daemon_message(struct fuzz_daemon_client *cl, json_t *m, bool in_batch)
+{
+	json_t *v, *r;
+
 	FUZZ_CHECK(json_is_object(m), "the daemon wrote a non-object");
 	v = json_object_get(m, "jsonrpc");
 	FUZZ_CHECK(json_is_string(v) && strcmp(json_string_value(v), "2.0") ==
 	    0, "the daemon wrote no \"jsonrpc\": \"2.0\"");
 	if ((v = json_object_get(m, "method")) != NULL) {
+		FUZZ_CHECK(!in_batch, "a notification inside a batch reply");
 		FUZZ_CHECK(json_is_string(v) && json_object_get(m, "id") ==
 		    NULL, "a malformed notification");
 		r = json_object_get(m, "params");
@@ -158,14 +200,7 @@ fuzz_daemon_check(struct fuzz_daemon_client *cl, const char *line,
 	} else {
 		FUZZ_CHECK(json_object_get(m, "id") != NULL,
 		    "a response without id");
-		if ((id = fuzz_daemon_id(line, len)) != NULL) {
-			n = json_integer_value(json_object_get(cl->unanswered,
-			    id));
-			FUZZ_CHECK(n > 0, "a reply to no request, or a second");
-			json_object_set_new(cl->unanswered, id,
-			    json_integer(n - 1));
-			free(id);
-		}
+		fuzz_daemon_count(cl, json_object_get(m, "id"), -1);
 		v = json_object_get(m, "error");
 		r = json_object_get(m, "result");
 		FUZZ_CHECK((v == NULL) != (r == NULL),
@@ -180,7 +215,6 @@ fuzz_daemon_check(struct fuzz_daemon_client *cl, const char *line,
 		    sizeof fuzz_daemon_sid)
 			strcpy(fuzz_daemon_sid, json_string_value(v));
 	}
-	json_decref(m);
 }
 
 /* Read what the daemon wrote, and check each line; false if nothing came. */
@@ -260,7 +294,6 @@ fuzz_daemon_line(const char *line, size_t len, bool newline)
 	struct fuzz_daemon_client *cl = &fuzz_daemon_clients[0];
 	struct buf b = { 0 };
 	const char *p, *end = line + len;
-	char *id;
 
 	if (len == 7 && memcmp(line, "@close2", 7) == 0) {
 		fuzz_daemon_hangup(&fuzz_daemon_clients[1]);
@@ -283,13 +316,8 @@ fuzz_daemon_line(const char *line, size_t len, bool newline)
 		fprintf(stderr, "-> %s%s", cl == fuzz_daemon_clients ? "" : "@2",
 		    b.data);
 	/* Only a whole line is a request; count it before it can be answered. */
-	if (newline && cl->fd >= 0 &&
-	    (id = fuzz_daemon_id(b.data, b.len - 1)) != NULL) {
-		json_object_set_new(cl->unanswered, id, json_integer(
-		    json_integer_value(json_object_get(cl->unanswered, id)) +
-		    1));
-		free(id);
-	}
+	if (newline && cl->fd >= 0)
+		fuzz_daemon_expect(cl, b.data, b.len - 1);
 	fuzz_daemon_write(cl, b.data, b.len);
 	buf_free(&b);
 	fuzz_daemon_spin(FUZZ_DAEMON_SPINS);

@@ -64,6 +64,9 @@ fuzz_jsonrpc_again(const struct jsonrpc_msg *m)
 		FUZZ_CHECK(detail != NULL, "invalid detail is not UTF-8");
 		rc = jsonrpc_error(&out, m->id, m->code, m->message, detail);
 		break;
+	case JSONRPC_BATCH:
+		FUZZ_CHECK(0, "a batch reached the round trip");
+		break;
 	}
 	FUZZ_CHECK(rc == 0, "a decoded message cannot be encoded");
 	FUZZ_CHECK(out.len > 0 && out.data[out.len - 1] == '\n' &&
@@ -93,6 +96,8 @@ fuzz_jsonrpc_again(const struct jsonrpc_msg *m)
 	case JSONRPC_INVALID:
 		FUZZ_CHECK(back.code == m->code && strcmp(back.message,
 		    m->message) == 0, "the error changed in a round trip");
+		break;
+	case JSONRPC_BATCH:
 		break;
 	}
 	jsonrpc_msg_clear(&back);
@@ -124,41 +129,62 @@ fuzz_jsonrpc_repair(const uint8_t *data, size_t size)
 	jsonrpc_out_free(&out);
 }
 
-int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* What must hold of one decoded message (a line, or a batch's element). */
+static void
+fuzz_jsonrpc_message(struct jsonrpc_msg *m)
 {
-	struct jsonrpc_msg m;
 	const char *p;
 
-	jsonrpc_decode((const char *)data, size, &m);
-	switch (m.kind) {
+	switch (m->kind) {
 	case JSONRPC_INVALID:
-		FUZZ_CHECK(m.code == STEXEC_ERR_PARSE ||
-		    m.code == STEXEC_ERR_INVALID_REQUEST, "odd invalid code");
-		FUZZ_CHECK((m.code == STEXEC_ERR_PARSE) == (m.root == NULL),
+		FUZZ_CHECK(m->code == STEXEC_ERR_PARSE ||
+		    m->code == STEXEC_ERR_INVALID_REQUEST, "odd invalid code");
+		FUZZ_CHECK((m->code == STEXEC_ERR_PARSE) == (m->root == NULL),
 		    "parse error iff nothing parsed");
-		FUZZ_CHECK(utf8_valid(m.detail, strlen(m.detail)),
+		FUZZ_CHECK(utf8_valid(m->detail, strlen(m->detail)),
 		    "the detail is not UTF-8");
-		for (p = m.detail; *p != '\0'; p++)
+		for (p = m->detail; *p != '\0'; p++)
 			FUZZ_CHECK((unsigned char)*p >= 0x20 && *p != 0x7f,
 			    "a control character in the detail");
 		break;
 	case JSONRPC_REQUEST:
 	case JSONRPC_NOTIFICATION:
-		FUZZ_CHECK(m.method != NULL, "a request without method");
-		FUZZ_CHECK((m.id != NULL) == (m.kind == JSONRPC_REQUEST),
+		FUZZ_CHECK(m->method != NULL, "a request without method");
+		FUZZ_CHECK((m->id != NULL) == (m->kind == JSONRPC_REQUEST),
 		    "id and kind disagree");
-		FUZZ_CHECK(m.params == NULL || json_is_object(m.params) ||
-		    json_is_array(m.params), "params neither object nor array");
+		FUZZ_CHECK(m->params == NULL || json_is_object(m->params) ||
+		    json_is_array(m->params), "params neither object nor array");
 		break;
 	case JSONRPC_RESPONSE:
 	case JSONRPC_ERROR:
-		FUZZ_CHECK(m.id != NULL, "a response without id");
+		FUZZ_CHECK(m->id != NULL, "a response without id");
+		break;
+	case JSONRPC_BATCH:
+		FUZZ_CHECK(0, "a batch where a message was expected");
 		break;
 	}
+	fuzz_jsonrpc_again(m);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct jsonrpc_msg m, el;
+	size_t i;
+
+	jsonrpc_decode((const char *)data, size, &m);
 	if (m.root != NULL)
 		fuzz_jsonrpc_dump(m.root);
-	fuzz_jsonrpc_again(&m);
+	if (m.kind == JSONRPC_BATCH) {
+		FUZZ_CHECK(json_is_array(m.root) && json_array_size(m.root) > 0,
+		    "a batch that is not a non-empty array");
+		for (i = 0; i < json_array_size(m.root); i++) {
+			jsonrpc_decode_value(json_array_get(m.root, i), &el);
+			fuzz_jsonrpc_message(&el);
+			jsonrpc_msg_clear(&el);
+		}
+	} else
+		fuzz_jsonrpc_message(&m);
 	jsonrpc_msg_clear(&m);
 	fuzz_jsonrpc_repair(data, size);
 	return 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """
-End-to-end test of client/python/stexec.py against a real stexecd: starts
+End-to-end test of client/python/stexec/ against a real stexecd: starts
 the daemon on a private socket in a temporary directory and drives whole
 turns through the Python client (the Turn helper and the plain methods).
 

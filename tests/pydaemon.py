@@ -52,15 +52,18 @@ class Daemon:
 
     def stop(self):
         """SIGTERM; the daemon's exit status (None if it had to be killed)."""
-        if self.proc.poll() is not None:
-            return self.proc.returncode
-        self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return None
+            if self.proc.poll() is not None:
+                return self.proc.returncode
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                return None
+        finally:
+            self.log.close()
 
     def leftovers(self):
         """Pids of processes, other than the daemon, that carry its tag."""

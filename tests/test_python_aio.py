@@ -28,13 +28,13 @@ from pydaemon import Checks, Daemon  # noqa: E402
 WAIT = float(os.environ.get("STEXEC_TEST_WAIT", "20"))
 INTERRUPTED = "<tool_use_error>Interrupted by user</tool_use_error>"
 
-# A safe session tool that sleeps: the reads beside it finish first.
+# A safe session tool that sleeps: the read added after it runs beside it.
 NAPPER = {
     "name": "napper",
     "description": "reports progress, sleeps, then finishes",
     "command": ["/bin/sh", "-c",
                 "printf '{\"progress\":{\"nap\":true}}\\n' >&3; "
-                "sleep 0.4; echo napped"],
+                "sleep 1.5; echo napped"],
     "concurrencySafe": True,
 }
 # Progress over a while: notifications flow while the client is away.
@@ -125,9 +125,11 @@ async def turn_in_order(c, tmp):
         return index_of(notes, lambda n: n.method == method and
                         n.tool_use_id == tid and
                         (status is None or n.params["status"] == status))
-    T.check(0 <= pos("tool_status", "r1", "completed") <
+    # By order, not by clock: the sanitized tools on a loaded machine
+    # take seconds to start.
+    T.check(0 <= pos("tool_status", "r1", "executing") <
             pos("tool_status", "n1", "completed"),
-            "the read finished beside the slower safe tool (S3)")
+            "the read ran beside the slower safe tool (S3)")
     T.check(0 <= pos("progress", "n1") < pos("tool_result", "n1"),
             "progress before its result (S6)")
     T.check(0 <= pos("tool_status", "n1", "completed") <

@@ -128,8 +128,9 @@ async def watch(turn, log, stream_over, last_result):
 
 async def attempt(client, sid, stream, log):
     """Replay one attempt of the request into a new turn. Returns the
-    turn, the tool_use blocks in stream order, and whether the message
-    completed (False: the stream broke off and the turn is discarded)."""
+    turn, its tool_use blocks in stream order, and (message_stop ms, last
+    result ms) when the message completed; None in their place when the
+    stream broke off and the turn was discarded."""
     turn = aio.Turn(client, sid)
     blocks, tool_uses = {}, []
     stream_over = asyncio.Event()

@@ -2,7 +2,8 @@
 
 Standard library only (Python 3.8+). It speaks the wire protocol of
 protocol/PROTOCOL.md: JSON-RPC 2.0, one JSON object per line, on a Unix
-stream socket.
+stream socket. This module is the blocking flavour; ``stexec.aio`` has the
+same client and Turn for asyncio.
 
     from stexec import Client, Turn
 
@@ -40,6 +41,8 @@ try:  # Python 3.8+
     from typing import TypedDict
 except ImportError:  # pragma: no cover
     TypedDict = dict  # type: ignore
+
+__version__ = "0.1.0"
 
 __all__ = [
     "Client", "Turn", "Notification", "StexecError", "ConnectionLost",
@@ -146,6 +149,155 @@ def default_socket_path(env: Optional[Mapping[str, str]] = None) -> str:
     return "/run/stexec/stexecd.sock"
 
 
+class _Lines:
+    """Cuts a byte stream into lines of any length; each byte is scanned
+    once however the reads cut the lines (no quadratic re-scan)."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._scanned = 0          # bytes of _buf known to hold no newline
+
+    def feed(self, data: bytes) -> List[bytes]:
+        self._buf += data
+        out: List[bytes] = []
+        start = 0
+        while True:
+            nl = self._buf.find(b"\n", max(start, self._scanned))
+            if nl < 0:
+                break
+            out.append(bytes(self._buf[start:nl]))
+            start = nl + 1
+        if start:
+            del self._buf[:start]
+        self._scanned = len(self._buf)
+        return out
+
+
+def _decode(line: bytes) -> Optional[Dict[str, Any]]:
+    """One line from the daemon as a response or a notification; None for
+    a line to skip. ConnectionLost when the stream cannot be trusted."""
+    if not line.strip():
+        return None
+    try:
+        msg = json.loads(line.decode("utf-8"))
+    except ValueError as e:
+        raise ConnectionLost("stexecd sent a line that is not JSON (%s): %r"
+                             % (e, line[:200])) from None
+    if not isinstance(msg, dict):
+        return None
+    if _is_response(msg):
+        if msg.get("id") is None:
+            # A parse error for a line we sent: should not happen.
+            raise ConnectionLost("stexecd could not read a request: %s"
+                                 % json.dumps(msg.get("error")))
+        return msg
+    return msg if isinstance(msg.get("method"), str) else None
+
+
+def _is_response(msg: Mapping[str, Any]) -> bool:
+    return "id" in msg and ("result" in msg or "error" in msg)
+
+
+def _result_of(msg: Mapping[str, Any]) -> Any:
+    """The ``result`` of a response; StexecError for an error answer."""
+    if "error" in msg:
+        err = msg["error"] if isinstance(msg["error"], dict) else {}
+        raise StexecError(int(err.get("code", INTERNAL_ERROR)),
+                          str(err.get("message", "unknown error")),
+                          err.get("data"))
+    return msg.get("result")
+
+
+def _request_line(rid: int, method: str,
+                  params: Optional[Mapping[str, Any]]) -> bytes:
+    return (json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
+                        "params": dict(params or {})},
+                       ensure_ascii=False, separators=(",", ":"))
+            .encode("utf-8") + b"\n")
+
+
+def _params(required: Mapping[str, Any], **optional: Any) -> Dict[str, Any]:
+    """Request params: ``required`` as given, ``optional`` (wire names)
+    only when not None."""
+    out = dict(required)
+    out.update((k, v) for k, v in optional.items() if v is not None)
+    return out
+
+
+def _session_params(tools: Optional[List[Dict[str, Any]]],
+                    max_parallel: Optional[int], cwd: Optional[str],
+                    env: Optional[Mapping[str, Optional[str]]]
+                    ) -> Dict[str, Any]:
+    return _params({}, tools=None if tools is None else list(tools),
+                   maxParallel=max_parallel, cwd=cwd,
+                   env=None if env is None else dict(env))
+
+
+def _tool_use_params(session_id: str, id: str, name: str,
+                     input: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    return {"sessionId": session_id,
+            "toolUse": {"id": id, "name": name,
+                        "input": {} if input is None else input}}
+
+
+def _check_version(res: Dict[str, Any]) -> Dict[str, Any]:
+    if res.get("protocolVersion") != PROTOCOL_VERSION:
+        raise StexecError(INTERNAL_ERROR, "stexecd speaks protocol "
+                          "version %r, this client %d" %
+                          (res.get("protocolVersion"), PROTOCOL_VERSION))
+    return res
+
+
+class _Seqs:
+    """What a client knows of its sessions' notification streams: the last
+    seq received per session (to resume, and to drop what a replay sends
+    twice) and the sessions it is subscribed to."""
+
+    def __init__(self) -> None:
+        self.last: Dict[str, int] = {}
+        self.subscribed: Set[str] = set()
+
+    def accept(self, msg: Dict[str, Any]) -> Optional[Notification]:
+        """The notification, or None for a replayed one already seen."""
+        params = msg.get("params")
+        if not isinstance(params, dict):
+            params = {}
+        sid, seq = params.get("sessionId"), params.get("seq")
+        if isinstance(sid, str) and isinstance(seq, int):
+            if seq <= self.last.get(sid, 0):
+                return None
+            self.last[sid] = seq
+        if msg["method"] == "session_closed" and isinstance(sid, str):
+            self.subscribed.discard(sid)
+        return Notification(msg["method"], params, msg)
+
+    def created(self, session_id: str) -> None:
+        self.last.setdefault(session_id, 0)   # seen from the start
+
+    def since(self, session_id: str, since: Optional[int]) -> Optional[int]:
+        """``since`` for a subscribe: as given, else where we stopped."""
+        return self.last.get(session_id) if since is None else since
+
+    def subscribed_at(self, session_id: str, since: Optional[int],
+                      last: int) -> None:
+        self.subscribed.add(session_id)
+        if since is None:
+            self.last.setdefault(session_id, last)
+
+
+def _take(queue: Deque[Notification],
+          session_id: Optional[str]) -> Optional[Notification]:
+    """Remove and return the oldest queued notification (of the session
+    when given)."""
+    for i, n in enumerate(queue):
+        if session_id is None or n.session_id == session_id:
+            queue.rotate(-i)
+            note = queue.popleft()
+            queue.rotate(i)
+            return note
+    return None
+
+
 def _deadline(timeout: Optional[float]) -> Optional[float]:
     return None if timeout is None else time.monotonic() + max(timeout, 0.0)
 
@@ -171,7 +323,7 @@ class Client:
         self.timeout = timeout
         self._sock: Optional[socket.socket] = None
         self._gen = 0                      # bumped on every (re)connect
-        self._buf = b""
+        self._lines = _Lines()
         self._cond = threading.Condition()
         self._wlock = threading.Lock()
         self._reading = False              # some thread is in recv()
@@ -181,8 +333,7 @@ class Client:
         self._req_gen: Dict[int, int] = {}  # request id -> connection gen
         self._abandoned: Set[int] = set()  # ids nobody will wait for
         self._queue: Deque[Notification] = collections.deque()
-        self._last_seq: Dict[str, int] = {}
-        self._subscribed: Set[str] = set()
+        self._seqs = _Seqs()
         if connect:
             self.connect()
 
@@ -207,7 +358,7 @@ class Client:
         with self._cond:
             old, self._sock = self._sock, s
             self._gen += 1
-            self._buf = b""
+            self._lines = _Lines()
             self._broken = None
             self._responses.clear()
             self._abandoned.clear()
@@ -242,8 +393,8 @@ class Client:
         self.close()
         self.connect(timeout)
         if resubscribe:
-            for sid in sorted(self._subscribed):
-                self.subscribe(sid, since=self._last_seq.get(sid, 0))
+            for sid in sorted(self._seqs.subscribed):
+                self.subscribe(sid, since=self._seqs.last.get(sid, 0))
 
     def __enter__(self) -> "Client":
         return self
@@ -257,7 +408,7 @@ class Client:
 
     def last_seq(self, session_id: str) -> int:
         """The seq of the newest notification received for the session."""
-        return self._last_seq.get(session_id, 0)
+        return self._seqs.last.get(session_id, 0)
 
     # -------------------------------------------------------- reading
 
@@ -310,71 +461,29 @@ class Client:
                             self._broken = ConnectionLost(
                                 "stexecd closed the connection")
                         elif data:
-                            # Lines of any length: scan only when a
-                            # newline came in.
-                            self._buf += data
-                            if b"\n" in data:
-                                self._dispatch_lines()
+                            self._dispatch(self._lines.feed(data))
                     self._cond.notify_all()
 
-    def _dispatch_lines(self) -> None:
-        """Parse every complete line in the buffer (lock held)."""
-        while True:
-            nl = self._buf.find(b"\n")
-            if nl < 0:
-                return
-            line, self._buf = self._buf[:nl], self._buf[nl + 1:]
-            if not line.strip():
-                continue
+    def _dispatch(self, lines: List[bytes]) -> None:
+        """File responses by id and queue notifications (lock held)."""
+        for line in lines:
             try:
-                msg = json.loads(line.decode("utf-8"))
-            except ValueError as e:
-                self._broken = ConnectionLost(
-                    "stexecd sent a line that is not JSON (%s): %r"
-                    % (e, line[:200]))
+                msg = _decode(line)
+            except ConnectionLost as e:
+                self._broken = e
                 return
-            if not isinstance(msg, dict):
+            if msg is None:
                 continue
-            if "id" in msg and ("result" in msg or "error" in msg):
-                rid = msg.get("id")
-                if rid is None:
-                    # A parse error for a line we sent: should not happen.
-                    self._broken = ConnectionLost(
-                        "stexecd could not read a request: %s"
-                        % json.dumps(msg.get("error")))
-                    return
+            if _is_response(msg):
+                rid = msg["id"]
                 if rid in self._abandoned:
                     self._abandoned.discard(rid)
                 else:
                     self._responses[rid] = msg
-            elif isinstance(msg.get("method"), str):
-                self._on_notification(msg)
-
-    def _on_notification(self, msg: Dict[str, Any]) -> None:
-        params = msg.get("params")
-        if not isinstance(params, dict):
-            params = {}
-        sid, seq = params.get("sessionId"), params.get("seq")
-        if isinstance(sid, str) and isinstance(seq, int):
-            if seq <= self._last_seq.get(sid, 0):
-                return          # a replayed notification we already have
-            self._last_seq[sid] = seq
-        note = Notification(msg["method"], params, msg)
-        if note.method == "session_closed" and isinstance(sid, str):
-            self._subscribed.discard(sid)
-        self._queue.append(note)
-
-    def _find(self, session_id: Optional[str]) -> Optional[int]:
-        for i, n in enumerate(self._queue):
-            if session_id is None or n.session_id == session_id:
-                return i
-        return None
-
-    def _take(self, index: int) -> Notification:
-        self._queue.rotate(-index)
-        note = self._queue.popleft()
-        self._queue.rotate(index)
-        return note
+                continue
+            note = self._seqs.accept(msg)
+            if note is not None:
+                self._queue.append(note)
 
     # -------------------------------------------------------- requests
 
@@ -391,13 +500,11 @@ class Client:
             rid = self._next_id
             sock = self._sock
             self._req_gen[rid] = self._gen
-        line = json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
-                           "params": dict(params or {})},
-                          ensure_ascii=False, separators=(",", ":"))
+        line = _request_line(rid, method, params)
         try:
             with self._wlock:
                 sock.settimeout(None)
-                sock.sendall(line.encode("utf-8") + b"\n")
+                sock.sendall(line)
         except OSError as e:
             with self._cond:
                 if self._sock is sock and self._broken is None:
@@ -428,7 +535,7 @@ class Client:
             raise ConnectionLost("the connection to %s was replaced before "
                                  "request %d was answered"
                                  % (self.path, request_id))
-        return self._unwrap(msg)
+        return _result_of(msg)
 
     def forget_response(self, request_id: int) -> None:
         """Nobody will wait for this request: drop its response."""
@@ -441,15 +548,6 @@ class Client:
     def response_ready(self, request_id: int) -> bool:
         with self._cond:
             return request_id in self._responses
-
-    @staticmethod
-    def _unwrap(msg: Dict[str, Any]) -> Any:
-        if "error" in msg:
-            err = msg["error"] if isinstance(msg["error"], dict) else {}
-            raise StexecError(int(err.get("code", INTERNAL_ERROR)),
-                              str(err.get("message", "unknown error")),
-                              err.get("data"))
-        return msg.get("result")
 
     def request(self, method: str,
                 params: Optional[Mapping[str, Any]] = None,
@@ -475,15 +573,14 @@ class Client:
         arrived); None on timeout. Queued notifications are returned even
         after the connection broke; then ConnectionLost."""
         def ready() -> bool:
-            return self._find(session_id) is not None
+            return any(session_id is None or n.session_id == session_id
+                       for n in self._queue)
         try:
             self._pump(ready, _deadline(timeout))
         except TimeoutError:
             return None
         with self._cond:
-            idx = self._find(session_id)
-            assert idx is not None
-            return self._take(idx)
+            return _take(self._queue, session_id)
 
     def notifications(self, timeout: Optional[float] = None,
                       session_id: Optional[str] = None
@@ -501,13 +598,8 @@ class Client:
     def initialize(self, name: str = "stexec.py",
                    version: str = "0.1.0") -> Dict[str, Any]:
         """Learn the server's version and limits (optional)."""
-        res = self.call("initialize", client={"name": name,
-                                              "version": version})
-        if res.get("protocolVersion") != PROTOCOL_VERSION:
-            raise StexecError(INTERNAL_ERROR, "stexecd speaks protocol "
-                              "version %r, this client %d" %
-                              (res.get("protocolVersion"), PROTOCOL_VERSION))
-        return res
+        return _check_version(self.call(
+            "initialize", client={"name": name, "version": version}))
 
     def create_session(self, tools: Optional[List[Dict[str, Any]]] = None,
                        max_parallel: Optional[int] = None,
@@ -516,25 +608,17 @@ class Client:
                        ) -> str:
         """Create a session; returns its id. ``tools``: ToolDefs added to
         the daemon's; ``env``: on top of the daemon's, None unsets."""
-        params: Dict[str, Any] = {}
-        if tools is not None:
-            params["tools"] = list(tools)
-        if max_parallel is not None:
-            params["maxParallel"] = max_parallel
-        if cwd is not None:
-            params["cwd"] = cwd
-        if env is not None:
-            params["env"] = dict(env)
-        sid = self.request("createSession", params)["sessionId"]
+        sid = self.request("createSession", _session_params(
+            tools, max_parallel, cwd, env))["sessionId"]
         with self._cond:
-            self._last_seq.setdefault(sid, 0)  # we saw it from the start
+            self._seqs.created(sid)
         return sid
 
     def close_session(self, session_id: str) -> None:
         """Close a session; returns once its tools' processes are dead."""
         self.request("closeSession", {"sessionId": session_id})
         with self._cond:
-            self._subscribed.discard(session_id)
+            self._seqs.subscribed.discard(session_id)
 
     def list_sessions(self) -> List[Dict[str, Any]]:
         """[{sessionId, turn, unfinished}] of this user."""
@@ -543,16 +627,14 @@ class Client:
     def list_tools(self, session_id: Optional[str] = None
                    ) -> List[Dict[str, Any]]:
         """The daemon's ToolDefs, or a session's."""
-        params = {} if session_id is None else {"sessionId": session_id}
-        return self.request("listTools", params)["tools"]
+        return self.request("listTools",
+                            _params({}, sessionId=session_id))["tools"]
 
     def add_tool(self, session_id: str, id: str, name: str,
                  input: Optional[Mapping[str, Any]] = None) -> AddToolResult:
         """Hand one tool_use block to the session's current turn."""
-        return self.request("addTool", {
-            "sessionId": session_id,
-            "toolUse": {"id": id, "name": name,
-                        "input": {} if input is None else input}})
+        return self.request("addTool",
+                            _tool_use_params(session_id, id, name, input))
 
     def abort(self, session_id: str, reason: str = "interrupt") -> int:
         """Abort the current turn ("interrupt": like Esc; "cancel": kill
@@ -575,11 +657,9 @@ class Client:
                            decision: str, message: Optional[str] = None
                            ) -> None:
         """Answer a permission_request: decision "allow" or "deny"."""
-        params = {"sessionId": session_id, "toolUseId": tool_use_id,
-                  "decision": decision}
-        if message is not None:
-            params["message"] = message
-        self.request("respondPermission", params)
+        self.request("respondPermission", _params(
+            {"sessionId": session_id, "toolUseId": tool_use_id,
+             "decision": decision}, message=message))
 
     def subscribe(self, session_id: str, since: Optional[int] = None) -> int:
         """Receive the session's notifications on this connection; returns
@@ -589,32 +669,23 @@ class Client:
         else only live ones. Notifications already received are dropped
         when replayed again."""
         with self._cond:
-            if since is None:
-                since = self._last_seq.get(session_id)
-        params: Dict[str, Any] = {"sessionId": session_id}
-        if since is not None:
-            params["since"] = since
-        last = self.request("subscribe", params)["lastSeq"]
+            since = self._seqs.since(session_id, since)
+        last = self.request("subscribe", _params(
+            {"sessionId": session_id}, since=since))["lastSeq"]
         with self._cond:
-            self._subscribed.add(session_id)
-            if since is None and session_id not in self._last_seq:
-                self._last_seq[session_id] = last
+            self._seqs.subscribed_at(session_id, since, last)
         return last
 
     def unsubscribe(self, session_id: str) -> None:
         self.request("unsubscribe", {"sessionId": session_id})
         with self._cond:
-            self._subscribed.discard(session_id)
+            self._seqs.subscribed.discard(session_id)
 
     def events(self, session_id: str, since: Optional[int] = None,
                max: Optional[int] = None) -> Dict[str, Any]:
         """Pull instead of push: {notifications: [raw objects], lastSeq}."""
-        params: Dict[str, Any] = {"sessionId": session_id}
-        if since is not None:
-            params["since"] = since
-        if max is not None:
-            params["max"] = max
-        return self.request("events", params)
+        return self.request("events", _params(
+            {"sessionId": session_id}, since=since, max=max))
 
     def status(self, session_id: str) -> Dict[str, Any]:
         """{turn, interruptible, tools: [{id, name, status, ...}]}."""
@@ -629,7 +700,52 @@ class Client:
 
 # ---------------------------------------------------------------- turn
 
-class Turn:
+class _TurnState:
+    """What a turn has seen: the ids in add order, the results by id, the
+    drain; shared by the blocking and the asyncio Turn."""
+
+    def __init__(self, client: Any, session_id: str):
+        self.client = client
+        self.session_id = session_id
+        self.number: Optional[int] = None     # learned from addTool / drain
+        self.ids: List[str] = []
+        self.meta: Dict[str, Dict[str, Any]] = {}
+        self._results: Dict[str, Dict[str, Any]] = {}
+        self.drained: Optional[DrainResult] = None
+        self.ended: Optional[str] = None       # turn_end reason
+
+    def _added(self, id: str, res: AddToolResult) -> AddToolResult:
+        self.ids.append(id)
+        if self.number is None:
+            self.number = res["turn"]
+        return res
+
+    def _see(self, note: Notification) -> None:
+        if note.method == "tool_result" and (
+                self.number is None or note.turn == self.number):
+            self._results[note.tool_use_id] = note.params["result"]
+            self.meta[note.tool_use_id] = note.params.get("meta", {})
+        elif note.method == "turn_end" and (
+                self.number is None or note.turn == self.number):
+            self.ended = note.params.get("reason")
+
+    def _drain_done(self, res: DrainResult) -> None:
+        self.drained = res
+        self.number = res["turn"]
+
+    @property
+    def results(self) -> List[Dict[str, Any]]:
+        """tool_result blocks received so far, in add order (all of them
+        once ``finish()`` is done)."""
+        out = []
+        for i in self.ids:
+            if i not in self._results:
+                break
+            out.append(self._results[i])
+        return out
+
+
+class Turn(_TurnState):
     """The frontend pattern for one LLM call.
 
     While the model's message streams in, ``add`` each tool_use block the
@@ -645,38 +761,19 @@ class Turn:
     """
 
     def __init__(self, client: Client, session_id: str):
-        self.client = client
-        self.session_id = session_id
-        self.number: Optional[int] = None     # learned from addTool / drain
-        self.ids: List[str] = []
-        self.meta: Dict[str, Dict[str, Any]] = {}
-        self._results: Dict[str, Dict[str, Any]] = {}
-        self.drained: Optional[DrainResult] = None
-        self.ended: Optional[str] = None       # turn_end reason
-        if session_id not in client._subscribed:
+        super().__init__(client, session_id)
+        if session_id not in client._seqs.subscribed:
             client.subscribe(session_id)
 
     def add(self, id: str, name: str,
             input: Optional[Mapping[str, Any]] = None) -> AddToolResult:
         """Add one tool (start it as early as safety allows)."""
-        res = self.client.add_tool(self.session_id, id, name, input)
-        self.ids.append(id)
-        if self.number is None:
-            self.number = res["turn"]
-        return res
+        return self._added(id, self.client.add_tool(self.session_id, id,
+                                                    name, input))
 
     def add_block(self, block: Mapping[str, Any]) -> AddToolResult:
         """Add a model tool_use block ({type, id, name, input})."""
         return self.add(block["id"], block["name"], block.get("input"))
-
-    def _see(self, note: Notification) -> None:
-        if note.method == "tool_result" and (
-                self.number is None or note.turn == self.number):
-            self._results[note.tool_use_id] = note.params["result"]
-            self.meta[note.tool_use_id] = note.params.get("meta", {})
-        elif note.method == "turn_end" and (
-                self.number is None or note.turn == self.number):
-            self.ended = note.params.get("reason")
 
     def poll(self, timeout: float = 0.0) -> Iterator[Notification]:
         """Yield what has arrived for this session, waiting at most
@@ -700,19 +797,19 @@ class Turn:
         turn_end have arrived and the drain is answered. TimeoutError after
         ``timeout`` seconds in all."""
         c = self.client
+        sid = self.session_id
         deadline = _deadline(timeout)
-        rid = c.send_request("drain", {"sessionId": self.session_id})
+        rid = c.send_request("drain", {"sessionId": sid})
         answered = False
 
         def ready() -> bool:
-            return (c._find(self.session_id) is not None or
+            return (any(n.session_id == sid for n in c._queue) or
                     rid in c._responses or c._req_gen.get(rid) != c._gen)
         try:
             while True:
                 c._pump(ready, deadline)
                 with c._cond:
-                    idx = c._find(self.session_id)
-                    note = c._take(idx) if idx is not None else None
+                    note = _take(c._queue, sid)
                 if note is not None:
                     self._see(note)
                     yield note
@@ -720,9 +817,7 @@ class Turn:
                 # The drain response comes after turn_end (PROTOCOL.md §3.5),
                 # so everything of the turn has been yielded by now.
                 answered = True
-                res = c.wait_response(rid, 0)
-                self.drained = res
-                self.number = res["turn"]
+                self._drain_done(c.wait_response(rid, 0))
                 return
         finally:
             if not answered:
@@ -738,14 +833,3 @@ class Turn:
             if on_notification is not None:
                 on_notification(note)
         return self.results
-
-    @property
-    def results(self) -> List[Dict[str, Any]]:
-        """tool_result blocks received so far, in add order (all of them
-        once ``finish()`` is done)."""
-        out = []
-        for i in self.ids:
-            if i not in self._results:
-                break
-            out.append(self._results[i])
-        return out

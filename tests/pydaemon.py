@@ -1,0 +1,89 @@
+"""
+The real stexecd for the Python tests: started on a private socket in a
+temporary directory, with a tag in its environment by which leftover tool
+processes are found (tools inherit it, as in tests/e2e.c); and a counter of
+checks that prints what failed.
+"""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+
+class Checks:
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, cond, what):
+        if cond:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print("FAIL: " + what, file=sys.stderr, flush=True)
+        return cond
+
+    def eq(self, got, want, what):
+        return self.check(got == want, "%s: got %r, want %r"
+                          % (what, got, want))
+
+
+class Daemon:
+    def __init__(self, path):
+        self.path = os.path.abspath(path)
+        self.tmp = tempfile.mkdtemp(prefix="stexec-py-")
+        self.sock = os.path.join(self.tmp, "s.sock")
+        self.tag = "py-%d-%s" % (os.getpid(), os.path.basename(self.tmp))
+        self.proc = None
+
+    def start(self):
+        env = dict(os.environ)
+        for k in ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID",
+                  "LISTEN_FDNAMES", "STEXEC_SOCKET"):
+            env.pop(k, None)
+        env["STEXEC_E2E_TAG"] = self.tag
+        self.log = open(os.path.join(self.tmp, "daemon.log"), "wb")
+        self.proc = subprocess.Popen(
+            [self.path, "--socket", self.sock,
+             "--output-dir", os.path.join(self.tmp, "out")],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+            cwd=self.tmp, env=env)
+
+    def stop(self):
+        """SIGTERM; the daemon's exit status (None if it had to be killed)."""
+        try:
+            if self.proc.poll() is not None:
+                return self.proc.returncode
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                return None
+        finally:
+            self.log.close()
+
+    def leftovers(self):
+        """Pids of processes, other than the daemon, that carry its tag."""
+        want = ("STEXEC_E2E_TAG=" + self.tag).encode()
+        out = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == self.proc.pid:
+                continue
+            try:
+                with open("/proc/%s/environ" % name, "rb") as f:
+                    if want in f.read().split(b"\0"):
+                        out.append(int(name))
+            except OSError:
+                pass
+        return out
+
+    def log_tail(self, n=30):
+        try:
+            with open(os.path.join(self.tmp, "daemon.log"), "rb") as f:
+                return "\n".join(f.read().decode("utf-8", "replace")
+                                 .splitlines()[-n:])
+        except OSError:
+            return ""

@@ -1,0 +1,86 @@
+// What needs no daemon: the socket rules, the connect errors, the error
+// classes, and that the client keeps up with the schemas' method list.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import {
+  Client,
+  ConnectError,
+  ErrorCode,
+  InvalidParamsError,
+  LimitExceededError,
+  ReplayGapError,
+  RUN_SOCKET,
+  StexecError,
+  connectSocket,
+  defaultSocketPath,
+  errorCodes,
+  methodNames,
+} from "../src/index.js";
+
+test("default socket: $STEXEC_SOCKET, then $XDG_RUNTIME_DIR, then /run", () => {
+  assert.equal(defaultSocketPath({ STEXEC_SOCKET: "/x/s", XDG_RUNTIME_DIR: "/r" }), "/x/s");
+  assert.equal(defaultSocketPath({ XDG_RUNTIME_DIR: "/run/user/7" }), "/run/user/7/stexec/stexecd.sock");
+  assert.equal(defaultSocketPath({ STEXEC_SOCKET: "", XDG_RUNTIME_DIR: "" }), "/run/stexec/stexecd.sock");
+  assert.equal(defaultSocketPath({}), RUN_SOCKET);
+});
+
+test("connect errors say what to do", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "stexec-ts-off-"));
+  try {
+    const missing = join(dir, "none", "s.sock");
+    await assert.rejects(connectSocket(missing, {}), (e: unknown) => {
+      assert.ok(e instanceof ConnectError);
+      assert.equal(e.path, missing);
+      assert.match(e.message, new RegExp(`^cannot connect to ${missing}: ENOENT — is stexecd running\\? Start it with: stexecd --socket ${missing}$`));
+      return true;
+    });
+    // By default from $XDG_RUNTIME_DIR, the system daemon is tried next.
+    await assert.rejects(connectSocket(undefined, { XDG_RUNTIME_DIR: dir }), (e: unknown) => {
+      assert.ok(e instanceof ConnectError);
+      assert.equal(e.path, `${dir}/stexec/stexecd.sock`);
+      assert.match(e.message, /\(nor \/run\/stexec\/stexecd\.sock\): ENOENT .* Start it with: stexecd$/);
+      return true;
+    });
+    // $STEXEC_SOCKET is final: no fallback.
+    const fromEnv = join(dir, "env.sock");
+    await assert.rejects(connectSocket(undefined, { STEXEC_SOCKET: fromEnv }), (e: unknown) => {
+      assert.ok(e instanceof ConnectError);
+      assert.doesNotMatch(e.message, /nor/);
+      return true;
+    });
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
+});
+
+test("a class per error code of error.schema.json", () => {
+  const names = new Set<string>();
+  for (const code of errorCodes) {
+    const e = StexecError.from({ code, message: "m", data: { field: "f" } }, "ping");
+    assert.ok(e instanceof StexecError);
+    assert.notEqual(e.constructor, StexecError, `no class for ${code}`);
+    assert.equal(e.code, code);
+    assert.equal(e.method, "ping");
+    assert.equal(e.name, e.constructor.name);
+    names.add(e.name);
+  }
+  assert.equal(names.size, errorCodes.length);
+  assert.deepEqual([...errorCodes].sort(), Object.values(ErrorCode).sort());
+  const field = StexecError.from({ code: -32602, message: "Invalid params: x: bad", data: { field: "x" } });
+  assert.ok(field instanceof InvalidParamsError);
+  assert.equal(field.field, "x");
+  const gap = StexecError.from({ code: -32004, message: "Replay gap", data: { oldestSeq: 7 } });
+  assert.ok(gap instanceof ReplayGapError && gap instanceof LimitExceededError);
+  assert.equal(gap.oldestSeq, 7);
+  assert.ok(!(StexecError.from({ code: -32004, message: "Limit exceeded: x" }) instanceof ReplayGapError));
+  // A code from a newer daemon is still a StexecError.
+  assert.equal(StexecError.from({ code: -32099, message: "new" }).constructor, StexecError);
+});
+
+test("a typed method for every method of request.schema.json", () => {
+  const proto = Client.prototype as unknown as Record<string, unknown>;
+  for (const m of methodNames) assert.equal(typeof proto[m], "function", `Client has no method ${m}`);
+});

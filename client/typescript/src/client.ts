@@ -35,11 +35,6 @@ export type Result<M extends MethodName> = Methods[M]["result"];
 export interface ClientOptions {
   /** The socket; default: the C client's rules (see defaultSocketPath). */
   path?: string;
-  /**
-   * Keep notifications of subscribed sessions until notifications() takes
-   * them (default true). False: only onNotification() listeners see them.
-   */
-  queue?: boolean;
 }
 
 interface Pending {
@@ -90,7 +85,6 @@ class Fifo<T> {
 export class Client {
   /** The socket path this client connects (and reconnects) to. */
   readonly path: string | undefined;
-  private readonly keepQueue: boolean;
   private sock: net.Socket | undefined;
   private partial: Buffer[] = [];
   private nextId = 1;
@@ -98,6 +92,9 @@ export class Client {
   private readonly lastSeqs = new Map<string, number>();
   private readonly subscribed = new Set<string>();
   private readonly queues = new Map<string, Fifo<Queued>>();
+  // Sessions whose notifications are kept for notifications() (all: queueAll).
+  private readonly queued = new Set<string>();
+  private queueAll = false;
   private readonly waiters = new Set<Waiter>();
   private readonly listeners = new Set<(note: Notification) => void>();
   private arrivals = 0;
@@ -106,7 +103,6 @@ export class Client {
 
   private constructor(options: ClientOptions) {
     this.path = options.path;
-    this.keepQueue = options.queue ?? true;
   }
 
   /** Connect; `path` or options.path names the socket, else the defaults. */
@@ -156,7 +152,7 @@ export class Client {
       this.fail(this.sock, new ConnectionLostError("reconnecting"));
     }
     await this.open();
-    for (const sid of [...this.subscribed]) await this.subscribe(sid, this.lastSeqs.get(sid) ?? 0);
+    for (const sid of [...this.subscribed]) await this.resubscribe(sid, this.lastSeqs.get(sid) ?? 0);
   }
 
   /** The seq of the newest notification received for the session (0: none). */
@@ -231,7 +227,7 @@ export class Client {
         return;
       }
     }
-    if (!this.keepQueue) return;
+    if (!this.queueAll && !this.queued.has(sid)) return;
     let q = this.queues.get(sid);
     if (q === undefined) this.queues.set(sid, (q = new Fifo()));
     q.push({ note, arrival: this.arrivals++ });
@@ -348,6 +344,21 @@ export class Client {
    * already received are dropped when replayed again.
    */
   subscribe(sessionId: string, since?: number): Promise<SubscribeResult> {
+    // Kept from now on: the replay may be read before the caller resumes.
+    this.queued.add(sessionId);
+    return this.resubscribe(sessionId, since);
+  }
+
+  /**
+   * subscribe() for onNotification() listeners only (Turn uses it): the
+   * session's notifications are not kept for notifications() unless that
+   * was asked for, so a client that never iterates does not pile them up.
+   */
+  follow(sessionId: string, since?: number): Promise<SubscribeResult> {
+    return this.resubscribe(sessionId, since);
+  }
+
+  private resubscribe(sessionId: string, since?: number): Promise<SubscribeResult> {
     const from = since ?? this.lastSeqs.get(sessionId);
     return this.send("subscribe", from === undefined ? { sessionId } : { sessionId, since: from }, (res) => {
       this.subscribed.add(sessionId);
@@ -389,13 +400,17 @@ export class Client {
   }
 
   /**
-   * The notifications of one session (or of all), in the order received,
-   * including those queued before the call. A session's iterator ends after
+   * The notifications of one session (or of all), in the order received:
+   * those kept since the session was subscribe()d (not follow()ed) or since
+   * the first notifications() call for it, then live ones; every one is
+   * given to one iterator. A session's iterator ends after
    * its session_closed; any iterator ends when close() is called, and
    * throws ConnectionLostError when the connection breaks (reconnect(),
    * then iterate again: nothing is lost).
    */
   notifications(sessionId?: string): AsyncIterableIterator<Notification> {
+    if (sessionId === undefined) this.queueAll = true;
+    else this.queued.add(sessionId);
     let finished = false;
     let mine: Waiter | undefined;
     const it: AsyncIterableIterator<Notification> = {

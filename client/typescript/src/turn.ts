@@ -82,11 +82,11 @@ export class Turn {
   }
 
   /**
-   * Start using the session's current turn: subscribes the client to the
-   * session first (resuming from what it has) so every result reaches it.
+   * Start using the session's current turn: follows the session first
+   * (resuming from what the client has) so every result reaches it.
    */
   static async begin(client: Client, sessionId: string): Promise<Turn> {
-    await client.subscribe(sessionId);
+    await client.follow(sessionId);
     const { turn } = await client.status(sessionId);
     return new Turn(client, sessionId, turn);
   }

@@ -40,11 +40,12 @@ function assertComplete(notes: Notification[], last: number): void {
 test("the iterator throws on a break; after reconnect it goes on with nothing lost or repeated", async () => {
   const c = await Client.connect(d.socket);
   const { sessionId: sid } = await c.createSession({ tools: [ticker] });
+  // Kept for the iterator from now on, though Turn itself needs no queue.
+  const it = c.notifications(sid);
   const turn = await Turn.begin(c, sid);
   await turn.add({ id: "t", name: "ticker", input: {} });
 
   const got: Notification[] = [];
-  const it = c.notifications(sid);
   for await (const n of it) {
     got.push(n);
     if (got.filter((g) => g.method === "progress").length === 3) break;

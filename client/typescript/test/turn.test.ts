@@ -79,6 +79,8 @@ test("tools added as the stream parses them; results in add order; safe ones in 
   const next = await Turn.begin(c, sid);
   assert.equal(next.number, 2);
   assert.deepEqual((await next.drain()).results, []);
+  // Nobody iterates notifications(): none were kept.
+  assert.equal((c as unknown as { queues: Map<string, unknown> }).queues.size, 0);
   await c.closeSession(sid);
 });
 

@@ -83,8 +83,7 @@ class Fifo<T> {
 }
 
 export class Client {
-  /** The socket path this client connects (and reconnects) to. */
-  readonly path: string | undefined;
+  private socketPath: string | undefined;
   private sock: net.Socket | undefined;
   private partial: Buffer[] = [];
   private nextId = 1;
@@ -102,7 +101,12 @@ export class Client {
   private closedByUser = false;
 
   private constructor(options: ClientOptions) {
-    this.path = options.path;
+    this.socketPath = options.path;
+  }
+
+  /** The socket this client connects (and reconnects) to; undefined before the first connect by default. */
+  get path(): string | undefined {
+    return this.socketPath;
   }
 
   /** Connect; `path` or options.path names the socket, else the defaults. */
@@ -113,9 +117,9 @@ export class Client {
   }
 
   private async open(): Promise<void> {
-    const { socket, path } = await connectSocket(this.path);
+    const { socket, path } = await connectSocket(this.socketPath);
     // Reconnects go where the first connect went (the /run fallback too).
-    (this as { path: string | undefined }).path = path;
+    this.socketPath = path;
     this.sock = socket;
     this.partial = [];
     this.broken = undefined;
@@ -143,8 +147,10 @@ export class Client {
   /**
    * Open a new connection and resubscribe every session this client was
    * subscribed to from the last seq it received: nothing is missed, and
-   * replayed notifications it already has are dropped. A ReplayGapError
-   * means the daemon no longer holds what was missed (PROTOCOL.md §2).
+   * replayed notifications it already has are dropped. Throws the first
+   * error of a resubscribe after trying them all: a ReplayGapError means the
+   * daemon no longer holds what was missed (PROTOCOL.md §2), and that
+   * session is no longer subscribed; an UnknownSessionError, that it closed.
    */
   async reconnect(): Promise<void> {
     if (this.sock !== undefined) {
@@ -152,7 +158,22 @@ export class Client {
       this.fail(this.sock, new ConnectionLostError("reconnecting"));
     }
     await this.open();
-    for (const sid of [...this.subscribed]) await this.resubscribe(sid, this.lastSeqs.get(sid) ?? 0);
+    const sessions = [...this.subscribed];
+    this.subscribed.clear();
+    let first: unknown;
+    for (const [i, sid] of sessions.entries()) {
+      try {
+        await this.resubscribe(sid, this.lastSeqs.get(sid) ?? 0);
+      } catch (err) {
+        if (err instanceof ConnectionLostError) {
+          // Broken again: the next reconnect() does the rest.
+          for (const rest of sessions.slice(i)) this.subscribed.add(rest);
+          throw err;
+        }
+        first ??= err;
+      }
+    }
+    if (first !== undefined) throw first;
   }
 
   /** The seq of the newest notification received for the session (0: none). */
@@ -219,7 +240,17 @@ export class Client {
     if (seq <= (this.lastSeqs.get(sid) ?? 0)) return;
     this.lastSeqs.set(sid, seq);
     if (note.method === "session_closed") this.subscribed.delete(sid);
-    for (const fn of [...this.listeners]) fn(note);
+    for (const fn of [...this.listeners]) {
+      try {
+        fn(note);
+      } catch (err) {
+        // A listener's bug surfaces as it would from an EventEmitter, but
+        // only after this line is handled: the stream stays consistent.
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+    }
     for (const w of this.waiters) {
       if (w.sessionId === undefined || w.sessionId === sid) {
         this.waiters.delete(w);

@@ -2,7 +2,7 @@
 // the stream has parsed it, take results in add order as they come, drain
 // when the model's message is complete.
 import type { Client } from "./client.js";
-import { ConnectionLostError, TurnEndedError } from "./errors.js";
+import { ConnectionLostError, DuplicateToolUseError, TurnEndedError } from "./errors.js";
 import type {
   AbortResult,
   AddToolResult,
@@ -69,6 +69,8 @@ export class Turn {
   private notifyChanged!: () => void;
   // A drain was cut off by a lost connection: the turn may have ended since.
   private drainLost = false;
+  // Ids whose addTool was cut off: the daemon may or may not have them.
+  private readonly unsure = new Set<string>();
 
   private constructor(
     readonly client: Client,
@@ -131,23 +133,37 @@ export class Turn {
   /**
    * Add a tool_use block ({id, name, input}) the moment it is parsed; it
    * starts as early as the safety rules allow. Its result: result(id).
+   * After a ConnectionLostError, reconnect() and add the same block again:
+   * whether or not the daemon had it, it is in the turn once.
    */
   async add(toolUse: ToolUse): Promise<AddToolResult> {
     if (this.ended !== undefined) throw new Error(`turn ${this.number} is over (${this.ended}); begin a new Turn`);
-    if (this.slots.has(toolUse.id)) throw new Error(`tool use id ${toolUse.id} was already added to this turn`);
-    // Registered before the request: its result may come before the reply.
-    this.slots.set(toolUse.id, slot());
-    this.ids.push(toolUse.id);
-    this.wake();
+    const again = this.unsure.delete(toolUse.id);
+    if (!again) {
+      if (this.slots.has(toolUse.id)) throw new Error(`tool use id ${toolUse.id} was already added to this turn`);
+      // Registered before the request: its result may come before the reply.
+      this.slots.set(toolUse.id, slot());
+      this.ids.push(toolUse.id);
+      this.wake();
+    }
     try {
       return await this.client.addTool(this.sessionId, toolUse);
     } catch (err) {
-      if (!(err instanceof ConnectionLostError)) {
-        // Not added (duplicate, unknown session, ...): it gets no result.
-        this.slots.get(toolUse.id)!.reject(err as Error);
-        this.slots.delete(toolUse.id);
-        this.ids.splice(this.ids.indexOf(toolUse.id), 1);
+      if (err instanceof ConnectionLostError) {
+        this.unsure.add(toolUse.id);
+        throw err;
       }
+      if (again && err instanceof DuplicateToolUseError) {
+        // The first add was applied before the connection broke (§2).
+        const st = await this.client.status(this.sessionId);
+        const t = st.tools.find((x) => x.id === toolUse.id);
+        if (st.turn === this.number && t !== undefined)
+          return { toolUseId: t.id, turn: st.turn, status: t.status, concurrencySafe: t.concurrencySafe };
+      }
+      // Not added (unknown session, limit, ...): it gets no result.
+      this.slots.get(toolUse.id)!.reject(err as Error);
+      this.slots.delete(toolUse.id);
+      this.ids.splice(this.ids.indexOf(toolUse.id), 1);
       throw err;
     }
   }

@@ -132,3 +132,26 @@ test("close() ends iterators; a session's iterator ends after session_closed", a
   c.close();
   assert.deepEqual(await waiting, { value: undefined, done: true });
 });
+
+test("an add cut off by a break is added again after reconnect, once, either way", async () => {
+  const c = await Client.connect(d.socket);
+  const { sessionId: sid } = await c.createSession();
+  const turn = await Turn.begin(c, sid);
+  // The daemon never saw it: the connection was already down.
+  cut(c);
+  await assert.rejects(turn.add({ id: "a", name: "bash", input: { command: "echo a" } }), ConnectionLostError);
+  await c.reconnect();
+  assert.equal((await turn.add({ id: "a", name: "bash", input: { command: "echo a" } })).turn, 1);
+  // The daemon had it, but the answer was lost.
+  await turn.add({ id: "b", name: "bash", input: { command: "echo b" } });
+  (turn as unknown as { unsure: Set<string> }).unsure.add("b");
+  const again = await turn.add({ id: "b", name: "bash", input: { command: "echo b" } });
+  assert.equal(again.toolUseId, "b");
+  assert.equal(again.turn, 1);
+  // Not unsure: a real duplicate is refused.
+  await assert.rejects(turn.add({ id: "b", name: "bash", input: { command: "echo b" } }), /already added/);
+  const out = await turn.drain();
+  assert.deepEqual(out.results.map((r) => r.content), ["a\n", "b\n"]);
+  await c.closeSession(sid);
+  c.close();
+});

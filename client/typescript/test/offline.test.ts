@@ -1,10 +1,12 @@
 // What needs no daemon: the socket rules, the connect errors, the error
 // classes, and that the client keeps up with the schemas' method list.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import { fileURLToPath } from "node:url";
 import {
   Client,
   ConnectError,
@@ -83,4 +85,34 @@ test("a class per error code of error.schema.json", () => {
 test("a typed method for every method of request.schema.json", () => {
   const proto = Client.prototype as unknown as Record<string, unknown>;
   for (const m of methodNames) assert.equal(typeof proto[m], "function", `Client has no method ${m}`);
+});
+
+test("the generator follows the schemas and refuses a method without named params and result", () => {
+  const schemas = fileURLToPath(new URL("../../../../protocol/schemas", import.meta.url));
+  const gen = fileURLToPath(new URL("../../scripts/gen-types.mjs", import.meta.url));
+  const dir = mkdtempSync(join(tmpdir(), "stexec-ts-gen-"));
+  try {
+    for (const f of readdirSync(schemas)) copyFileSync(join(schemas, f), join(dir, f));
+    const request = JSON.parse(readFileSync(join(dir, "request.schema.json"), "utf8"));
+    request.properties.method.enum.push("newMethod");
+    writeFileSync(join(dir, "request.schema.json"), JSON.stringify(request));
+    const out = join(dir, "protocol.ts");
+    const run = () => spawnSync(process.execPath, [gen, dir, out], { encoding: "utf8" });
+    let r = run();
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /request\.schema\.json has no \$defs\/newMethodParams/);
+    request.$defs.newMethodParams = { type: "object", properties: { sessionId: { $ref: "#/$defs/sessionId" } }, required: ["sessionId"], additionalProperties: false };
+    writeFileSync(join(dir, "request.schema.json"), JSON.stringify(request));
+    const response = JSON.parse(readFileSync(join(dir, "response.schema.json"), "utf8"));
+    response.$defs.newMethodResult = { type: "object", properties: { n: { type: "integer" } }, required: ["n"], additionalProperties: false };
+    writeFileSync(join(dir, "response.schema.json"), JSON.stringify(response));
+    r = run();
+    assert.equal(r.status, 0, r.stderr);
+    const ts = readFileSync(out, "utf8");
+    assert.match(ts, /export type NewMethodParams = \{\n  sessionId: SessionId;\n\};/);
+    assert.match(ts, /export type NewMethodResult = \{\n  n: number;\n\};/);
+    assert.match(ts, /newMethod: \{ params: NewMethodParams; result: NewMethodResult \};/);
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
 });

@@ -40,9 +40,10 @@ test("tools added as the stream parses them; results in add order; safe ones in 
     for await (const r of turn.results()) order.push(`${r.toolUseId}:${r.result.content.trim()}`);
   })();
   const stream: Array<[string, string, number, string]> = [
-    ["a", "nap", 0.8, "A"],
-    ["b", "nap", 0.1, "B"],
-    ["c", "nap", 0.4, "C"],
+    // Margins wide enough for a loaded machine and a sanitized daemon.
+    ["a", "nap", 1.5, "A"],
+    ["b", "nap", 0.6, "B"],
+    ["c", "nap", 1.0, "C"],
     ["u", "step", 0, "U"],
     ["x", "no_such_tool", 0, ""],
   ];

@@ -1,0 +1,505 @@
+// One connection to stexecd: JSON-RPC 2.0 requests matched to responses by
+// id, notifications queued per session and handed out by async iterators,
+// and resume after a reconnect by the seq of the last one received.
+import type * as net from "node:net";
+import {
+  ConnectionLostError,
+  ProtocolError,
+  StexecError,
+} from "./errors.js";
+import type {
+  AbortResult,
+  AddToolResult,
+  ClientInfo,
+  CreateSessionParams,
+  CreateSessionResult,
+  DiscardResult,
+  DrainResult,
+  EventsResult,
+  InitializeResult,
+  ListSessionsResult,
+  ListToolsResult,
+  Methods,
+  Notification,
+  StatsResult,
+  StatusResult,
+  SubscribeResult,
+  ToolUse,
+} from "./protocol.js";
+import { connectSocket } from "./socket.js";
+
+export type MethodName = keyof Methods;
+export type Params<M extends MethodName> = Methods[M]["params"];
+export type Result<M extends MethodName> = Methods[M]["result"];
+
+export interface ClientOptions {
+  /** The socket; default: the C client's rules (see defaultSocketPath). */
+  path?: string;
+}
+
+interface Pending {
+  method: string;
+  resolve(result: unknown): void;
+  reject(err: Error): void;
+  // Runs as the response is read, before any later line, so state such as
+  // a session's last seq is right for the notifications that follow.
+  onResult?(result: unknown): void;
+}
+
+interface Waiter {
+  sessionId: string | undefined;
+  resolve(r: IteratorResult<Notification>): void;
+  reject(err: Error): void;
+}
+
+interface Queued {
+  note: Notification;
+  arrival: number;
+}
+
+// A FIFO that takes from the front in O(1), compacting now and then.
+class Fifo<T> {
+  private items: T[] = [];
+  private head = 0;
+
+  get size(): number {
+    return this.items.length - this.head;
+  }
+  peek(): T | undefined {
+    return this.items[this.head];
+  }
+  push(item: T): void {
+    this.items.push(item);
+  }
+  shift(): T | undefined {
+    if (this.head >= this.items.length) return undefined;
+    const item = this.items[this.head++];
+    if (this.head > 1024 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return item;
+  }
+}
+
+export class Client {
+  private socketPath: string | undefined;
+  private sock: net.Socket | undefined;
+  private partial: Buffer[] = [];
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  private readonly lastSeqs = new Map<string, number>();
+  private readonly subscribed = new Set<string>();
+  private readonly queues = new Map<string, Fifo<Queued>>();
+  // Sessions whose notifications are kept for notifications() (all: queueAll).
+  private readonly queued = new Set<string>();
+  private queueAll = false;
+  private readonly waiters = new Set<Waiter>();
+  private readonly listeners = new Set<(note: Notification) => void>();
+  private arrivals = 0;
+  private broken: Error | undefined = new ConnectionLostError("not connected");
+  private closedByUser = false;
+
+  private constructor(options: ClientOptions) {
+    this.socketPath = options.path;
+  }
+
+  /** The socket this client connects (and reconnects) to; undefined before the first connect by default. */
+  get path(): string | undefined {
+    return this.socketPath;
+  }
+
+  /** Connect; `path` or options.path names the socket, else the defaults. */
+  static async connect(options: string | ClientOptions = {}): Promise<Client> {
+    const c = new Client(typeof options === "string" ? { path: options } : options);
+    await c.open();
+    return c;
+  }
+
+  private async open(): Promise<void> {
+    const { socket, path } = await connectSocket(this.socketPath);
+    // Reconnects go where the first connect went (the /run fallback too).
+    this.socketPath = path;
+    this.sock = socket;
+    this.partial = [];
+    this.broken = undefined;
+    this.closedByUser = false;
+    socket.on("data", (chunk: Buffer) => this.onData(socket, chunk));
+    socket.on("error", (err) => this.fail(socket, new ConnectionLostError(`connection to stexecd lost: ${err.message}`)));
+    socket.on("close", () => this.fail(socket, new ConnectionLostError()));
+  }
+
+  /** Is the connection up? */
+  get connected(): boolean {
+    return this.broken === undefined;
+  }
+
+  /**
+   * Close the connection. Sessions live on in the daemon (their tools keep
+   * running); reconnect() resumes. Pending requests fail with
+   * ConnectionLostError; notification iterators end once their queue is empty.
+   */
+  close(): void {
+    this.closedByUser = true;
+    if (this.sock !== undefined) this.fail(this.sock, new ConnectionLostError("connection closed"));
+  }
+
+  /**
+   * Open a new connection and resubscribe every session this client was
+   * subscribed to from the last seq it received: nothing is missed, and
+   * replayed notifications it already has are dropped. Throws the first
+   * error of a resubscribe after trying them all: a ReplayGapError means the
+   * daemon no longer holds what was missed (PROTOCOL.md §2), and that
+   * session is no longer subscribed; an UnknownSessionError, that it closed.
+   */
+  async reconnect(): Promise<void> {
+    if (this.sock !== undefined) {
+      this.closedByUser = false;
+      this.fail(this.sock, new ConnectionLostError("reconnecting"));
+    }
+    await this.open();
+    const sessions = [...this.subscribed];
+    this.subscribed.clear();
+    let first: unknown;
+    for (const [i, sid] of sessions.entries()) {
+      try {
+        await this.resubscribe(sid, this.lastSeqs.get(sid) ?? 0);
+      } catch (err) {
+        if (err instanceof ConnectionLostError) {
+          // Broken again: the next reconnect() does the rest.
+          for (const rest of sessions.slice(i)) this.subscribed.add(rest);
+          throw err;
+        }
+        first ??= err;
+      }
+    }
+    if (first !== undefined) throw first;
+  }
+
+  /** The seq of the newest notification received for the session (0: none). */
+  lastSeq(sessionId: string): number {
+    return this.lastSeqs.get(sessionId) ?? 0;
+  }
+
+  // ------------------------------------------------------------ reading
+
+  private onData(sock: net.Socket, chunk: Buffer): void {
+    let start = 0;
+    for (let nl = chunk.indexOf(10); nl !== -1 && this.sock === sock; nl = chunk.indexOf(10, start)) {
+      this.partial.push(chunk.subarray(start, nl));
+      const line = this.partial.length === 1 ? this.partial[0]! : Buffer.concat(this.partial);
+      this.partial = [];
+      start = nl + 1;
+      this.onLine(sock, line);
+    }
+    if (start < chunk.length && this.sock === sock) this.partial.push(chunk.subarray(start));
+  }
+
+  private onLine(sock: net.Socket, line: Buffer): void {
+    const text = line.toString("utf8").trim();
+    if (text === "") return;
+    let msg: Record<string, unknown>;
+    try {
+      msg = JSON.parse(text) as Record<string, unknown>;
+    } catch {
+      this.fail(sock, new ProtocolError(`stexecd sent a line that is not JSON: ${text.slice(0, 200)}`));
+      return;
+    }
+    if (typeof msg !== "object" || msg === null || Array.isArray(msg)) {
+      this.fail(sock, new ProtocolError(`stexecd sent a line that is not a JSON object: ${text.slice(0, 200)}`));
+      return;
+    }
+    if ("id" in msg && ("result" in msg || "error" in msg)) this.onResponse(msg);
+    else if (typeof msg.method === "string") this.deliver(msg as unknown as Notification);
+  }
+
+  private onResponse(msg: Record<string, unknown>): void {
+    // id null: a line of ours the daemon could not read; nothing waits for it.
+    if (typeof msg.id !== "number") return;
+    const p = this.pending.get(msg.id);
+    if (p === undefined) return;
+    this.pending.delete(msg.id);
+    if ("error" in msg) {
+      const e = msg.error as { code?: unknown; message?: unknown; data?: unknown };
+      p.reject(
+        typeof e?.code === "number" && typeof e.message === "string"
+          ? StexecError.from({ code: e.code, message: e.message, data: e.data }, p.method)
+          : new ProtocolError(`stexecd sent a malformed error: ${JSON.stringify(e)}`),
+      );
+      return;
+    }
+    p.onResult?.(msg.result);
+    p.resolve(msg.result);
+  }
+
+  private deliver(note: Notification): void {
+    const sid = note.params?.sessionId;
+    const seq = note.params?.seq;
+    if (typeof sid !== "string" || typeof seq !== "number") return;
+    // Replayed after a resubscribe: already received once.
+    if (seq <= (this.lastSeqs.get(sid) ?? 0)) return;
+    this.lastSeqs.set(sid, seq);
+    if (note.method === "session_closed") this.subscribed.delete(sid);
+    for (const fn of [...this.listeners]) {
+      try {
+        fn(note);
+      } catch (err) {
+        // A listener's bug surfaces as it would from an EventEmitter, but
+        // only after this line is handled: the stream stays consistent.
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+    }
+    for (const w of this.waiters) {
+      if (w.sessionId === undefined || w.sessionId === sid) {
+        this.waiters.delete(w);
+        w.resolve({ value: note, done: false });
+        return;
+      }
+    }
+    if (!this.queueAll && !this.queued.has(sid)) return;
+    let q = this.queues.get(sid);
+    if (q === undefined) this.queues.set(sid, (q = new Fifo()));
+    q.push({ note, arrival: this.arrivals++ });
+  }
+
+  private fail(sock: net.Socket, err: Error): void {
+    if (this.sock !== sock) return;
+    this.sock = undefined;
+    this.broken = err;
+    sock.destroy();
+    const pending = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of pending) p.reject(err);
+    const waiters = [...this.waiters];
+    this.waiters.clear();
+    for (const w of waiters) {
+      if (this.closedByUser) w.resolve({ value: undefined, done: true });
+      else w.reject(err);
+    }
+  }
+
+  // ------------------------------------------------------------ requests
+
+  /**
+   * Send any request and wait for its response: the result, or a
+   * StexecError subclass for the error's code, or ConnectionLostError.
+   */
+  request<M extends MethodName>(method: M, params?: Params<M>): Promise<Result<M>> {
+    return this.send(method, params);
+  }
+
+  private send<M extends MethodName>(
+    method: M,
+    params: Params<M> | undefined,
+    onResult?: (result: Result<M>) => void,
+  ): Promise<Result<M>> {
+    if (this.sock === undefined || this.broken !== undefined)
+      return Promise.reject(this.broken ?? new ConnectionLostError("not connected"));
+    const id = this.nextId++;
+    const msg: Record<string, unknown> = { jsonrpc: "2.0", id, method };
+    if (params !== undefined) msg.params = params;
+    const line = JSON.stringify(msg) + "\n";
+    return new Promise<Result<M>>((resolve, reject) => {
+      this.pending.set(id, {
+        method,
+        resolve: resolve as (r: unknown) => void,
+        reject,
+        ...(onResult ? { onResult: onResult as (r: unknown) => void } : {}),
+      });
+      this.sock!.write(line);
+    });
+  }
+
+  /** Learn the daemon's version and limits (optional). */
+  initialize(client: ClientInfo = { name: "stexec-ts", version: "0.1.0" }): Promise<InitializeResult> {
+    return this.send("initialize", { client });
+  }
+
+  createSession(params: CreateSessionParams = {}): Promise<CreateSessionResult> {
+    return this.send("createSession", params);
+  }
+
+  /** Close a session; its tools are killed, subscribers get session_closed first. */
+  closeSession(sessionId: string): Promise<Result<"closeSession">> {
+    return this.send("closeSession", { sessionId }, () => this.subscribed.delete(sessionId));
+  }
+
+  listSessions(): Promise<ListSessionsResult> {
+    return this.send("listSessions", {});
+  }
+
+  /** The daemon's tools, or with a session its tools (daemon + session tools). */
+  listTools(sessionId?: string): Promise<ListToolsResult> {
+    return this.send("listTools", sessionId === undefined ? {} : { sessionId });
+  }
+
+  /** Add a model tool_use block ({id, name, input}) to the session's current turn. */
+  addTool(sessionId: string, toolUse: ToolUse): Promise<AddToolResult> {
+    return this.send("addTool", { sessionId, toolUse });
+  }
+
+  /** "interrupt": the user pressed Esc (S8); "cancel": kill everything (S9). */
+  abort(sessionId: string, reason: "interrupt" | "cancel" = "interrupt"): Promise<AbortResult> {
+    return this.send("abort", { sessionId, reason });
+  }
+
+  discard(sessionId: string): Promise<DiscardResult> {
+    return this.send("discard", { sessionId });
+  }
+
+  /** End the turn: answered after its last tool_result and turn_end. */
+  drain(sessionId: string): Promise<DrainResult> {
+    return this.send("drain", { sessionId });
+  }
+
+  respondPermission(
+    sessionId: string,
+    toolUseId: string,
+    decision: "allow" | "deny",
+    message?: string,
+  ): Promise<Result<"respondPermission">> {
+    return this.send("respondPermission", {
+      sessionId,
+      toolUseId,
+      decision,
+      ...(message === undefined ? {} : { message }),
+    });
+  }
+
+  /**
+   * Receive the session's notifications on this connection. `since`:
+   * replay every retained one after it first; default: after the last one
+   * this client received of the session, or only live ones if none. Those
+   * already received are dropped when replayed again.
+   */
+  subscribe(sessionId: string, since?: number): Promise<SubscribeResult> {
+    // Kept from now on: the replay may be read before the caller resumes.
+    this.queued.add(sessionId);
+    return this.resubscribe(sessionId, since);
+  }
+
+  /**
+   * subscribe() for onNotification() listeners only (Turn uses it): the
+   * session's notifications are not kept for notifications() unless that
+   * was asked for, so a client that never iterates does not pile them up.
+   */
+  follow(sessionId: string, since?: number): Promise<SubscribeResult> {
+    return this.resubscribe(sessionId, since);
+  }
+
+  private resubscribe(sessionId: string, since?: number): Promise<SubscribeResult> {
+    const from = since ?? this.lastSeqs.get(sessionId);
+    return this.send("subscribe", from === undefined ? { sessionId } : { sessionId, since: from }, (res) => {
+      this.subscribed.add(sessionId);
+      // Live notifications follow; anything up to lastSeq is not coming.
+      if (from === undefined) this.lastSeqs.set(sessionId, Math.max(this.lastSeq(sessionId), res.lastSeq));
+    });
+  }
+
+  unsubscribe(sessionId: string): Promise<Result<"unsubscribe">> {
+    return this.send("unsubscribe", { sessionId }, () => this.subscribed.delete(sessionId));
+  }
+
+  /** Pull instead of push: the retained notifications after `since`. */
+  events(sessionId: string, options: { since?: number; max?: number } = {}): Promise<EventsResult> {
+    return this.send("events", { sessionId, ...options });
+  }
+
+  status(sessionId: string): Promise<StatusResult> {
+    return this.send("status", { sessionId });
+  }
+
+  ping(): Promise<Result<"ping">> {
+    return this.send("ping", {});
+  }
+
+  stats(): Promise<StatsResult> {
+    return this.send("stats", {});
+  }
+
+  // ------------------------------------------------------- notifications
+
+  /**
+   * Call `fn` for every notification as it is read (before any iterator
+   * sees it). Returns a function that removes it.
+   */
+  onNotification(fn: (note: Notification) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  /**
+   * The notifications of one session (or of all), in the order received:
+   * those kept since the session was subscribe()d (not follow()ed) or since
+   * the first notifications() call for it, then live ones; every one is
+   * given to one iterator. A session's iterator ends after
+   * its session_closed; any iterator ends when close() is called, and
+   * throws ConnectionLostError when the connection breaks (reconnect(),
+   * then iterate again: nothing is lost).
+   */
+  notifications(sessionId?: string): AsyncIterableIterator<Notification> {
+    if (sessionId === undefined) this.queueAll = true;
+    else this.queued.add(sessionId);
+    let finished = false;
+    let mine: Waiter | undefined;
+    const it: AsyncIterableIterator<Notification> = {
+      next: () => {
+        if (finished) return Promise.resolve({ value: undefined, done: true });
+        const note = this.take(sessionId);
+        if (note !== undefined) {
+          if (sessionId !== undefined && note.method === "session_closed") finished = true;
+          return Promise.resolve({ value: note, done: false });
+        }
+        if (this.broken !== undefined) {
+          if (this.closedByUser) return Promise.resolve({ value: undefined, done: true });
+          return Promise.reject(this.broken);
+        }
+        return new Promise<IteratorResult<Notification>>((resolve, reject) => {
+          mine = {
+            sessionId,
+            resolve: (r) => {
+              mine = undefined;
+              if (!r.done && sessionId !== undefined && r.value.method === "session_closed") finished = true;
+              resolve(r);
+            },
+            reject: (e) => {
+              mine = undefined;
+              reject(e);
+            },
+          };
+          this.waiters.add(mine);
+        });
+      },
+      return: () => {
+        finished = true;
+        if (mine !== undefined) {
+          this.waiters.delete(mine);
+          mine.resolve({ value: undefined, done: true });
+        }
+        return Promise.resolve({ value: undefined, done: true });
+      },
+      [Symbol.asyncIterator]() {
+        return it;
+      },
+    };
+    return it;
+  }
+
+  // The oldest queued notification of the session, or of any session.
+  private take(sessionId: string | undefined): Notification | undefined {
+    let key = sessionId;
+    if (key === undefined) {
+      let oldest = Infinity;
+      for (const [sid, q] of this.queues) {
+        if (q.peek()!.arrival < oldest) [key, oldest] = [sid, q.peek()!.arrival];
+      }
+    }
+    const q = key === undefined ? undefined : this.queues.get(key);
+    const item = q?.shift();
+    // Only non-empty queues are kept, so the scan above stays short.
+    if (q !== undefined && q.size === 0) this.queues.delete(key!);
+    return item?.note;
+  }
+}

@@ -1,0 +1,8 @@
+// stexec: the TypeScript client of stexecd (protocol/PROTOCOL.md).
+export * from "./protocol.js";
+export * from "./errors.js";
+export { Client } from "./client.js";
+export type { ClientOptions, MethodName, Params, Result } from "./client.js";
+export { Turn } from "./turn.js";
+export type { TurnOutcome } from "./turn.js";
+export { defaultSocketPath, connectSocket, RUN_SOCKET } from "./socket.js";

@@ -66,7 +66,8 @@ class Daemon:
             self.log.close()
 
     def leftovers(self):
-        """Pids of processes, other than the daemon, that carry its tag."""
+        """Pids of processes, other than the daemon and its running
+        sentinel, that carry its tag (zombies are dead: they do not count)."""
         want = ("STEXEC_E2E_TAG=" + self.tag).encode()
         out = []
         for name in os.listdir("/proc"):
@@ -74,10 +75,20 @@ class Daemon:
                 continue
             try:
                 with open("/proc/%s/environ" % name, "rb") as f:
-                    if want in f.read().split(b"\0"):
-                        out.append(int(name))
+                    if want not in f.read().split(b"\0"):
+                        continue
+                with open("/proc/%s/stat" % name, "rb") as f:
+                    stat = f.read()
             except OSError:
-                pass
+                continue
+            comm = stat[stat.index(b"(") + 1:stat.rindex(b")")]
+            state, ppid = stat[stat.rindex(b")") + 2:].split()[:2]
+            if state == b"Z":
+                continue
+            if (comm == b"stexec-sentinel" and int(ppid) == self.proc.pid
+                    and self.proc.poll() is None):
+                continue
+            out.append(int(name))
         return out
 
     def log_tail(self, n=30):

@@ -26,13 +26,20 @@ async function waitFor(pred, what, ms = 10000) {
   }
 }
 
-// Processes other than the daemon that carry our tag in their environment.
+// Live processes other than the daemon (and its sentinel while it runs)
+// that carry our tag in their environment.
 function leftovers() {
   const found = [];
   for (const pid of readdirSync('/proc')) {
     if (!/^\d+$/.test(pid) || Number(pid) === daemon.pid) continue;
     try {
-      if (readFileSync(`/proc/${pid}/environ`, 'latin1').includes(`STEXEC_E2E_TAG=${tag}`)) found.push(pid);
+      if (!readFileSync(`/proc/${pid}/environ`, 'latin1').includes(`STEXEC_E2E_TAG=${tag}`)) continue;
+      const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+      const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      if (state === 'Z') continue;
+      if (comm === 'stexec-sentinel' && Number(ppid) === daemon.pid && daemon.exitCode === null) continue;
+      found.push(pid);
     } catch { /* gone, or not ours to read */ }
   }
   return found;
@@ -64,12 +71,17 @@ before(async () => {
 });
 
 after(async () => {
-  await client?.close();
-  await waitFor(() => leftovers().length === 0, 'no tool process left');
-  daemon.kill('SIGTERM');
-  const code = await new Promise((r) => daemon.on('exit', (c) => r(c)));
-  assert.equal(code, 0, 'the daemon stops cleanly');
-  rmSync(dir, { recursive: true, force: true });
+  try {
+    await client?.close();
+    await waitFor(() => leftovers().length === 0, 'no tool process left');
+  } finally {
+    // Stop the daemon whatever failed, or it keeps this process alive.
+    const exited = new Promise((r) => daemon.on('exit', (c) => r(c)));
+    daemon.kill('SIGTERM');
+    const code = await exited;
+    rmSync(dir, { recursive: true, force: true });
+    assert.equal(code, 0, 'the daemon stops cleanly');
+  }
 });
 
 test('lists the built-in tools with their input schemas', async () => {

@@ -411,6 +411,11 @@ export class Client {
     return this.send("status", { sessionId });
   }
 
+  /** (extension) The session's whole-output files and whether each is kept. */
+  outputFiles(sessionId: string): Promise<Result<"outputFiles">> {
+    return this.send("outputFiles", { sessionId });
+  }
+
   ping(): Promise<Result<"ping">> {
     return this.send("ping", {});
   }

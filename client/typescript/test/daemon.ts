@@ -72,7 +72,12 @@ export class Daemon {
         const env = readFileSync(`/proc/${pid}/environ`, "latin1").split("\0");
         if (!env.includes(`STEXEC_TS_TAG=${this.tag}`)) continue;
         const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
-        if (stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z") found.push(pid);
+        const [state, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+        if (state === "Z") continue;
+        // The running daemon's sentinel is the daemon's, not a tool.
+        if (comm === "stexec-sentinel" && Number(ppid) === this.pid && this.proc!.exitCode === null) continue;
+        found.push(pid);
       } catch {
         // Gone meanwhile, or not ours to read.
       }

@@ -234,3 +234,21 @@ test("writes the model would ask for work through the client", async () => {
   assert.match(resultOf(seen, "r")!.result.content, /hello/);
   await c.closeSession(sid);
 });
+
+test("outputFiles names a truncated result's whole output (extension)", async () => {
+  const big: ToolDef = { name: "big", command: ["/bin/sh", "-c", "seq 1 5000"], maxResultBytes: 1000 };
+  const { sessionId } = await c.createSession({ tools: [big] });
+  assert.deepEqual(await c.outputFiles(sessionId), { files: [] });
+  const seen = record(c, sessionId);
+  await c.subscribe(sessionId);
+  await c.addTool(sessionId, { id: "b1", name: "big", input: {} });
+  await c.drain(sessionId);
+  const meta = resultOf(seen, "b1")!.meta;
+  assert.equal(meta.truncated, true);
+  const { files } = await c.outputFiles(sessionId);
+  assert.equal(files.length, 1);
+  assert.equal(files[0].toolUseId, "b1");
+  assert.equal(files[0].path, meta.fullOutputPath);
+  assert.equal(files[0].removed, null);
+  await c.closeSession(sessionId);
+});

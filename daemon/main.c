@@ -26,6 +26,7 @@
 #include "server.h"
 #include "session.h"
 #include "stexec/protocol.h"
+#include "tooldef.h"
 #include "util.h"
 
 #ifndef STEXEC_LIBEXECDIR
@@ -48,6 +49,7 @@ struct options {
 	unsigned max_sessions;
 	unsigned max_tools_per_turn;
 	int idle_exit_s;
+	size_t max_result_bytes;
 };
 
 static struct event_base *main_base;
@@ -84,6 +86,8 @@ usage(FILE *f, int status)
 "                           (default 4194304)\n"
 "  --max-sessions N         open sessions at once (default 100000)\n"
 "  --max-tools-per-turn N   tools one turn may hold (default 10000)\n"
+"  --max-result-bytes BYTES largest maxResultBytes a tool may ask for\n"
+"                           (default 16777216)\n"
 "  --idle-exit SECONDS      when socket-activated, exit after this long\n"
 "                           with no session and no client (default: never)\n"
 "  --log-level LEVEL        error, warn, info or debug (default info)\n"
@@ -124,6 +128,7 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "max-sessions", required_argument, NULL, 'S' },
 		{ "max-tools-per-turn", required_argument, NULL, 'T' },
 		{ "idle-exit", required_argument, NULL, 'I' },
+		{ "max-result-bytes", required_argument, NULL, 'R' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -189,6 +194,10 @@ parse_options(int argc, char **argv, struct options *o)
 		case 'I':
 			o->idle_exit_s = (int)parse_number("--idle-exit", optarg,
 			    1, 86400 * 365);
+			break;
+		case 'R':
+			o->max_result_bytes = (size_t)parse_number(
+			    "--max-result-bytes", optarg, 1024, 2147483647);
 			break;
 		case 'l':
 			if ((level = log_parse_level(optarg)) < 0) {
@@ -360,6 +369,7 @@ main(int argc, char **argv)
 		.retention_bytes = 4 * 1024 * 1024,
 		.max_sessions = 100000,
 		.max_tools_per_turn = 10000,
+		.max_result_bytes = TOOLDEF_RESULT_CEILING_DEFAULT,
 	};
 	struct proc_config pcfg = { 0 };
 	struct session_config scfg = { 0 };
@@ -393,6 +403,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 
+	tooldef_set_result_ceiling(o.max_result_bytes);
 	if (o.ntools_dirs == 0) {
 		tool = find_tool_binary();
 		if (registry_load_builtin(tool, err, sizeof err) != 0)

@@ -21,6 +21,8 @@ struct tooldef_arg {
 	char *field; /* NULL for a literal */
 };
 
+static size_t tooldef_ceiling = TOOLDEF_RESULT_CEILING_DEFAULT;
+
 struct tooldef {
 	int refs;
 
@@ -488,6 +490,18 @@ tooldef_build_json(const struct tooldef *def, const json_t *obj)
 	return json;
 }
 
+void
+tooldef_set_result_ceiling(size_t max)
+{
+	tooldef_ceiling = max;
+}
+
+size_t
+tooldef_result_ceiling(void)
+{
+	return tooldef_ceiling;
+}
+
 struct tooldef *
 tooldef_parse(const json_t *obj, char *err, size_t errlen)
 {
@@ -558,8 +572,16 @@ tooldef_parse(const json_t *obj, char *err, size_t errlen)
 		def->timeout_field = xstrdup(json_string_value(v));
 	}
 	if (!tooldef_parse_int(obj, "maxResultBytes",
-	    TOOLDEF_MAX_RESULT_DEFAULT, &n, err, errlen))
+	    TOOLDEF_MAX_RESULT_DEFAULT < tooldef_ceiling ?
+	    TOOLDEF_MAX_RESULT_DEFAULT : (int64_t)tooldef_ceiling, &n,
+	    err, errlen))
 		goto fail;
+	/* A result is encoded and held whole: its size must stay sane. */
+	if ((uint64_t)n > tooldef_ceiling) {
+		tooldef_fail(err, errlen, "maxResultBytes: must be at most %zu "
+		    "(the daemon's --max-result-bytes)", tooldef_ceiling);
+		goto fail;
+	}
 	def->max_result_bytes = (size_t)n;
 	if (!tooldef_parse_env(def, obj, err, errlen))
 		goto fail;

@@ -875,3 +875,31 @@ Test(tooldef_pattern, answers_survive_recompiling)
 	}
 	tooldef_unref(def);
 }
+
+Test(tooldef_parse, max_result_bytes_has_a_ceiling)
+{
+	struct tooldef *def;
+	json_t *j;
+
+	def = must_parse(NAMED "\"maxResultBytes\":16777216}");
+	cr_expect_eq(tooldef_max_result_bytes(def), 16777216);
+	tooldef_unref(def);
+	cr_expect_null(parse(NAMED "\"maxResultBytes\":16777217}"));
+	cr_expect_str_eq(err, "maxResultBytes: must be at most 16777216 (the "
+	    "daemon's --max-result-bytes)");
+
+	/* A ceiling below the default lowers the default. */
+	tooldef_set_result_ceiling(50000);
+	cr_expect_eq(tooldef_result_ceiling(), 50000);
+	def = must_parse(NAMED "\"description\":\"d\"}");
+	cr_expect_eq(tooldef_max_result_bytes(def), 50000);
+	j = tooldef_json(def);
+	cr_expect_eq(json_integer_value(json_object_get(j, "maxResultBytes")),
+	    50000);
+	json_decref(j);
+	tooldef_unref(def);
+	cr_expect_null(parse(NAMED "\"maxResultBytes\":50001}"));
+	cr_expect_str_eq(err, "maxResultBytes: must be at most 50000 (the "
+	    "daemon's --max-result-bytes)");
+	tooldef_set_result_ceiling(TOOLDEF_RESULT_CEILING_DEFAULT);
+}

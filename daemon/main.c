@@ -29,6 +29,7 @@
 #include "session.h"
 #include "stexec/protocol.h"
 #include "utf8.h"
+#include "tooldef.h"
 #include "util.h"
 
 #ifndef STEXEC_LIBEXECDIR
@@ -57,6 +58,7 @@ struct options {
 	unsigned session_idle_s;
 	uint64_t output_budget;
 	bool other_uids;
+	size_t max_result_bytes;
 };
 
 /* Descriptors the daemon holds besides connections and tools. */
@@ -97,6 +99,8 @@ usage(FILE *f, int status)
 "                           (default 4194304)\n"
 "  --max-sessions N         open sessions at once (default 100000)\n"
 "  --max-tools-per-turn N   tools one turn may hold (default 10000)\n"
+"  --max-result-bytes BYTES largest maxResultBytes a tool may ask for\n"
+"                           (default 16777216)\n"
 "  --idle-exit SECONDS      when socket-activated, exit after this long\n"
 "                           with no session and no client (default: never)\n"
 "  --no-cgroup              keep tools out of a cgroup v2 subtree; the\n"
@@ -160,6 +164,7 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "session-idle-timeout", required_argument, NULL, 'E' },
 		{ "output-budget", required_argument, NULL, 'B' },
 		{ "allow-other-uids", no_argument, NULL, 'A' },
+		{ "max-result-bytes", required_argument, NULL, 'R' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -247,6 +252,10 @@ parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'A':
 			o->other_uids = true;
+			break;
+		case 'R':
+			o->max_result_bytes = (size_t)parse_number(
+			    "--max-result-bytes", optarg, 1024, 2147483647);
 			break;
 		case 'l':
 			if ((level = log_parse_level(optarg)) < 0) {
@@ -464,6 +473,7 @@ main(int argc, char **argv)
 		.max_conns_per_uid = 1024,
 		.session_idle_s = 3600,
 		.output_budget = 1024 * 1024 * 1024,
+		.max_result_bytes = TOOLDEF_RESULT_CEILING_DEFAULT,
 	};
 	struct proc_config pcfg = { 0 };
 	struct session_config scfg = { 0 };
@@ -513,6 +523,7 @@ main(int argc, char **argv)
 	if (connection_cap(o.max_conns, &max_conns) != 0)
 		return 1;
 
+	tooldef_set_result_ceiling(o.max_result_bytes);
 	if (o.ntools_dirs == 0) {
 		tool = find_tool_binary();
 		if (registry_load_builtin(tool, err, sizeof err) != 0)

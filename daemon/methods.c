@@ -18,6 +18,7 @@
 #include "session.h"
 #include "stexec/protocol.h"
 #include "utf8.h"
+#include "tooldef.h"
 #include "util.h"
 
 #define METHODS_EVENTS_MAX 10000
@@ -217,12 +218,13 @@ static void
 m_initialize(struct call *call)
 {
 	conn_reply(call->c, call->id, json_pack("{s:{s:s, s:s}, s:i, "
-	    "s:{s:b, s:b, s:b, s:b, s:b, s:I}}",
+	    "s:{s:b, s:b, s:b, s:b, s:b, s:I, s:I}}",
 	    "server", "name", "stexecd", "version", STEXEC_VERSION,
 	    "protocolVersion", STEXEC_PROTOCOL_VERSION,
 	    "capabilities", "subscribe", 1, "events", 1, "permissions", 1,
 	    "contextModifiers", 1, "streamOutput", 1, "maxMessage",
-	    (json_int_t)methods_cfg.max_message));
+	    (json_int_t)methods_cfg.max_message, "maxResultBytes",
+	    (json_int_t)tooldef_result_ceiling()));
 }
 
 static void

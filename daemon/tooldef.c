@@ -2,12 +2,12 @@
 #include "tooldef.h"
 
 #include <inttypes.h>
-#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pattern.h"
 #include "schema.h"
 #include "utf8.h"
 #include "util.h"
@@ -22,6 +22,8 @@ struct tooldef_arg {
 	char *field; /* NULL for a literal */
 };
 
+static size_t tooldef_ceiling = TOOLDEF_RESULT_CEILING_DEFAULT;
+
 struct tooldef {
 	int refs;
 
@@ -34,7 +36,7 @@ struct tooldef {
 	bool has_rule;      /* concurrencySafe is {pointer, pattern} */
 	char **pointer;     /* the pointer's reference tokens, decoded */
 	size_t npointer;
-	regex_t pattern;
+	struct pattern *pattern; /* mutable: it keeps a match cache */
 
 	enum tooldef_interrupt interrupt;
 	bool abort_siblings;
@@ -103,8 +105,7 @@ tooldef_free(struct tooldef *def)
 	for (i = 0; i < def->npointer; i++)
 		free(def->pointer[i]);
 	free(def->pointer);
-	if (def->has_rule)
-		regfree(&def->pattern);
+	pattern_free(def->pattern);
 	free(def->timeout_field);
 	json_decref(def->env);
 	json_decref(def->json);
@@ -315,8 +316,7 @@ tooldef_parse_safe(struct tooldef *def, const json_t *obj, char *err,
     size_t errlen)
 {
 	const json_t *v = tooldef_get(obj, "concurrencySafe"), *ptr, *pat;
-	char detail[256];
-	int rc;
+	char detail[320];
 
 	if (v == NULL || json_is_boolean(v)) {
 		def->safe = json_is_true(v);
@@ -349,14 +349,10 @@ tooldef_parse_safe(struct tooldef *def, const json_t *obj, char *err,
 	}
 	if (!tooldef_parse_pointer(def, json_string_value(ptr), err, errlen))
 		return false;
-	rc = regcomp(&def->pattern, json_string_value(pat),
-	    REG_EXTENDED | REG_NOSUB);
-	if (rc != 0) {
-		regerror(rc, &def->pattern, detail, sizeof detail);
-		regfree(&def->pattern);
-		tooldef_fail(err, errlen,
-		    "concurrencySafe.pattern: invalid regular expression: %s",
-		    detail);
+	def->pattern = pattern_compile(json_string_value(pat), detail,
+	    sizeof detail);
+	if (def->pattern == NULL) {
+		tooldef_fail(err, errlen, "concurrencySafe.pattern: %s", detail);
 		return false;
 	}
 	def->has_rule = true;
@@ -495,6 +491,18 @@ tooldef_build_json(const struct tooldef *def, const json_t *obj)
 	return json;
 }
 
+void
+tooldef_set_result_ceiling(size_t max)
+{
+	tooldef_ceiling = max;
+}
+
+size_t
+tooldef_result_ceiling(void)
+{
+	return tooldef_ceiling;
+}
+
 struct tooldef *
 tooldef_parse(const json_t *obj, char *err, size_t errlen)
 {
@@ -565,8 +573,16 @@ tooldef_parse(const json_t *obj, char *err, size_t errlen)
 		def->timeout_field = xstrdup(json_string_value(v));
 	}
 	if (!tooldef_parse_int(obj, "maxResultBytes",
-	    TOOLDEF_MAX_RESULT_DEFAULT, &n, err, errlen))
+	    TOOLDEF_MAX_RESULT_DEFAULT < tooldef_ceiling ?
+	    TOOLDEF_MAX_RESULT_DEFAULT : (int64_t)tooldef_ceiling, &n,
+	    err, errlen))
 		goto fail;
+	/* A result is encoded and held whole: its size must stay sane. */
+	if ((uint64_t)n > tooldef_ceiling) {
+		tooldef_fail(err, errlen, "maxResultBytes: must be at most %zu "
+		    "(the daemon's --max-result-bytes)", tooldef_ceiling);
+		goto fail;
+	}
 	def->max_result_bytes = (size_t)n;
 	if (!tooldef_parse_env(def, obj, err, errlen))
 		goto fail;
@@ -738,7 +754,9 @@ tooldef_is_safe(const struct tooldef *def, const json_t *input)
 		return false;
 	if (!json_is_string(v) || tooldef_has_nul(v))
 		return false;
-	return regexec(&def->pattern, json_string_value(v), 0, NULL, 0) == 0;
+	/* Too long a subject for the pattern's cost: cannot be evaluated. */
+	return pattern_match(def->pattern, json_string_value(v),
+	    json_string_length(v)) == 1;
 }
 
 int64_t

@@ -14,11 +14,20 @@
 #define TOOLDEF_TIMEOUT_DEFAULT 120000
 #define TOOLDEF_MAX_TIMEOUT_DEFAULT 600000
 #define TOOLDEF_MAX_RESULT_DEFAULT 100000
+/* The daemon's --max-result-bytes: no maxResultBytes may exceed it. */
+#define TOOLDEF_RESULT_CEILING_DEFAULT (16 * 1024 * 1024)
 
 enum tooldef_interrupt {
 	TOOLDEF_BLOCK,
 	TOOLDEF_CANCEL,
 };
+
+/*
+ * Set the ceiling of maxResultBytes (once, at start): a larger value is
+ * refused, and the default is lowered to it.
+ */
+void tooldef_set_result_ceiling(size_t);
+size_t tooldef_result_ceiling(void);
 
 /* Reference-counted and immutable once parsed. */
 struct tooldef;

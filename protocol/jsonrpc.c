@@ -30,6 +30,7 @@ static int	jsonrpc_add_json(struct jsonrpc_out *, const json_t *, int);
 static int	jsonrpc_add_real(struct jsonrpc_out *, double);
 static int	jsonrpc_add_stringn(struct jsonrpc_out *, const char *, size_t);
 static int	jsonrpc_add_str(struct jsonrpc_out *, const char *, size_t, bool);
+static size_t	jsonrpc_escape(unsigned char, char *);
 static void	jsonrpc_grow(struct jsonrpc_out *, size_t);
 static bool	jsonrpc_plain8(const unsigned char *);
 static int	jsonrpc_add_string(struct jsonrpc_out *, const char *);
@@ -431,6 +432,44 @@ jsonrpc_add_stringn(struct jsonrpc_out *out, const char *s, size_t len)
 	return jsonrpc_add_str(out, s, len, false);
 }
 
+/* The escape of an ASCII byte JSON takes only escaped, as jansson writes it. */
+static size_t
+jsonrpc_escape(unsigned char c, char *e)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char letter;
+
+	switch (c) {
+	case '"':
+	case '\\':
+		letter = (char)c;
+		break;
+	case '\b':
+		letter = 'b';
+		break;
+	case '\f':
+		letter = 'f';
+		break;
+	case '\n':
+		letter = 'n';
+		break;
+	case '\r':
+		letter = 'r';
+		break;
+	case '\t':
+		letter = 't';
+		break;
+	default:
+		memcpy(e, "\\u00", 4);
+		e[4] = hex[c >> 4];
+		e[5] = hex[c & 15];
+		return 6;
+	}
+	e[0] = '\\';
+	e[1] = letter;
+	return 2;
+}
+
 /*
  * A JSON string literal: runs of plain and valid UTF-8 bytes are copied
  * whole, the rest escaped; an invalid byte is U+FFFD when repair, else
@@ -443,8 +482,6 @@ jsonrpc_add_str(struct jsonrpc_out *out, const char *s, size_t len,
 	const unsigned char	*p = (const unsigned char *)s, *run;
 	size_t			 left = len, n;
 	unsigned char		 c;
-	char			 esc[8];
-	const char		*e;
 
 	/* Room for the plain case at once, not step by step. */
 	jsonrpc_grow(out, len + 2);
@@ -476,34 +513,10 @@ jsonrpc_add_str(struct jsonrpc_out *out, const char *s, size_t len,
 			left--;
 			continue;
 		}
-		switch (*p) {
-		case '"':
-			e = "\\\"";
-			break;
-		case '\\':
-			e = "\\\\";
-			break;
-		case '\b':
-			e = "\\b";
-			break;
-		case '\f':
-			e = "\\f";
-			break;
-		case '\n':
-			e = "\\n";
-			break;
-		case '\r':
-			e = "\\r";
-			break;
-		case '\t':
-			e = "\\t";
-			break;
-		default:
-			snprintf(esc, sizeof esc, "\\u%04X", *p);
-			e = esc;
-			break;
-		}
-		jsonrpc_add_text(out, e);
+		/* Written in place: a run of control bytes is 6 times longer. */
+		jsonrpc_grow(out, 6);
+		out->len += jsonrpc_escape(*p, out->data + out->len);
+		out->data[out->len] = '\0';
 		p++;
 		left--;
 	}

@@ -677,3 +677,229 @@ Test(tooldef_parse, does_not_alias_the_source)
 	    "K")), "v");
 	tooldef_unref(def);
 }
+
+/* A rule tool on /command with this pattern (JSON-escaped), or NULL. */
+static struct tooldef *
+rule(const char *pattern)
+{
+	struct buf b = { 0 };
+	struct tooldef *def;
+
+	buf_printf(&b, NAMED "\"concurrencySafe\":{\"pointer\":\"/command\","
+	    "\"pattern\":\"%s\"}}", pattern);
+	def = parse(b.data);
+	buf_free(&b);
+	return def;
+}
+
+/* Whether input {"command": subject} is safe under def. */
+static bool
+safe_for(const struct tooldef *def, const char *subject)
+{
+	json_t *v = json_pack("{s:s}", "command", subject);
+	bool safe = tooldef_is_safe(def, v);
+
+	json_decref(v);
+	return safe;
+}
+
+/* A string of n copies of c (malloc'd). */
+static char *
+repeat(char c, size_t n)
+{
+	char *s = xmalloc(n + 1);
+
+	memset(s, c, n);
+	s[n] = '\0';
+	return s;
+}
+
+Test(tooldef_pattern, back_references_are_refused)
+{
+	cr_expect_null(rule("^(.*)(.*)(.*)(.*)(.*)\\\\5\\\\4\\\\3\\\\2\\\\1x$"));
+	cr_expect_str_eq(err, "concurrencySafe.pattern: back-references (\\5) "
+	    "are not allowed");
+	cr_expect_null(rule("(a)\\\\1"));
+	cr_expect_str_eq(err, "concurrencySafe.pattern: back-references (\\1) "
+	    "are not allowed");
+	/* In a bracket expression, or after an escaped backslash: literals. */
+	struct tooldef *def = rule("^[\\\\1]x\\\\\\\\1$");
+
+	cr_assert_not_null(def, "%s", err);
+	cr_expect(safe_for(def, "1x\\1"));
+	cr_expect(safe_for(def, "\\x\\1"));
+	cr_expect(!safe_for(def, "1x\\"));
+	tooldef_unref(def);
+}
+
+Test(tooldef_pattern, length_is_capped)
+{
+	char *body = repeat('a', 1022), *pat;
+	struct tooldef *def;
+
+	/* One bracket expression: long, but of size 1. */
+	xasprintf(&pat, "[%s]", body);
+	def = rule(pat);
+	cr_assert_not_null(def, "%s", err);
+	cr_expect(safe_for(def, "a"));
+	tooldef_unref(def);
+	free(pat);
+
+	xasprintf(&pat, "[%sb]", body);
+	cr_expect_null(rule(pat));
+	cr_expect_str_eq(err, "concurrencySafe.pattern: 1025 bytes long, at "
+	    "most 1024 are allowed");
+	free(pat);
+	free(body);
+}
+
+Test(tooldef_pattern, compile_cost_is_capped)
+{
+	struct tooldef *def;
+
+	cr_expect_null(rule("^(((a{1,100}){1,100}){1,100})$"));
+	cr_expect_str_eq(err, "concurrencySafe.pattern: too costly: its "
+	    "repetitions expand to 1020204 nodes, at most 256 are allowed");
+	/* The product saturates instead of overflowing. */
+	cr_expect_null(rule("((((a{32767}){32767}){32767}){32767}){32767}"));
+	cr_expect_str_eq(err, "concurrencySafe.pattern: too costly: its "
+	    "repetitions expand to over 1099511627776 nodes, at most 256 are "
+	    "allowed");
+	/* a{1,255} is 256 nodes: a, 254 more copies... counted as 255 + 1. */
+	cr_expect_null(rule("a{1,256}"));
+	cr_expect_str_eq(err, "concurrencySafe.pattern: too costly: its "
+	    "repetitions expand to 257 nodes, at most 256 are allowed");
+	def = rule("a{1,255}");
+	cr_assert_not_null(def, "%s", err);
+	cr_expect(safe_for(def, "xa"));
+	tooldef_unref(def);
+	/* + copies its operand once. */
+	cr_expect_null(rule("(a{1,128})+"));
+	cr_expect_str_eq(err, "concurrencySafe.pattern: too costly: its "
+	    "repetitions expand to 261 nodes, at most 256 are allowed");
+	/* Not an interval: regcomp judges the text. */
+	def = rule("^x\\\\{1,100000}$");
+	cr_assert_not_null(def, "%s", err);
+	cr_expect(safe_for(def, "x{1,100000}"));
+	tooldef_unref(def);
+}
+
+Test(tooldef_pattern, unmatched_parenthesis_is_refused)
+{
+	struct tooldef *def;
+
+	cr_expect_null(rule("a)|(b"));
+	cr_expect_str_eq(err, "concurrencySafe.pattern: unmatched ')' at byte "
+	    "1 (write \\) for a literal one)");
+	def = rule("a\\\\)");
+	cr_assert_not_null(def, "%s", err);
+	cr_expect(safe_for(def, "a)"));
+	tooldef_unref(def);
+}
+
+/* The one-pass wrapping keeps the meaning of anchors and alternatives. */
+Test(tooldef_pattern, matching_keeps_its_meaning)
+{
+	static const struct {
+		const char *pattern, *subject;
+		bool safe;
+	} cases[] = {
+		{ "ls|cat", "xcat y", true },
+		{ "ls|cat", "xca", false },
+		{ "^ls|^cat", "xcat", false },
+		{ "^ls|^cat", "cat", true },
+		{ "^(ls|cat)( |$)", "cat /etc", true },
+		{ "^(ls|cat)( |$)", "cats", false },
+		{ "a$|^b", "xa", true },
+		{ "a$|^b", "ab", false },
+		{ "(a|aa)*x", "aaaax", true },
+		{ "^(é)+$", "éé", true },
+		{ "x", "\xc3\xa9x", true },
+		{ "", "", true },
+		{ "^$", "a", false },
+	};
+	struct tooldef *def;
+	size_t i;
+
+	for (i = 0; i < nitems(cases); i++) {
+		def = rule(cases[i].pattern);
+		cr_assert_not_null(def, "%s: %s", cases[i].pattern, err);
+		cr_expect_eq(safe_for(def, cases[i].subject), cases[i].safe,
+		    "%s against %s", cases[i].pattern, cases[i].subject);
+		tooldef_unref(def);
+	}
+}
+
+/*
+ * Past its subject bound the rule cannot be evaluated: unsafe (S2). The
+ * bound is min(65536, 4194304 / (size + 4)²).
+ */
+Test(tooldef_pattern, long_subjects_are_unsafe)
+{
+	struct tooldef *def = rule("^a");
+	char *s = repeat('a', 65537);
+
+	cr_assert_not_null(def, "%s", err);
+	cr_expect(!safe_for(def, s));
+	s[65536] = '\0';
+	cr_expect(safe_for(def, s));
+	tooldef_unref(def);
+	free(s);
+
+	/* Size 243 + 4: 4194304 / 247² = 68 bytes. */
+	def = rule("a(b|c){60}d");
+	cr_assert_not_null(def, "%s", err);
+	s = repeat('x', 69);
+	s[0] = 'a';
+	memset(s + 1, 'b', 60);
+	s[61] = 'd';
+	cr_expect(!safe_for(def, s), "69 bytes is past the bound");
+	s[68] = '\0';
+	cr_expect(safe_for(def, s));
+	tooldef_unref(def);
+	free(s);
+}
+
+/* Many matches: the state cache is dropped and rebuilt, answers unchanged. */
+Test(tooldef_pattern, answers_survive_recompiling)
+{
+	struct tooldef *def = rule("^(ls|cat)( |$)");
+	char subject[64];
+	int i;
+
+	cr_assert_not_null(def, "%s", err);
+	for (i = 0; i < 5000; i++) {
+		snprintf(subject, sizeof subject, "%s %d", i % 2 ? "ls" : "rm",
+		    i);
+		cr_expect_eq(safe_for(def, subject), i % 2 == 1, "%s", subject);
+	}
+	tooldef_unref(def);
+}
+
+Test(tooldef_parse, max_result_bytes_has_a_ceiling)
+{
+	struct tooldef *def;
+	json_t *j;
+
+	def = must_parse(NAMED "\"maxResultBytes\":16777216}");
+	cr_expect_eq(tooldef_max_result_bytes(def), 16777216);
+	tooldef_unref(def);
+	cr_expect_null(parse(NAMED "\"maxResultBytes\":16777217}"));
+	cr_expect_str_eq(err, "maxResultBytes: must be at most 16777216 (the "
+	    "daemon's --max-result-bytes)");
+
+	/* A ceiling below the default lowers the default. */
+	tooldef_set_result_ceiling(50000);
+	cr_expect_eq(tooldef_result_ceiling(), 50000);
+	def = must_parse(NAMED "\"description\":\"d\"}");
+	cr_expect_eq(tooldef_max_result_bytes(def), 50000);
+	j = tooldef_json(def);
+	cr_expect_eq(json_integer_value(json_object_get(j, "maxResultBytes")),
+	    50000);
+	json_decref(j);
+	tooldef_unref(def);
+	cr_expect_null(parse(NAMED "\"maxResultBytes\":50001}"));
+	cr_expect_str_eq(err, "maxResultBytes: must be at most 50000 (the "
+	    "daemon's --max-result-bytes)");
+	tooldef_set_result_ceiling(TOOLDEF_RESULT_CEILING_DEFAULT);
+}

@@ -574,9 +574,10 @@ watch_main(struct cli *cli, struct cli_args *a)
 		return rc;
 	w.t0 = cli_now();
 	w.width = cli->out_tty ? cli_term_width(STDOUT_FILENO) : 0;
-	if (!cli->json && (rc = watch_header(&w)) != 0)
-		goto out;
+	/* Subscribed first: nothing happens between the header and events. */
 	if ((rc = watch_subscribe(&w, a)) != 0)
+		goto out;
+	if (!cli->json && (rc = watch_header(&w)) != 0)
 		goto out;
 	for (;;) {
 		fflush(stdout);
@@ -613,7 +614,7 @@ watch_main(struct cli *cli, struct cli_args *a)
 			watch_track(&w, method, p, now);
 			if (strcmp(method, "state") == 0)
 				w.busy = json_array_size(json_object_get(p,
-				    "inProgress")) > 0 && !replay;
+				    "inProgress")) > 0;
 			if ((f = open_memstream(&line, &len)) == NULL)
 				abort();
 			if (replay)

@@ -370,6 +370,10 @@ Test(cli, run_several_in_order)
 	    "==> t3 bash (ok, ") != NULL, "%s", out);
 	cr_assert(strstr(out, "s, 1 line) <==\nthird\n") != NULL, "%s", out);
 	cr_assert_eq(strstr(out, "third\n")[6], '\0', "%s", out);
+	/* stderr is no terminal: what the live block shows, as lines. */
+	cr_assert(strstr(err, "[t1 bash] started\n[t1 bash] finished after "
+	    "0.") != NULL, "%s", err);
+	cr_assert(strstr(err, "[t3 bash] started\n") != NULL, "%s", err);
 	free(out);
 	free(err);
 

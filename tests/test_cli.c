@@ -906,6 +906,10 @@ Test(cli, watch_fits_a_terminal)
 	cr_assert(pty_pump(w, "no tools", 10000), "%s", w->text);
 	json_decref(c_add(c, s, "a", "bash", "{\"command\":\"sleep 0.5; echo "
 	    "a long line of output, longer than the terminal is wide; exit 1\"}"));
+	/* b comes after a's start (when watch first asks for names) and
+	 * never starts: it is first seen in its result, after the turn. */
+	cr_assert(pty_pump(w, "executing", 10000), "%s", w->text);
+	usleep(100000);
 	json_decref(c_add(c, s, "b", "read_file",
 	    "{\"file_path\":\"/etc/hostname\"}"));
 	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", s)));

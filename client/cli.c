@@ -587,9 +587,9 @@ cli_term_width(int fd)
 }
 
 /*
- * Write line (NUL-terminated, no newline) to f cut to width columns, "…" marking the cut.
- * SGR sequences take no column and are kept, so colours still end; a
- * UTF-8 sequence is one column (what this CLI prints holds no wide ones).
+ * Write line (NUL-terminated, no newline) to f cut to width columns, "…"
+ * marking the cut. SGR sequences take no column and are kept, so colours
+ * still end; a UTF-8 sequence is one column (this CLI prints no wide ones).
  */
 void
 cli_fit(FILE *f, const char *line, size_t len, int width)

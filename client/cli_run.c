@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #define RUN_TICK_MS 100
-#define RUN_LIVE_ROWS 8    /* tools shown in the live block, then "… N more" */
+#define RUN_LIVE_ROWS 8    /* tool rows in the live block, then "… N more" */
 #define RUN_PART_MAX 4096  /* a streamed line held back on a terminal */
 
 enum run_state { RUN_QUEUED, RUN_ASKING, RUN_RUNNING, RUN_DONE, RUN_DELIVERED };

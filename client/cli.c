@@ -36,15 +36,33 @@ static const struct cli_cmd cli_cmds[] = {
 	{ "run", "TOOL JSON [TOOL JSON]... [--max-parallel N] [--cwd DIR] "
 	  "[--tools FILE.json] [--allow]",
 	  "run tools in a new session and print their results",
-	  "Creates a session, adds every tool call to one turn, streams\n"
-	  "their progress to stderr, prints each result in order as it is\n"
-	  "delivered, drains the turn and closes the session. Exit status 1\n"
-	  "if any result is an error. Ctrl-C interrupts the turn (tools that\n"
-	  "can be cancelled are stopped), a second Ctrl-C cancels it (every\n"
-	  "tool is killed), a third gives up at once.\n"
+	  "Creates a session in the current directory (--cwd: another), adds\n"
+	  "every tool call to one turn, prints each result in order as it is\n"
+	  "delivered, drains the turn and closes the session.\n"
+	  "\n"
+	  "On a terminal, stderr shows a live line per tool not yet delivered:\n"
+	  "running (with its elapsed time), queued, or done and waiting for\n"
+	  "the results before it; streamed output appears as it comes,\n"
+	  "prefixed [ID NAME]. When stderr is not a terminal, the same\n"
+	  "changes are plain lines ('[t1 bash] started', '... finished after\n"
+	  "0.532s').\n"
+	  "\n"
+	  "Results go to stdout, headed on a terminal. Piped, one tool's\n"
+	  "result is its bare content; with several, each is headed, as\n"
+	  "head(1) heads files, by a line\n"
+	  "  ==> ID NAME (REASON, 0.012s, N lines) <==\n"
+	  "('error: REASON' for an error result) followed by exactly N lines,\n"
+	  "a blank line between results. --json is the machine format: one\n"
+	  "tool_result per line.\n"
+	  "\n"
+	  "Ctrl-C interrupts the turn (tools that can be cancelled are\n"
+	  "stopped), a second Ctrl-C cancels it (every tool is killed), a\n"
+	  "third gives up at once. Exit status: 0; 1 if any result is an\n"
+	  "error; 130 after a Ctrl-C.\n"
 	  "\n"
 	  "  --max-parallel N  most tools executing at once (default 10)\n"
-	  "  --cwd DIR         the tools' working directory\n"
+	  "  --cwd DIR         the tools' working directory (default: the\n"
+	  "                    current directory, not the daemon's)\n"
 	  "  --tools FILE.json session tools besides the daemon's (see new)\n"
 	  "  --allow           grant every permission request (default: deny)\n"
 	  "  --json            print each tool_result's params, one per line\n"
@@ -588,18 +606,60 @@ cli_sgr(const struct cli *cli, bool on_stderr, const char *sgr)
 	return sgr;
 }
 
+/* The width of the terminal on fd, else $COLUMNS, else 80. */
 int
-cli_term_width(void)
+cli_term_width(int fd)
 {
 	struct winsize ws;
 	const char *cols = getenv("COLUMNS");
 	int n;
 
-	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+	if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
 		return ws.ws_col;
 	if (cols != NULL && (n = atoi(cols)) > 0)
 		return n;
 	return 80;
+}
+
+/*
+ * Write line (NUL-terminated, no newline) to f cut to width columns, "…"
+ * marking the cut. SGR sequences take no column and are kept, so colours
+ * still end; a UTF-8 sequence is one column (this CLI prints no wide ones).
+ */
+void
+cli_fit(FILE *f, const char *line, size_t len, int width)
+{
+	size_t i = 0, n, cols = 0, total = 0;
+	bool cut;
+
+	/* line is NUL-terminated: an unended SGR stops at the end. */
+	for (i = 0; i < len; i++)
+		if (line[i] == '\033')
+			i += strcspn(line + i, "m");
+		else if (((unsigned char)line[i] & 0xc0) != 0x80)
+			total++;
+	cut = width > 0 && total > (size_t)width;
+	for (i = 0; i < len; i += n) {
+		n = 1;
+		if (line[i] == '\033') {
+			n = strcspn(line + i, "m") + 1;
+			if (n > len - i)
+				n = len - i;
+			fwrite(line + i, 1, n, f);
+			continue;
+		}
+		while (i + n < len && ((unsigned char)line[i + n] & 0xc0) ==
+		    0x80)
+			n++;
+		if (cut && cols + 1 >= (size_t)width) {
+			if (cols + 1 == (size_t)width)
+				fputs("…", f);
+			cols = (size_t)width;
+			continue;
+		}
+		fwrite(line + i, 1, n, f);
+		cols++;
+	}
 }
 
 /*
@@ -695,6 +755,13 @@ cli_catch_sigint(void)
 int
 cli_next(struct cli *cli, json_t **msg)
 {
+	return cli_next_wait(cli, msg, -1);
+}
+
+/* cli_next, or 2 once ms (-1: never) have passed with nothing. */
+int
+cli_next_wait(struct cli *cli, json_t **msg, int ms)
+{
 	struct pollfd pfd[2];
 	char drain[64];
 	int n;
@@ -716,7 +783,9 @@ cli_next(struct cli *cli, json_t **msg)
 		pfd[1].fd = cli_sigpipe[0];
 		pfd[1].events = POLLIN;
 		pfd[0].revents = pfd[1].revents = 0;
-		n = poll(pfd, cli_sigpipe[0] >= 0 ? 2 : 1, -1);
+		n = poll(pfd, cli_sigpipe[0] >= 0 ? 2 : 1, ms);
+		if (n == 0)
+			return 2;
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -57,10 +57,12 @@ int	 cli_int_opt(struct cli *, const struct cli_args *, const char *,
 	     long long, long long, long long *);
 void	 cli_print_json(const json_t *);
 const char *cli_sgr(const struct cli *, bool, const char *);
-int	 cli_term_width(void);
+int	 cli_term_width(int);
+void	 cli_fit(FILE *, const char *, size_t, int);
 void	 cli_first_line(const char *, size_t, size_t, char *, size_t);
 void	 cli_catch_sigint(void);
 int	 cli_next(struct cli *, json_t **);
+int	 cli_next_wait(struct cli *, json_t **, int);
 double	 cli_now(void);
 
 /* cli_cmd.c: 0, or an exit status. */

@@ -158,7 +158,7 @@ cmd_tools(struct cli *cli, struct cli_args *a)
 			w = strlen(cmd_str(sorted[i], "name", ""));
 	}
 	qsort(sorted, n, sizeof *sorted, cmd_by_name);
-	width = cli->out_tty ? cli_term_width() - (int)w - 8 : 100;
+	width = cli->out_tty ? cli_term_width(STDOUT_FILENO) - (int)w - 8 : 100;
 	if (width < 20)
 		width = 20;
 	printf("%-*s %-4s %s\n", (int)w, "NAME", "SAFE", "DESCRIPTION");

@@ -3,13 +3,25 @@
  * drain go out at once (the daemon handles a connection's requests in
  * order, so the drain covers them all) and then a single loop handles
  * replies, notifications and Ctrl-C as they come.
+ *
+ * On a terminal, stderr ends with a live block, one line per tool not yet
+ * delivered (running with its elapsed time, queued, done and held for
+ * order), redrawn every tick and cleared before anything else is printed.
+ * Piped, the same changes are plain lines.
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#define RUN_TICK_MS 100
+#define RUN_LIVE_ROWS 8    /* tool rows in the live block, then "… N more" */
+#define RUN_PART_MAX 4096  /* a streamed line held back on a terminal */
+
+enum run_state { RUN_QUEUED, RUN_ASKING, RUN_RUNNING, RUN_DONE, RUN_DELIVERED };
 
 struct run_tool {
 	char id[24];
@@ -17,6 +29,11 @@ struct run_tool {
 	json_t *input;
 	int64_t req;   /* the addTool request */
 	bool bol;      /* streamed output: at the start of a line */
+	enum run_state state;
+	double exec;   /* cli_now() when it started executing; < 0: never */
+	double done;   /* when it completed; < 0: not yet */
+	char *part;    /* live: streamed output after its last newline */
+	size_t partlen;
 };
 
 struct run {
@@ -27,11 +44,20 @@ struct run {
 	int64_t drain_req;
 	bool failed;   /* an error result or a failed request */
 	bool allow;    /* --allow: grant permission requests */
+	bool live;     /* stderr is a terminal: the live block */
+	int drawn;     /* rows of the live block on the screen */
+	size_t results;/* results printed */
 };
 
 static struct run_tool *run_tool(struct run *, const char *);
 static void	run_prefix(struct run *, const struct run_tool *,
 		    const char *);
+static void	run_clear(struct run *);
+static void	run_draw(struct run *);
+static double	run_seconds(const struct run_tool *, const json_t *);
+static void	run_status(struct run *, const json_t *);
+static void	run_stream(struct run *, struct run_tool *, const char *,
+		    const char *, size_t);
 static void	run_progress(struct run *, const json_t *);
 static void	run_result(struct run *, const json_t *);
 static void	run_permission(struct run *, const json_t *);
@@ -60,6 +86,179 @@ run_prefix(struct run *r, const struct run_tool *t, const char *id)
 	    cli_sgr(r->cli, true, "\033[0m"));
 }
 
+/* Take the live block off the screen before printing anything else. */
+static void
+run_clear(struct run *r)
+{
+	if (r->drawn > 0)
+		fprintf(stderr, "\033[%dF\033[J", r->drawn);
+	r->drawn = 0;
+}
+
+/*
+ * The live block: a row per tool not yet delivered, each cut to the
+ * terminal's width so that no row wraps and the block can be erased by
+ * moving up as many rows as were drawn.
+ */
+static void
+run_draw(struct run *r)
+{
+	int width = cli_term_width(STDERR_FILENO), rows = 0;
+	double now = cli_now();
+	const char *dim = cli_sgr(r->cli, true, "\033[2m");
+	const char *off = cli_sgr(r->cli, true, "\033[0m");
+	char state[64], snip[256], *line = NULL;
+	const json_t *v;
+	const char *key;
+	struct run_tool *t;
+	size_t i, more = 0, len = 0;
+	FILE *f;
+
+	if (!r->live)
+		return;
+	run_clear(r);
+	for (i = 0; i < r->n; i++) {
+		t = &r->tools[i];
+		if (t->state == RUN_DELIVERED)
+			continue;
+		if (rows == RUN_LIVE_ROWS) {
+			more++;
+			continue;
+		}
+		switch (t->state) {
+		case RUN_QUEUED:
+			snprintf(state, sizeof state, "%squeued%s", dim, off);
+			break;
+		case RUN_ASKING:
+			snprintf(state, sizeof state, "asks permission");
+			break;
+		case RUN_RUNNING:
+			snprintf(state, sizeof state, "%srunning%s %.1fs",
+			    cli_sgr(r->cli, true, "\033[36m"), off,
+			    now - t->exec);
+			break;
+		default:
+			snprintf(state, sizeof state, "done %.1fs, %swaits for "
+			    "the results before it%s", t->exec >= 0 ?
+			    t->done - t->exec : 0.0, dim, off);
+			break;
+		}
+		/* What it does: its input's first string, else the JSON. */
+		v = NULL;
+		json_object_foreach(t->input, key, v)
+			if (json_is_string(v))
+				break;
+		if (json_is_string(v))
+			cli_first_line(json_string_value(v),
+			    json_string_length(v), 120, snip, sizeof snip);
+		else {
+			line = json_dumps(t->input, JSON_COMPACT |
+			    JSON_ENCODE_ANY);
+			cli_first_line(line != NULL ? line : "", line != NULL ?
+			    strlen(line) : 0, 120, snip, sizeof snip);
+			free(line);
+		}
+		if ((f = open_memstream(&line, &len)) == NULL)
+			abort();
+		fprintf(f, "  %s%s %s%s  %s  %s%s%s", cli_sgr(r->cli, true,
+		    "\033[1m"), t->id, t->name, off, state, dim, snip, off);
+		fclose(f);
+		cli_fit(stderr, line, len, width - 1);
+		fputc('\n', stderr);
+		free(line);
+		rows++;
+	}
+	if (more > 0) {
+		fprintf(stderr, "  %s… %zu more%s\n", dim, more, off);
+		rows++;
+	}
+	r->drawn = rows;
+	fflush(stderr);
+}
+
+/*
+ * How long a tool ran: the daemon's durationMs, or what was seen here
+ * when the daemon substituted the result (an interrupt reports 0).
+ */
+static double
+run_seconds(const struct run_tool *t, const json_t *meta)
+{
+	json_int_t ms = json_integer_value(json_object_get(meta,
+	    "durationMs"));
+
+	if (ms > 0 || t == NULL || t->exec < 0)
+		return (double)ms / 1000;
+	return (t->done >= 0 ? t->done : cli_now()) - t->exec;
+}
+
+/* tool_status: the live block shows it; piped, a line says it. */
+static void
+run_status(struct run *r, const json_t *p)
+{
+	const char *id = json_string_value(json_object_get(p, "toolUseId"));
+	const char *s = json_string_value(json_object_get(p, "status"));
+	struct run_tool *t = run_tool(r, id);
+
+	if (t == NULL || s == NULL)
+		return;
+	if (strcmp(s, "executing") == 0 && t->exec < 0) {
+		t->exec = cli_now();
+		t->state = RUN_RUNNING;
+		if (!r->live) {
+			run_prefix(r, t, id);
+			fprintf(stderr, "started\n");
+		}
+	} else if (strcmp(s, "completed") == 0 && t->done < 0) {
+		t->done = cli_now();
+		t->state = RUN_DONE;
+		if (!r->live && t->exec >= 0) {
+			run_prefix(r, t, id);
+			fprintf(stderr, "finished after %.3fs\n",
+			    t->done - t->exec);
+		}
+	}
+}
+
+/*
+ * Streamed output, a prefix per line. It may end mid-line: piped, the
+ * tool remembers where it is; live, the rest of the line is held until
+ * its newline (or the result) so that the block never splits a line.
+ */
+static void
+run_stream(struct run *r, struct run_tool *t, const char *id, const char *s,
+    size_t len)
+{
+	const char *nl;
+	size_t n;
+
+	while (len > 0) {
+		nl = memchr(s, '\n', len);
+		n = nl != NULL ? (size_t)(nl - s) + 1 : len;
+		if (r->live && nl == NULL && t->id[0] != '\0' &&
+		    t->partlen + n < RUN_PART_MAX) {
+			if ((t->part = realloc(t->part, t->partlen + n)) ==
+			    NULL)
+				abort();
+			memcpy(t->part + t->partlen, s, n);
+			t->partlen += n;
+			return;
+		}
+		if (t->bol)
+			run_prefix(r, t->id[0] != '\0' ? t : NULL, id);
+		if (t->partlen > 0)
+			fwrite(t->part, 1, t->partlen, stderr);
+		t->partlen = 0;
+		fwrite(s, 1, n, stderr);
+		t->bol = nl != NULL;
+		if (r->live && !t->bol) {
+			fputc('\n', stderr);
+			t->bol = true;
+		}
+		s += n;
+		len -= n;
+	}
+}
+
 /*
  * Progress goes to stderr at once, a prefix per line: streamed output
  * ({stream, text}) may end mid-line, so the tool remembers where it is;
@@ -72,11 +271,12 @@ run_progress(struct run *r, const json_t *p)
 	const json_t *data = json_object_get(p, "data");
 	const json_t *text = json_object_get(data, "text");
 	struct run_tool *t = run_tool(r, id), none = { .bol = true };
-	const char *s, *nl;
-	size_t len, n;
+	const char *s;
+	size_t len;
 
 	if (t == NULL)
 		t = &none;
+	run_clear(r);
 	if (!json_is_string(text)) {
 		run_prefix(r, t != &none ? t : NULL, id);
 		json_dumpf(data, stderr, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -91,19 +291,14 @@ run_progress(struct run *r, const json_t *p)
 		fputc('\n', stderr);
 		return;
 	}
-	while (len > 0) {
-		if (t->bol)
-			run_prefix(r, t != &none ? t : NULL, id);
-		nl = memchr(s, '\n', len);
-		n = nl != NULL ? (size_t)(nl - s) + 1 : len;
-		fwrite(s, 1, n, stderr);
-		t->bol = nl != NULL;
-		s += n;
-		len -= n;
-	}
+	run_stream(r, t, id, s, len);
 }
 
-/* A result as delivered: its content, headed on a terminal. */
+/*
+ * A result as delivered: its content, headed on a terminal. Piped, with
+ * more than one tool, each result is headed as head(1) heads files, by a
+ * line that also counts the lines that follow, so a script can split.
+ */
 static void
 run_result(struct run *r, const json_t *p)
 {
@@ -114,32 +309,55 @@ run_result(struct run *r, const json_t *p)
 	struct run_tool *t = run_tool(r, id);
 	bool error = json_is_true(json_object_get(result, "is_error"));
 	const char *reason = json_string_value(json_object_get(meta, "reason"));
-	size_t len = json_string_length(content);
+	const char *text = json_string_value(content);
+	size_t len = json_string_length(content), lines = 0, i;
+	double secs;
 
 	if (error)
 		r->failed = true;
+	run_clear(r);
 	/* Streamed output that ended mid-line: finish the line first. */
+	if (t != NULL && t->partlen > 0)
+		run_stream(r, t, t->id, "\n", 1);
 	if (t != NULL && !t->bol) {
 		fputc('\n', stderr);
 		t->bol = true;
 	}
+	if (t != NULL && t->done < 0)
+		t->done = cli_now();
+	secs = run_seconds(t, meta);
+	if (t != NULL)
+		t->state = RUN_DELIVERED;
+	if (reason == NULL)
+		reason = "?";
+	if (id == NULL)
+		id = "?";
 	if (r->cli->json) {
 		cli_print_json(p);
 		fflush(stdout);
+		r->results++;
 		return;
 	}
+	for (i = 0; i < len; i++)
+		lines += text[i] == '\n';
+	lines += len > 0 && text[len - 1] != '\n';
 	if (r->cli->out_tty)
 		printf("%s── %s %s: %s, %.3fs%s\n", cli_sgr(r->cli, false,
-		    error ? "\033[1;31m" : "\033[1;32m"), id != NULL ? id : "?",
-		    t != NULL ? t->name : "?", reason != NULL ? reason : "?",
-		    (double)json_integer_value(json_object_get(meta,
-		    "durationMs")) / 1000, cli_sgr(r->cli, false, "\033[0m"));
+		    error ? "\033[1;31m" : "\033[1;32m"), id,
+		    t != NULL ? t->name : "?", reason, secs,
+		    cli_sgr(r->cli, false, "\033[0m"));
+	else if (r->n > 1)
+		printf("%s==> %s %s (%s%s, %.3fs, %zu line%s) <==\n",
+		    r->results > 0 ? "\n" : "", id, t != NULL ? t->name : "?",
+		    error ? "error: " : "", reason, secs, lines,
+		    lines == 1 ? "" : "s");
 	if (len > 0) {
-		fwrite(json_string_value(content), 1, len, stdout);
-		if (json_string_value(content)[len - 1] != '\n')
+		fwrite(text, 1, len, stdout);
+		if (text[len - 1] != '\n')
 			fputc('\n', stdout);
 	}
 	fflush(stdout);
+	r->results++;
 }
 
 /* run has nobody to ask: --allow grants, otherwise the tool is denied. */
@@ -149,8 +367,12 @@ run_permission(struct run *r, const json_t *p)
 	const char *id = json_string_value(json_object_get(p, "toolUseId"));
 	struct stexec_error err = { 0 };
 	json_t *params;
+	struct run_tool *t = run_tool(r, id);
 
-	run_prefix(r, run_tool(r, id), id != NULL ? id : "?");
+	if (t != NULL && t->state == RUN_QUEUED)
+		t->state = RUN_ASKING;
+	run_clear(r);
+	run_prefix(r, t, id != NULL ? id : "?");
 	fprintf(stderr, "asks for permission: %s\n", r->allow ? "allowed "
 	    "(--allow)" : "denied (run with --allow to grant it)");
 	params = json_pack("{s:s, s:s, s:s}", "sessionId", r->sid,
@@ -178,6 +400,7 @@ run_reply(struct run *r, json_t *msg, bool *done)
 		*done = id == r->drain_req;
 		return 0;
 	}
+	run_clear(r);
 	/* Id 0: a request the daemon could not read, whichever it was. */
 	snprintf(what, sizeof what, "%s", id == 0 ? "a request" : "a reply");
 	for (i = 0; i < r->n; i++)
@@ -201,7 +424,9 @@ run_interrupt(struct run *r)
 	struct stexec_error err = { 0 };
 	const char *reason;
 
-	fputc('\n', stderr);
+	run_clear(r);
+	if (!r->live)
+		fputc('\n', stderr);
 	if (r->cli->interrupts >= 3) {
 		cli_error(r->cli, "giving up; session %s is still open "
 		    "(stexec-cli close %s)", r->sid, r->sid);
@@ -228,7 +453,14 @@ run_loop(struct run *r)
 	int k, rc;
 
 	while (!done) {
-		if ((k = cli_next(r->cli, &msg)) < 0) {
+		/* Redraw once what has arrived is handled, and every tick. */
+		if (r->live && !stexec_pending(r->cli->c))
+			run_draw(r);
+		k = cli_next_wait(r->cli, &msg, r->live ? RUN_TICK_MS : -1);
+		if (k == 2)
+			continue;
+		if (k < 0) {
+			run_clear(r);
 			cli_error(r->cli, "%s", stexec_last_error(r->cli->c));
 			return CLI_EXIT_USAGE;
 		}
@@ -246,6 +478,8 @@ run_loop(struct run *r)
 		params = json_object_get(msg, "params");
 		if (method == NULL)
 			;
+		else if (strcmp(method, "tool_status") == 0)
+			run_status(r, params);
 		else if (strcmp(method, "progress") == 0)
 			run_progress(r, params);
 		else if (strcmp(method, "tool_result") == 0)
@@ -254,6 +488,7 @@ run_loop(struct run *r)
 			run_permission(r, params);
 		json_decref(msg);
 	}
+	run_clear(r);
 	return 0;
 }
 
@@ -280,6 +515,7 @@ run_setup(struct run *r, const struct cli_args *a, json_t **create)
 		snprintf(r->tools[i].id, sizeof r->tools[i].id, "t%zu", i + 1);
 		r->tools[i].name = a->pos[2 * i];
 		r->tools[i].bol = true;
+		r->tools[i].exec = r->tools[i].done = -1;
 		if ((rc = cli_parse_json(r->cli, (int)(2 * i + 2),
 		    a->pos[2 * i + 1], &r->tools[i].input)) != 0)
 			return rc;
@@ -289,14 +525,19 @@ run_setup(struct run *r, const struct cli_args *a, json_t **create)
 	*create = json_object();
 	if (maxp > 0)
 		json_object_set_new(*create, "maxParallel", json_integer(maxp));
-	if (cwd != NULL) {
-		if (cwd[0] != '/' && getcwd(here, sizeof here) != NULL &&
-		    asprintf(&abs, "%s/%s", here, cwd) < 0)
+	/* Tools run where the caller is, as a command run here would. */
+	if (cwd == NULL || cwd[0] != '/') {
+		if (getcwd(here, sizeof here) == NULL) {
+			cli_error(r->cli, "cannot tell the current directory "
+			    "(%s): give --cwd DIR", strerror(errno));
+			return CLI_EXIT_USAGE;
+		}
+		if (cwd != NULL && asprintf(&abs, "%s/%s", here, cwd) < 0)
 			abort();
-		json_object_set_new(*create, "cwd", json_string(abs != NULL ?
-		    abs : cwd));
-		free(abs);
 	}
+	json_object_set_new(*create, "cwd", json_string(abs != NULL ? abs :
+	    cwd != NULL ? cwd : here));
+	free(abs);
 	if (tools_path != NULL) {
 		if ((rc = cli_load_tools(r->cli, tools_path, &tools)) != 0)
 			return rc;
@@ -315,6 +556,7 @@ run_main(struct cli *cli, struct cli_args *a)
 	int rc, k;
 
 	r.allow = cli_flag(a, "allow");
+	r.live = isatty(STDERR_FILENO);
 	if ((rc = run_setup(&r, a, &create)) != 0)
 		goto out;
 	cli_catch_sigint();
@@ -353,7 +595,9 @@ run_main(struct cli *cli, struct cli_args *a)
 	}
 	if ((rc = run_loop(&r)) != 0)
 		goto out;
-	rc = r.failed ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+	/* An interrupted turn is 130, as for any command stopped by Ctrl-C. */
+	rc = cli->interrupts > 0 ? CLI_EXIT_INT : r.failed ? CLI_EXIT_FAIL :
+	    CLI_EXIT_OK;
 close:
 	/* Also after a Ctrl-C during setup; a lost connection was reported. */
 	if (stexec_is_open(cli->c)) {
@@ -366,8 +610,11 @@ close:
 	}
 out:
 	stexec_error_clear(&err);
-	for (i = 0; i < r.n; i++)
+	run_clear(&r);
+	for (i = 0; i < r.n; i++) {
 		json_decref(r.tools[i].input);
+		free(r.tools[i].part);
+	}
 	free(r.tools);
 	json_decref(create);
 	json_decref(res);

@@ -2,7 +2,8 @@
  * stexec-cli watch: a session's notifications rendered for a person as
  * they arrive, and at each turn's end a timeline of what ran when. The
  * times are those of arrival here, so replayed events (from before the
- * watch began) are marked and their turns get no timeline.
+ * watch began) are marked and their turns get no timeline. On a terminal
+ * every line is cut to its width, so nothing wraps.
  */
 #include "cli.h"
 
@@ -13,6 +14,7 @@
 
 #define WATCH_LABEL_MAX 28
 #define WATCH_RECONNECTS 5
+#define WATCH_TICK_MS 250  /* status is asked this often while a turn runs */
 
 /* A tool seen in a turn not yet charted. */
 struct watch_tool {
@@ -38,6 +40,8 @@ struct watch {
 	struct watch_tool *tools;
 	size_t n, cap;
 	size_t created;      /* tools ever tracked: the order of the others */
+	bool busy;           /* the last state was in progress */
+	int width;           /* columns to fit in; 0: piped, no limit */
 };
 
 static struct watch_tool *watch_tool(struct watch *, long long, const char *,
@@ -50,6 +54,11 @@ static void	watch_chart(struct watch *, long long, double);
 static void	watch_forget(struct watch *, long long);
 static int	watch_by_order(const void *, const void *);
 static void	watch_snippet(const json_t *, size_t, char *, size_t);
+static void	watch_line(struct watch *, char *, size_t);
+static void	watch_right(const struct watch_tool *, char *, size_t);
+static const char *watch_str(const json_t *, const char *);
+static int	watch_header(struct watch *);
+static void	watch_refresh(struct watch *);
 static int	watch_subscribe(struct watch *, const struct cli_args *);
 static int	watch_reconnect(struct watch *);
 
@@ -114,16 +123,87 @@ static const char *
 watch_name(struct watch *w, long long turn, const char *id)
 {
 	struct watch_tool *t = watch_tool(w, turn, id, true);
-	json_t *status = NULL;
 
 	if (t->name != NULL || t->asked || turn < w->status_turn)
 		return t->name;
 	t->asked = true;
+	watch_refresh(w);
+	return watch_tool(w, turn, id, true)->name;
+}
+
+/*
+ * Ask status for the names of the current turn's tools. Asked while a
+ * turn runs too: a tool that never starts is otherwise first seen in its
+ * result, often after its turn ended and status tells no more of it.
+ */
+static void
+watch_refresh(struct watch *w)
+{
+	json_t *status = NULL;
+
 	if (stexec_call(w->cli->c, "status", json_pack("{s:s}", "sessionId",
 	    w->sid), &status, NULL) == 0)
 		watch_learn(w, status);
 	json_decref(status);
-	return watch_tool(w, turn, id, true)->name;
+}
+
+static const char *
+watch_str(const json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+
+	return v != NULL ? v : "?";
+}
+
+/* The session as it is now: its turn and every tool of it. */
+static int
+watch_header(struct watch *w)
+{
+	struct stexec_error err = { 0 };
+	json_t *status = NULL, *t;
+	char *line = NULL;
+	size_t i, len = 0;
+	FILE *f;
+	int rc;
+
+	if (stexec_call(w->cli->c, "status", json_pack("{s:s}", "sessionId",
+	    w->sid), &status, &err) != 0) {
+		rc = cli_rpc_error(w->cli, "status", &err);
+		stexec_error_clear(&err);
+		return rc;
+	}
+	watch_learn(w, status);
+	if ((f = open_memstream(&line, &len)) == NULL)
+		abort();
+	fprintf(f, "%ssession %s, turn %lld%s: ", cli_sgr(w->cli, false,
+	    "\033[1m"), w->sid, (long long)json_integer_value(json_object_get(
+	    status, "turn")), cli_sgr(w->cli, false, "\033[0m"));
+	if (json_array_size(json_object_get(status, "tools")) == 0)
+		fprintf(f, "idle, no tools");
+	json_array_foreach(json_object_get(status, "tools"), i, t)
+		fprintf(f, "%s%s %s %s", i > 0 ? ", " : "",
+		    watch_str(t, "id"), watch_str(t, "name"),
+		    watch_str(t, "status"));
+	fputc('\n', f);
+	fclose(f);
+	watch_line(w, line, len);
+	free(line);
+	json_decref(status);
+	return 0;
+}
+
+/* A rendered line (ending in a newline) to stdout, fitted on a terminal. */
+static void
+watch_line(struct watch *w, char *line, size_t len)
+{
+	if (w->width <= 0) {
+		fwrite(line, 1, len, stdout);
+		return;
+	}
+	if (len > 0 && line[len - 1] == '\n')
+		line[--len] = '\0';
+	cli_fit(stdout, line, len, w->width);
+	fputc('\n', stdout);
 }
 
 /* Compact JSON, or the first line of a string, cut to max columns. */
@@ -160,8 +240,8 @@ watch_describe(const struct cli *cli, FILE *f, const json_t *msg,
 	json_t *meta;
 	bool error;
 
-	if (cli->out_tty && cli_term_width() > 70)
-		max = (size_t)cli_term_width() - 50;
+	if (cli->out_tty && cli_term_width(STDOUT_FILENO) > 70)
+		max = (size_t)cli_term_width(STDOUT_FILENO) - 50;
 	if (method == NULL)
 		method = "?";
 	if (id != NULL) {
@@ -262,6 +342,21 @@ watch_track(struct watch *w, const char *method, const json_t *p, double now)
 	}
 }
 
+/* The right column of a chart row: how long it ran, or why it did not. */
+static void
+watch_right(const struct watch_tool *t, char *buf, size_t len)
+{
+	if (t->exec < 0)
+		snprintf(buf, len, "%s", t->reason[0] != '\0' ? t->reason :
+		    "not run");
+	else if (t->duration >= 0)
+		snprintf(buf, len, "%.3fs", (double)t->duration / 1000);
+	else if (t->done >= 0)
+		snprintf(buf, len, "%.3fs", t->done - t->exec);
+	else
+		snprintf(buf, len, "running");
+}
+
 /*
  * The turn's tools on one time axis, from its first event to its end:
  * '█' while a tool executed, '·' otherwise, fitted to the terminal.
@@ -271,11 +366,12 @@ watch_chart(struct watch *w, long long turn, double end)
 {
 	const char *off = cli_sgr(w->cli, false, "\033[0m");
 	double start = end, span, from, to, x;
-	size_t i, tools = 0, lw = 0, bw;
-	char label[WATCH_LABEL_MAX + 1], right[32];
+	size_t i, tools = 0, lw = 0, rw = 0, bw, len;
+	char label[WATCH_LABEL_MAX + 1], right[32], *line;
 	struct watch_tool *t;
-	int width = w->cli->out_tty ? cli_term_width() : 80, c, c0, c1;
+	int width = w->width > 0 ? w->width : 80, c, c0, c1;
 	bool on;
+	FILE *f;
 
 	/* Rows in add order. */
 	qsort(w->tools, w->n, sizeof *w->tools, watch_by_order);
@@ -290,17 +386,28 @@ watch_chart(struct watch *w, long long turn, double end)
 		    t->name : "");
 		if (strlen(label) > lw)
 			lw = strlen(label);
+		watch_right(t, right, sizeof right);
+		if (strlen(right) > rw)
+			rw = strlen(right);
 	}
 	if (tools == 0)
 		return;
 	span = end - start;
-	/* label, " |", bar, "| ", duration */
-	bw = width > (int)lw + 20 ? (size_t)width - lw - 16 : 10;
+	/* "  " label " |" bar "| " right: the bar takes what is left. */
+	bw = (size_t)width > lw + rw + 6 + 10 ? (size_t)width - lw - rw - 6 :
+	    10;
 	if (bw > 120)
 		bw = 120;
-	printf("  %stimeline of turn %lld: %zu tool%s, %.3fs%s\n",
+	len = 0;
+	line = NULL;
+	if ((f = open_memstream(&line, &len)) == NULL)
+		abort();
+	fprintf(f, "  %stimeline of turn %lld: %zu tool%s, %.3fs%s\n",
 	    cli_sgr(w->cli, false, "\033[1m"), turn, tools, tools == 1 ? "" :
 	    "s", span, off);
+	fclose(f);
+	watch_line(w, line, len);
+	free(line);
 	for (i = 0; i < w->n; i++) {
 		t = &w->tools[i];
 		if (t->turn != turn)
@@ -328,29 +435,25 @@ watch_chart(struct watch *w, long long turn, double end)
 			if (c1 > (int)bw)
 				c1 = (int)bw;
 		}
-		printf("  %-*s |", (int)lw, label);
+		len = 0;
+		line = NULL;
+		if ((f = open_memstream(&line, &len)) == NULL)
+			abort();
+		fprintf(f, "  %-*s |", (int)lw, label);
 		/* One colour change per run of cells, not per cell. */
 		for (c = 0; c < (int)bw; c++) {
 			on = c >= c0 && c < c1;
 			if (c == 0 || on != (c - 1 >= c0 && c - 1 < c1))
-				printf("%s%s", c == 0 ? "" : off,
+				fprintf(f, "%s%s", c == 0 ? "" : off,
 				    cli_sgr(w->cli, false, !on ? "\033[2m" :
 				    t->error ? "\033[31m" : "\033[32m"));
-			fputs(on ? "█" : "·", stdout);
+			fputs(on ? "█" : "·", f);
 		}
-		fputs(off, stdout);
-		if (t->exec < 0)
-			snprintf(right, sizeof right, "%s", t->reason[0] !=
-			    '\0' ? t->reason : "not run");
-		else if (t->duration >= 0)
-			snprintf(right, sizeof right, "%.3fs",
-			    (double)t->duration / 1000);
-		else if (t->done >= 0)
-			snprintf(right, sizeof right, "%.3fs",
-			    t->done - t->exec);
-		else
-			snprintf(right, sizeof right, "running");
-		printf("| %s\n", right);
+		watch_right(t, right, sizeof right);
+		fprintf(f, "%s| %s\n", off, right);
+		fclose(f);
+		watch_line(w, line, len);
+		free(line);
 	}
 }
 
@@ -457,20 +560,33 @@ watch_main(struct cli *cli, struct cli_args *a)
 {
 	struct watch w = { .cli = cli, .sid = a->pos[0] };
 	const char *method, *id;
+	char *line = NULL;
 	json_t *msg, *p;
 	uint64_t seq;
+	size_t len = 0;
 	double now;
 	bool replay;
+	FILE *f;
 	int k, rc;
 
 	cli_catch_sigint();
 	if ((rc = cli_connect(cli)) != 0)
 		return rc;
 	w.t0 = cli_now();
+	w.width = cli->out_tty ? cli_term_width(STDOUT_FILENO) : 0;
+	/* Subscribed first: nothing happens between the header and events. */
 	if ((rc = watch_subscribe(&w, a)) != 0)
 		goto out;
+	if (!cli->json && (rc = watch_header(&w)) != 0)
+		goto out;
 	for (;;) {
-		if ((k = cli_next(cli, &msg)) == 0) {
+		fflush(stdout);
+		k = cli_next_wait(cli, &msg, w.busy ? WATCH_TICK_MS : -1);
+		if (k == 2) {
+			watch_refresh(&w);
+			continue;
+		}
+		if (k == 0) {
 			rc = CLI_EXIT_INT;
 			break;
 		}
@@ -496,18 +612,28 @@ watch_main(struct cli *cli, struct cli_args *a)
 			    "seq"));
 			replay = seq <= w.replayed;
 			watch_track(&w, method, p, now);
+			if (strcmp(method, "state") == 0)
+				w.busy = json_array_size(json_object_get(p,
+				    "inProgress")) > 0;
+			if ((f = open_memstream(&line, &len)) == NULL)
+				abort();
 			if (replay)
-				printf("%s  replay%s  ", cli_sgr(cli, false,
+				fprintf(f, "%s  replay%s  ", cli_sgr(cli, false,
 				    "\033[2m"), cli_sgr(cli, false, "\033[0m"));
 			else
-				printf("%st+%.3fs%s  ", cli_sgr(cli, false,
+				fprintf(f, "%st+%.3fs%s  ", cli_sgr(cli, false,
 				    "\033[2m"), now, cli_sgr(cli, false,
 				    "\033[0m"));
 			id = json_string_value(json_object_get(p, "toolUseId"));
-			watch_describe(cli, stdout, msg, id == NULL ? NULL :
+			watch_describe(cli, f, msg, id == NULL ? NULL :
 			    watch_name(&w, json_integer_value(json_object_get(p,
 			    "turn")), id));
+			fclose(f);
+			watch_line(&w, line, len);
+			free(line);
+			line = NULL;
 			if (strcmp(method, "turn_end") == 0) {
+				w.busy = false;
 				if (!replay)
 					watch_chart(&w, json_integer_value(
 					    json_object_get(p, "turn")), now);

@@ -100,19 +100,14 @@ registry_load_dir(const char *dir, char *err, size_t errlen)
 int
 registry_load_builtin(const char *tool_path, char *err, size_t errlen)
 {
-	json_error_t jerr;
-	json_t *j, *cmd, *v;
-	size_t i, k;
-	char where[64];
+	json_t *j;
+	size_t i;
+	char where[64], why[256];
 
 	for (i = 0; builtin_defs[i] != NULL; i++) {
-		if ((j = json_loads(builtin_defs[i], 0, &jerr)) == NULL)
-			fatal("built-in tool %zu: %s", i, jerr.text);
-		cmd = json_object_get(j, "command");
-		json_array_foreach(cmd, k, v)
-			if (strcmp(json_string_value(v), "@STEXEC_TOOL@") == 0)
-				json_array_set_new(cmd, k,
-				    json_string(tool_path));
+		if ((j = builtin_defs_load(i, tool_path, why,
+		    sizeof why)) == NULL)
+			fatal("%s", why);
 		snprintf(where, sizeof where, "built-in tool %zu", i);
 		if (registry_add(j, where, err, errlen) != 0) {
 			json_decref(j);

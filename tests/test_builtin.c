@@ -1035,19 +1035,12 @@ load_json(const char *text)
 static struct tooldef *
 load_def(size_t i)
 {
-	json_t *v, *command, *arg;
 	struct tooldef *def;
 	char err[512];
-	size_t j;
+	json_t *v;
 
-	v = load_json(builtin_defs[i]);
-	command = json_object_get(v, "command");
-	json_array_foreach(command, j, arg) {
-		if (strcmp(json_string_value(arg), BUILTIN_DEFS_PLACEHOLDER) ==
-		    0)
-			json_array_set_new(command, j,
-			    json_string(tool_path()));
-	}
+	v = builtin_defs_load(i, tool_path(), err, sizeof err);
+	cr_assert_not_null(v, "%s", err);
 	def = tooldef_parse(v, err, sizeof err);
 	cr_assert_not_null(def, "%s: %s", builtin_defs[i], err);
 	json_decref(v);
@@ -1114,7 +1107,8 @@ Test(builtin, defs_bash)
 	cr_assert_eq(tooldef_timeout_ms(def, input), 5000);
 	argv = tooldef_argv(def, input, err, sizeof err);
 	cr_assert_not_null(argv);
-	cr_assert_str_eq(argv[0], "/bin/sh");
+	cr_assert_str_eq(argv[0], access("/bin/bash", X_OK) == 0 ?
+	    "/bin/bash" : "/bin/sh");
 	cr_assert_str_eq(argv[1], "-c");
 	cr_assert_str_eq(argv[2], "echo hi");
 	cr_assert_null(argv[3]);

@@ -11,7 +11,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,7 +25,13 @@ extern char **environ;
 struct cli_proc {
 	pid_t pid;
 	char out[160], err[160];
+	int pty;       /* the terminal's master side, or -1 */
+	char *text;    /* what the terminal showed */
+	size_t len;
 };
+
+/* Where the next stexec-cli runs (NULL: here). */
+static const char *cli_dir;
 
 static void	cli_start(struct daemon *, struct cli_proc *, const char *,
 		    va_list);
@@ -34,6 +43,11 @@ static bool	wait_for_status(struct client *, const char *, const char *,
 		    const char *, int);
 static void	write_file(const char *, const char *);
 static char	*only_session(struct client *);
+static struct cli_proc *cli_pty(struct daemon *, int, const char *, ...);
+static bool	pty_pump(struct cli_proc *, const char *, int);
+static int	pty_wait(struct cli_proc *, int);
+static char	*plain(const char *);
+static int	widest_line(const char *);
 
 /*
  * Run stexec-cli --socket D ARGS... (NULL-ended) with stdout and stderr
@@ -61,10 +75,19 @@ cli_start(struct daemon *d, struct cli_proc *p, const char *arg, va_list ap)
 	argv[n] = NULL;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, p->out,
-	    O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	posix_spawn_file_actions_addopen(&fa, 2, p->err,
-	    O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (p->pty >= 0) {
+		/* Both on the terminal, as for a person. */
+		posix_spawn_file_actions_addopen(&fa, 1, ptsname(p->pty),
+		    O_RDWR | O_NOCTTY, 0);
+		posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	} else {
+		posix_spawn_file_actions_addopen(&fa, 1, p->out,
+		    O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		posix_spawn_file_actions_addopen(&fa, 2, p->err,
+		    O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	}
+	if (cli_dir != NULL)
+		posix_spawn_file_actions_addchdir_np(&fa, cli_dir);
 	k = posix_spawn(&p->pid, path, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	cr_assert_eq(k, 0, "cannot run %s: %s", path, strerror(k));
@@ -76,6 +99,7 @@ cli_bg(struct daemon *d, const char *arg, ...)
 	struct cli_proc *p = calloc(1, sizeof *p);
 	va_list ap;
 
+	p->pty = -1;
 	va_start(ap, arg);
 	cli_start(d, p, arg, ap);
 	va_end(ap);
@@ -112,7 +136,7 @@ cli_wait(struct cli_proc *p, int ms, char **out, char **err)
 static int
 cli(struct daemon *d, char **out, char **err, const char *arg, ...)
 {
-	struct cli_proc p;
+	struct cli_proc p = { .pty = -1 };
 	va_list ap;
 
 	va_start(ap, arg);
@@ -192,6 +216,102 @@ only_session(struct client *c)
 	return sid;
 }
 
+/* stexec-cli on a terminal cols wide (stdout and stderr), in the background. */
+static struct cli_proc *
+cli_pty(struct daemon *d, int cols, const char *arg, ...)
+{
+	struct cli_proc *p = calloc(1, sizeof *p);
+	struct winsize ws = { .ws_row = 40, .ws_col = (unsigned short)cols };
+	va_list ap;
+
+	cr_assert(p != NULL);
+	p->pty = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	cr_assert(p->pty >= 0 && grantpt(p->pty) == 0 &&
+	    unlockpt(p->pty) == 0, "no pty: %s", strerror(errno));
+	cr_assert_eq(ioctl(p->pty, TIOCSWINSZ, &ws), 0);
+	va_start(ap, arg);
+	cli_start(d, p, arg, ap);
+	va_end(ap);
+	return p;
+}
+
+/* Read what the terminal shows until needle appears (or ms pass). */
+static bool
+pty_pump(struct cli_proc *p, const char *needle, int ms)
+{
+	long long until = e2e_now_ms() + ms;
+	struct pollfd pfd = { .fd = p->pty, .events = POLLIN };
+	char buf[4096];
+	ssize_t n;
+
+	for (;;) {
+		if (needle != NULL && p->text != NULL &&
+		    strstr(p->text, needle) != NULL)
+			return true;
+		if (e2e_now_ms() > until)
+			return false;
+		if (poll(&pfd, 1, 20) <= 0)
+			continue;
+		/* EIO: every writer is gone. */
+		if ((n = read(p->pty, buf, sizeof buf)) <= 0)
+			return needle == NULL;
+		p->text = realloc(p->text, p->len + (size_t)n + 1);
+		cr_assert(p->text != NULL);
+		memcpy(p->text + p->len, buf, (size_t)n);
+		p->len += (size_t)n;
+		p->text[p->len] = '\0';
+	}
+}
+
+/* Read the terminal until the command exits; its exit status. */
+static int
+pty_wait(struct cli_proc *p, int ms)
+{
+	cr_assert(pty_pump(p, NULL, ms), "stexec-cli still writing after %d "
+	    "ms: %s", ms, p->text);
+	close(p->pty);
+	return cli_wait(p, 5000, NULL, NULL);
+}
+
+/* The text without escape sequences and carriage returns. */
+static char *
+plain(const char *text)
+{
+	char *out = strdup(text != NULL ? text : ""), *o = out;
+	const char *s;
+
+	cr_assert(out != NULL);
+	for (s = text != NULL ? text : ""; *s != '\0'; s++) {
+		if (s[0] == '\033' && s[1] == '[') {
+			for (s += 2; *s != '\0' && !(*s >= '@' && *s <= '~');
+			    s++)
+				;
+			if (*s == '\0')
+				break;
+			continue;
+		}
+		if (*s != '\r')
+			*o++ = *s;
+	}
+	*o = '\0';
+	return out;
+}
+
+/* The most columns any line takes (a UTF-8 sequence is one). */
+static int
+widest_line(const char *text)
+{
+	int cols = 0, most = 0;
+
+	for (; *text != '\0'; text++) {
+		if (*text == '\n')
+			cols = 0;
+		else if (((unsigned char)*text & 0xc0) != 0x80 && ++cols > most)
+			most = cols;
+	}
+	return most;
+}
+
 Test(cli, ping)
 {
 	struct daemon *d = d_start(NULL);
@@ -242,7 +362,18 @@ Test(cli, run_several_in_order)
 	    "bash", "{\"command\":\"sleep 0.3; echo first\"}",
 	    "read_file", input,
 	    "bash", "{\"command\":\"echo third\"}", NULL), 0, "%s", err);
-	cr_assert_str_eq(out, "first\n     1\tfrom the file\nthird\n");
+	/* Piped, several results are headed so a script can split them. */
+	cr_assert(strncmp(out, "==> t1 bash (ok, 0.", 19) == 0, "%s", out);
+	cr_assert(strstr(out, "s, 1 line) <==\nfirst\n\n==> t2 read_file "
+	    "(ok, ") != NULL, "%s", out);
+	cr_assert(strstr(out, "s, 1 line) <==\n     1\tfrom the file\n\n"
+	    "==> t3 bash (ok, ") != NULL, "%s", out);
+	cr_assert(strstr(out, "s, 1 line) <==\nthird\n") != NULL, "%s", out);
+	cr_assert_eq(strstr(out, "third\n")[6], '\0', "%s", out);
+	/* stderr is no terminal: what the live block shows, as lines. */
+	cr_assert(strstr(err, "[t1 bash] started\n[t1 bash] finished after "
+	    "0.") != NULL, "%s", err);
+	cr_assert(strstr(err, "[t3 bash] started\n") != NULL, "%s", err);
 	free(out);
 	free(err);
 
@@ -250,7 +381,10 @@ Test(cli, run_several_in_order)
 	cr_assert_eq(cli(d, &out, &err, "run",
 	    "bash", "{\"command\":\"echo fine\"}",
 	    "bash", "{\"command\":\"echo bad; exit 3\"}", NULL), 1);
-	cr_assert_str_eq(out, "fine\nbad\nExit code 3\n");
+	cr_assert(strstr(out, "<==\nfine\n\n==> t2 bash (error: exit, ") !=
+	    NULL, "%s", out);
+	cr_assert(strstr(out, "s, 2 lines) <==\nbad\nExit code 3\n") != NULL,
+	    "%s", out);
 	free(out);
 	free(err);
 	d_stop(d);
@@ -496,6 +630,7 @@ Test(cli, ctrl_c_interrupts_run)
 	    NULL);
 	long long until = e2e_now_ms() + 10000;
 	char *out, *err, *sid;
+	double secs;
 	json_t *r;
 
 	/* Wait for the session, then for its tool to be running. */
@@ -511,12 +646,19 @@ Test(cli, ctrl_c_interrupts_run)
 	}
 	sid = only_session(c);
 	cr_assert(wait_for_status(c, sid, "t1", "executing", 10000));
+	usleep(400000);
 	kill(p->pid, SIGINT);
-	cr_assert_eq(cli_wait(p, 10000, &out, &err), 1, "%s", err);
-	/* bash can be cancelled: both get the interrupted result. */
-	cr_assert_str_eq(out, "<tool_use_error>Interrupted by user"
-	    "</tool_use_error>\n<tool_use_error>Interrupted by user"
-	    "</tool_use_error>\n");
+	/* 130, as the help says, like any command stopped by Ctrl-C. */
+	cr_assert_eq(cli_wait(p, 10000, &out, &err), 130, "%s", err);
+	/* bash can be cancelled: both get the interrupted result; the one
+	 * that ran shows how long it did (the daemon reports 0 ms). */
+	cr_assert(sscanf(out, "==> t1 bash (error: interrupted, %lfs, 1 line) "
+	    "<==", &secs) == 1, "%s", out);
+	cr_assert(secs >= 0.3 && secs < 5, "%f: %s", secs, out);
+	cr_assert(strstr(out, "<==\n<tool_use_error>Interrupted by user"
+	    "</tool_use_error>\n\n==> t2 bash (error: interrupted, 0.000s, "
+	    "1 line) <==\n<tool_use_error>Interrupted by user"
+	    "</tool_use_error>\n") != NULL, "%s", out);
 	cr_assert(strstr(err, "interrupting") != NULL, "%s", err);
 	free(out);
 	free(err);
@@ -556,7 +698,7 @@ Test(cli, second_ctrl_c_cancels_a_block_tool)
 	cr_assert_eq(waitpid(p->pid, &status, WNOHANG), 0,
 	    "run ended on an interrupt of a block tool");
 	kill(p->pid, SIGINT);
-	cr_assert_eq(cli_wait(p, 10000, &out, &err), 1, "%s", err);
+	cr_assert_eq(cli_wait(p, 10000, &out, &err), 130, "%s", err);
 	cr_assert_str_eq(out, "<tool_use_error>Interrupted by user"
 	    "</tool_use_error>\n");
 	cr_assert(strstr(err, "cancelling") != NULL, "%s", err);
@@ -655,5 +797,140 @@ Test(cli, nul_bytes_in_output_survive)
 	cr_assert_eq(len, 4);
 	cr_assert_eq(memcmp(out, "a\0b\n", 4), 0);
 	free(out);
+	d_stop(d);
+}
+
+/* run works where it is run from, as any command does (issue 12). */
+Test(cli, run_in_the_callers_directory)
+{
+	struct daemon *d = d_start(NULL);
+	char *out, *err, file[200], sub[200], want[300];
+
+	snprintf(file, sizeof file, "%s/here.txt", d->dir);
+	write_file(file, "found here\n");
+	snprintf(sub, sizeof sub, "%s/sub", d->dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	cli_dir = d->dir;
+	cr_assert_eq(cli(d, &out, &err, "run", "bash", "{\"command\":\"pwd\"}",
+	    "read_file", "{\"file_path\":\"here.txt\"}", NULL), 0, "%s", err);
+	snprintf(want, sizeof want, "<==\n%s\n\n", d->dir);
+	cr_assert(strstr(out, want) != NULL, "%s", out);
+	cr_assert(strstr(out, "     1\tfound here\n") != NULL, "%s", out);
+	free(out);
+	free(err);
+	/* --cwd, relative to the caller's directory. */
+	cr_assert_eq(cli(d, &out, &err, "run", "--cwd", "sub", "bash",
+	    "{\"command\":\"pwd\"}", NULL), 0, "%s", err);
+	cli_dir = NULL;
+	snprintf(want, sizeof want, "%s\n", sub);
+	cr_assert_str_eq(out, want);
+	free(out);
+	free(err);
+	d_stop(d);
+}
+
+/* The built-in bash is bash: models write bash for it (issue 12). */
+Test(cli, builtin_bash_is_bash)
+{
+	struct daemon *d = d_start(NULL);
+	char *out, *err;
+
+	if (access("/bin/bash", X_OK) != 0)
+		cr_skip_test("no /bin/bash: the tool runs /bin/sh");
+	cr_assert_eq(cli(d, &out, &err, "run", "bash", "{\"command\":"
+	    "\"a=(x y z); [[ ${#a[@]} == 3 && $BASH_VERSION == [0-9]* ]] && "
+	    "echo ${a[2]} ${BASH_VERSINFO[0]}\"}", NULL), 0, "%s", err);
+	cr_assert(strncmp(out, "z ", 2) == 0 && atoi(out + 2) >= 4, "%s", out);
+	free(out);
+	free(err);
+	d_stop(d);
+}
+
+/*
+ * On a terminal run shows a live block: the running tool with its time,
+ * the queued ones, streamed lines as they come; nothing wider than the
+ * terminal; the block erased before the results.
+ */
+Test(cli, run_live_on_a_terminal)
+{
+	struct daemon *d = d_start(NULL);
+	char tools[200], file[200], input[300], *text;
+	struct cli_proc *p;
+	const char *one, *head;
+
+	snprintf(tools, sizeof tools, "%s/talk.json", d->dir);
+	write_file(tools, "[{\"name\":\"talk\",\"command\":[\"/bin/sh\",\"-c\","
+	    "\"echo one; sleep 0.8; echo two\"],\"streamOutput\":true}]");
+	snprintf(file, sizeof file, "%s/f.txt", d->dir);
+	write_file(file, "from the file\n");
+	snprintf(input, sizeof input, "{\"file_path\":\"%s\"}", file);
+	p = cli_pty(d, 60, "run", "--tools", tools, "talk", "{}",
+	    "read_file", input, "bash", "{\"command\":\"true # a command much "
+	    "longer than the sixty columns of this terminal, cut\"}", NULL);
+	cr_assert_eq(pty_wait(p, 30000), 0, "%s", p->text);
+	text = plain(p->text);
+	cr_assert(strstr(text, "t1 talk  running 0.") != NULL, "%s", text);
+	cr_assert(strstr(text, "t2 read_file  queued") != NULL, "%s", text);
+	cr_assert(strstr(text, "t3 bash  queued  true # a command much") !=
+	    NULL, "%s", text);
+	one = strstr(text, "[t1 talk] one\n");
+	head = strstr(text, "── t1 talk: ok, ");
+	cr_assert(one != NULL && head != NULL && one < head, "%s", text);
+	cr_assert(atof(head + strlen("── t1 talk: ok, ")) >= 0.8, "%s", text);
+	cr_assert(strstr(text, "── t2 read_file: ok, ") != NULL, "%s", text);
+	cr_assert(strstr(text, "     1\tfrom the file\n") != NULL, "%s", text);
+	cr_assert_leq(widest_line(text), 60, "%s", text);
+	/* The block is taken away (cursor up, erase) before the results. */
+	cr_assert(strstr(p->text, "F\033[J") != NULL);
+	cr_assert(strstr(text, "queued") < head);
+	free(text);
+	free(p->text);
+	free(p);
+	d_stop(d);
+}
+
+/*
+ * watch on a terminal 56 columns wide: a header for an idle session,
+ * every line cut to the width, and a tool that never started shown with
+ * its name in the lines and the timeline.
+ */
+Test(cli, watch_fits_a_terminal)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid = c_session(c, NULL);
+	const char *s = json_string_value(sid);
+	struct cli_proc *w = cli_pty(d, 56, "watch", s, NULL);
+	char want[128], *text;
+
+	snprintf(want, sizeof want, "session %s, turn 1", s);
+	cr_assert(pty_pump(w, "no tools", 10000), "%s", w->text);
+	json_decref(c_add(c, s, "a", "bash", "{\"command\":\"sleep 0.5; echo "
+	    "a long line of output, longer than the terminal is wide; exit 1\"}"));
+	/* b comes after a's start (when watch first asks for names) and
+	 * never starts: it is first seen in its result, after the turn. */
+	cr_assert(pty_pump(w, "executing", 10000), "%s", w->text);
+	usleep(100000);
+	json_decref(c_add(c, s, "b", "read_file",
+	    "{\"file_path\":\"/etc/hostname\"}"));
+	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", s)));
+	cr_assert(pty_pump(w, "sibling_error\r\n", 10000), "%s", w->text);
+	json_decref(c_call(c, "closeSession", json_pack("{s:s}", "sessionId",
+	    s)));
+	cr_assert_eq(pty_wait(w, 10000), 0, "%s", w->text);
+	text = plain(w->text);
+	cr_assert(strstr(text, want) != NULL, "%s", text);
+	cr_assert(strstr(text, ": idle, no tools\n") != NULL, "%s", text);
+	cr_assert(strstr(text, "a bash  result exit (") != NULL, "%s", text);
+	cr_assert(strstr(text, "b read_file  result sibling_error") != NULL,
+	    "%s", text);
+	cr_assert(strstr(text, "  b read_file |····") != NULL, "%s", text);
+	cr_assert(strstr(text, "…") != NULL, "%s", text);
+	cr_assert_leq(widest_line(text), 56, "%s", text);
+	free(text);
+	free(w->text);
+	free(w);
+	json_decref(sid);
+	c_close(c);
 	d_stop(d);
 }

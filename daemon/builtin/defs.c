@@ -2,7 +2,9 @@
  * The built-in ToolDefs. A description is all an agent knows of a tool, so
  * each states the input, the output format and every cap.
  */
-#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "defs.h"
 
@@ -13,7 +15,8 @@
 
 static const char defs_bash[] = "{"
     "\"name\": \"bash\", "
-    "\"description\": \"Run a shell command with /bin/sh -c in the session's "
+    "\"description\": \"Run a command with bash -c (/bin/bash; /bin/sh on "
+    "a machine without bash) in the session's "
     "working directory and return its stdout, then its stderr. A non-zero "
     "exit status makes the result an error, and then cancels this turn's "
     "other tool calls that are still running. `timeout` is in milliseconds "
@@ -26,7 +29,7 @@ static const char defs_bash[] = "{"
     "file and shown as its head and tail. Prefer read_file, write_file, "
     "glob, grep and list_dir to cat, echo >, find, grep and ls: they are "
     "quicker and the read-only ones run in parallel.\", "
-    "\"command\": [\"/bin/sh\", \"-c\", \"{command}\"], "
+    "\"command\": [\"" BUILTIN_DEFS_SHELL "\", \"-c\", \"{command}\"], "
     "\"inputSchema\": {\"type\": \"object\", \"properties\": {"
     "\"command\": {\"type\": \"string\", \"minLength\": 1, "
     "\"description\": \"The shell command to run\"}, "
@@ -165,3 +168,34 @@ const char *const builtin_defs[] = {
 	defs_list_dir,
 	NULL,
 };
+
+const char *
+builtin_defs_shell(void)
+{
+	return access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
+}
+
+/* Parse first, then replace whole strings: a path needs no escaping. */
+json_t *
+builtin_defs_load(size_t i, const char *tool_path, char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *j, *cmd, *v;
+	const char *s;
+	size_t k;
+
+	if ((j = json_loads(builtin_defs[i], 0, &jerr)) == NULL) {
+		snprintf(err, errlen, "built-in tool %zu: %s", i, jerr.text);
+		return NULL;
+	}
+	cmd = json_object_get(j, "command");
+	json_array_foreach(cmd, k, v) {
+		s = json_string_value(v);
+		if (s != NULL && strcmp(s, BUILTIN_DEFS_PLACEHOLDER) == 0)
+			json_array_set_new(cmd, k, json_string(tool_path));
+		else if (s != NULL && strcmp(s, BUILTIN_DEFS_SHELL) == 0)
+			json_array_set_new(cmd, k, json_string(
+			    builtin_defs_shell()));
+	}
+	return j;
+}

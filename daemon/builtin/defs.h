@@ -1,6 +1,7 @@
 /*
  * The built-in default tool set of DESIGN.md §4, served when no --tools-dir
- * is given: bash runs /bin/sh, the others run stexec-tool.
+ * is given: bash runs bash (/bin/sh where there is none), the others run
+ * stexec-tool.
  */
 #ifndef STEXEC_BUILTIN_DEFS_H
 #define STEXEC_BUILTIN_DEFS_H
@@ -11,8 +12,18 @@
  * may hold characters that JSON text would need escaped).
  */
 #define BUILTIN_DEFS_PLACEHOLDER "@STEXEC_TOOL@"
+/* Stands for the shell bash runs: builtin_defs_shell(). */
+#define BUILTIN_DEFS_SHELL "@STEXEC_SHELL@"
+
+#include <jansson.h>
+#include <stddef.h>
 
 /* ToolDef JSON texts, NULL-terminated. */
 extern const char *const builtin_defs[];
+
+/* /bin/bash when it can be run, else /bin/sh. */
+const char	*builtin_defs_shell(void);
+/* Def i parsed, its placeholders replaced; NULL with err on bad JSON. */
+json_t		*builtin_defs_load(size_t, const char *, char *, size_t);
 
 #endif

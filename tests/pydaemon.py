@@ -5,10 +5,12 @@ processes are found (tools inherit it, as in tests/e2e.c); and a counter of
 checks that prints what failed.
 """
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import traceback
 
 
 class Checks:
@@ -98,3 +100,33 @@ class Daemon:
                                  .splitlines()[-n:])
         except OSError:
             return ""
+
+
+def run(T, body):
+    """A test program's main: start the daemon of $STEXEC_DAEMON, run
+    body(d) (an exception is a failed check), check that no tool process is
+    left and that the daemon stops cleanly, print "N passed, M failed".
+    Returns the exit status: 0, 1, or 77 (skipped) without $STEXEC_DAEMON."""
+    path = os.environ.get("STEXEC_DAEMON")
+    if not path:
+        print("STEXEC_DAEMON is not set: skipped")
+        return 77
+    d = Daemon(path)
+    d.start()
+    ok = False
+    try:
+        try:
+            body(d)
+        except Exception:
+            T.check(False, "raised:\n" + traceback.format_exc())
+        T.eq(d.leftovers(), [], "no tool process is left")
+        ok = True
+    finally:
+        rc = d.stop()
+        if ok:
+            T.eq(rc, 0, "the daemon's exit status after SIGTERM")
+        if T.failed:
+            print("daemon log (tail):\n" + d.log_tail(), file=sys.stderr)
+        shutil.rmtree(d.tmp, ignore_errors=True)
+    print("%d passed, %d failed" % (T.passed, T.failed))
+    return 1 if T.failed else 0

@@ -17,7 +17,6 @@ import glob
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -27,7 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(HERE)
 EXAMPLE = os.path.join(TOP, "examples", "agent_loop.py")
 
-from pydaemon import Checks, Daemon  # noqa: E402
+import pydaemon  # noqa: E402
+from pydaemon import Checks  # noqa: E402
 
 T = Checks()
 # Streams whose slow bash overlaps the rest of the message by far more
@@ -108,17 +108,11 @@ def check_stream(d, path):
 
 
 def main():
-    daemon_path = os.environ.get("STEXEC_DAEMON")
-    if not daemon_path:
-        print("STEXEC_DAEMON is not set: skipped")
-        return 77
     streams = sorted(glob.glob(os.path.join(TOP, "examples", "streams",
                                             "*.sse")))
-    T.check(len(streams) >= 4, "four recorded streams: %r" % streams)
-    d = Daemon(daemon_path)
-    d.start()
-    ok = False
-    try:
+
+    def every_stream(d):
+        T.check(len(streams) >= 4, "four recorded streams: %r" % streams)
         for _ in range(100):
             if os.path.exists(d.sock):
                 break
@@ -129,17 +123,7 @@ def main():
             except Exception:
                 T.check(False, "%s raised:\n%s"
                         % (path, traceback.format_exc()))
-        T.eq(d.leftovers(), [], "no tool process is left")
-        ok = True
-    finally:
-        rc = d.stop()
-        if ok:
-            T.eq(rc, 0, "the daemon's exit status after SIGTERM")
-        if T.failed:
-            print("daemon log (tail):\n" + d.log_tail(), file=sys.stderr)
-        shutil.rmtree(d.tmp, ignore_errors=True)
-    print("%d passed, %d failed" % (T.passed, T.failed))
-    return 1 if T.failed else 0
+    return pydaemon.run(T, every_stream)
 
 
 if __name__ == "__main__":

@@ -13,17 +13,16 @@ STEXEC_DAEMON is unset. Ends with "N passed, M failed".
 """
 import asyncio
 import os
-import shutil
 import sys
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "client", "python"))
 
 import stexec  # noqa: E402
 from stexec import aio, StexecError  # noqa: E402
-from pydaemon import Checks, Daemon  # noqa: E402
+import pydaemon  # noqa: E402
+from pydaemon import Checks  # noqa: E402
 
 WAIT = float(os.environ.get("STEXEC_TEST_WAIT", "20"))
 INTERRUPTED = "<tool_use_error>Interrupted by user</tool_use_error>"
@@ -261,30 +260,9 @@ async def online(d):
 
 
 def main():
-    daemon_path = os.environ.get("STEXEC_DAEMON")
-    if not daemon_path:
-        print("STEXEC_DAEMON is not set: skipped")
-        return 77
-    asyncio.run(offline())
-    d = Daemon(daemon_path)
-    d.start()
-    ok = False
-    try:
-        try:
-            asyncio.run(online(d))
-        except Exception:
-            T.check(False, "raised:\n" + traceback.format_exc())
-        T.eq(d.leftovers(), [], "no tool process is left")
-        ok = True
-    finally:
-        rc = d.stop()
-        if ok:
-            T.eq(rc, 0, "the daemon's exit status after SIGTERM")
-        if T.failed:
-            print("daemon log (tail):\n" + d.log_tail(), file=sys.stderr)
-        shutil.rmtree(d.tmp, ignore_errors=True)
-    print("%d passed, %d failed" % (T.passed, T.failed))
-    return 1 if T.failed else 0
+    if os.environ.get("STEXEC_DAEMON"):
+        asyncio.run(offline())
+    return pydaemon.run(T, lambda d: asyncio.run(online(d)))
 
 
 if __name__ == "__main__":

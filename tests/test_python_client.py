@@ -10,7 +10,6 @@ Standard library only. Exit 0 when every check passed, 1 otherwise, 77
 (skipped) when STEXEC_DAEMON is unset. Ends with "N passed, M failed".
 """
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -22,7 +21,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "client", "python"))
 
 import stexec  # noqa: E402
 from stexec import Client, StexecError, Turn  # noqa: E402
-from pydaemon import Checks, Daemon  # noqa: E402
+import pydaemon  # noqa: E402
+from pydaemon import Checks  # noqa: E402
 
 WAIT = float(os.environ.get("STEXEC_TEST_WAIT", "20"))
 INTERRUPTED = "<tool_use_error>Interrupted by user</tool_use_error>"
@@ -347,15 +347,10 @@ class Run:
 
 
 def main():
-    daemon_path = os.environ.get("STEXEC_DAEMON")
-    if not daemon_path:
-        print("STEXEC_DAEMON is not set: skipped")
-        return 77
-    test_offline()
-    d = Daemon(daemon_path)
-    d.start()
-    ok = False
-    try:
+    if os.environ.get("STEXEC_DAEMON"):
+        test_offline()
+
+    def steps(d):
         r = Run(d)
         for step in (r.connect, r.create, r.turn1, r.turn2, r.turn3,
                      r.turn4, r.close):
@@ -365,17 +360,7 @@ def main():
                 T.check(False, "%s raised:\n%s" %
                         (step.__name__, traceback.format_exc()))
                 break
-        T.eq(d.leftovers(), [], "no tool process is left")
-        ok = True
-    finally:
-        rc = d.stop()
-        if ok:
-            T.eq(rc, 0, "the daemon's exit status after SIGTERM")
-        if T.failed:
-            print("daemon log (tail):\n" + d.log_tail(), file=sys.stderr)
-        shutil.rmtree(d.tmp, ignore_errors=True)
-    print("%d passed, %d failed" % (T.passed, T.failed))
-    return 1 if T.failed else 0
+    return pydaemon.run(T, steps)
 
 
 if __name__ == "__main__":

@@ -20,13 +20,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(HERE)
 PKG = os.path.join(TOP, "client", "python")
 
-from pydaemon import Checks, Daemon  # noqa: E402
+import pydaemon  # noqa: E402
+from pydaemon import Checks  # noqa: E402
 
 T = Checks()
 
@@ -142,33 +142,16 @@ def example(py, tmp, d):
 
 
 def main():
-    daemon_path = os.environ.get("STEXEC_DAEMON")
-    if not daemon_path:
-        print("STEXEC_DAEMON is not set: skipped")
-        return 77
     tmp = tempfile.mkdtemp(prefix="stexec-pkg-")
-    d = Daemon(daemon_path)
-    d.start()
-    ok = False
+
+    def install_and_run(d):
+        py = install(tmp)
+        if py:
+            example(py, tmp, d)
     try:
-        try:
-            py = install(tmp)
-            if py:
-                example(py, tmp, d)
-        except Exception:
-            T.check(False, "raised:\n" + traceback.format_exc())
-        T.eq(d.leftovers(), [], "no tool process is left")
-        ok = True
+        return pydaemon.run(T, install_and_run)
     finally:
-        rc = d.stop()
-        if ok:
-            T.eq(rc, 0, "the daemon's exit status after SIGTERM")
-        if T.failed:
-            print("daemon log (tail):\n" + d.log_tail(), file=sys.stderr)
-        shutil.rmtree(d.tmp, ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d passed, %d failed" % (T.passed, T.failed))
-    return 1 if T.failed else 0
 
 
 if __name__ == "__main__":

@@ -25,16 +25,27 @@ struct pattern {
 	uint64_t used;  /* subject bytes x size since re was compiled */
 };
 
-/* One group level of the scan: its size so far and its last piece's. */
+/*
+ * One group level of the scan: its size so far and its last piece's, and
+ * which parts can match the empty string: the alternatives closed so far,
+ * the current one before its last piece, and the last piece.
+ */
 struct pattern_frame {
 	uint64_t sum;
 	uint64_t last;
+	bool has_last;
+	bool alt_empty, prev_empty, last_empty;
 };
 
 static uint64_t	pattern_cap(uint64_t);
 static void	pattern_repeat(struct pattern_frame *, uint64_t);
+static void	pattern_piece(struct pattern_frame *, uint64_t, bool);
+static void	pattern_open(struct pattern_frame *);
+static bool	pattern_loop(struct pattern_frame *, bool, size_t, char *,
+		    size_t);
 static size_t	pattern_bracket(const char *, size_t);
-static size_t	pattern_interval(const char *, size_t, uint64_t *);
+static size_t	pattern_interval(const char *, size_t, uint64_t *,
+		    uint64_t *);
 static bool	pattern_scan(const char *, size_t *, char *, size_t);
 static int	pattern_regcomp(regex_t *, const char *, char *, size_t);
 
@@ -52,6 +63,43 @@ pattern_repeat(struct pattern_frame *f, uint64_t count)
 
 	f->sum = pattern_cap(f->sum - f->last + grown);
 	f->last = grown;
+}
+
+/* A new piece of size n after the last one; empty: it can match "". */
+static void
+pattern_piece(struct pattern_frame *f, uint64_t n, bool empty)
+{
+	f->prev_empty = f->prev_empty && f->last_empty;
+	f->sum = pattern_cap(f->sum + n);
+	f->last = n;
+	f->last_empty = empty;
+	f->has_last = true;
+}
+
+/* A group or an alternative starts: nothing in it yet. */
+static void
+pattern_open(struct pattern_frame *f)
+{
+	f->has_last = false;
+	f->prev_empty = f->last_empty = true;
+}
+
+/*
+ * A repetition that may run more than once over a piece that can match
+ * the empty string ((a*)*, a**, (a|b?)+): glibc's regcomp takes time
+ * exponential in how many of them a pattern holds (20 of (a*)* cost a
+ * second, 40 never finish), and they mean nothing the inner piece does not.
+ */
+static bool
+pattern_loop(struct pattern_frame *f, bool more_than_once, size_t at,
+    char *err, size_t errlen)
+{
+	if (!more_than_once || !f->has_last || !f->last_empty)
+		return true;
+	snprintf(err, errlen, "the repetition at byte %zu repeats something "
+	    "that can match the empty string (like (a*)* or a**): drop one of "
+	    "the two", at);
+	return false;
 }
 
 /* The index just past the bracket expression opening at s[i]. */
@@ -85,7 +133,7 @@ pattern_bracket(const char *s, size_t i)
  * copies regcomp makes, or 0 when it is not one (regcomp judges the text).
  */
 static size_t
-pattern_interval(const char *s, size_t i, uint64_t *count)
+pattern_interval(const char *s, size_t i, uint64_t *count, uint64_t *min)
 {
 	uint64_t m = 0, n = 0;
 	bool has_m = false, comma = false, has_n = false;
@@ -102,6 +150,7 @@ pattern_interval(const char *s, size_t i, uint64_t *count)
 	}
 	if (s[i] != '}' || (!has_m && !has_n))
 		return 0;
+	*min = m;
 	if (!comma)
 		*count = m;
 	else if (!has_n)
@@ -123,8 +172,10 @@ pattern_scan(const char *s, size_t *size, char *err, size_t errlen)
 {
 	size_t len = strlen(s), depth = 0, i = 0, next;
 	struct pattern_frame *f = xcalloc(len + 1, sizeof *f);
-	uint64_t count;
-	bool ok = false;
+	uint64_t count, min;
+	bool ok = false, empty;
+
+	pattern_open(&f[0]);
 
 	while (s[i] != '\0') {
 		switch (s[i]) {
@@ -134,18 +185,20 @@ pattern_scan(const char *s, size_t *size, char *err, size_t errlen)
 				    "are not allowed", s[i + 1]);
 				goto out;
 			}
-			f[depth].sum = pattern_cap(f[depth].sum + 1);
-			f[depth].last = 1;
+			/* \b, \<, \` ... match the empty string. */
+			pattern_piece(&f[depth], 1, s[i + 1] != '\0' &&
+			    strchr("bB<>`'", s[i + 1]) != NULL);
 			i += s[i + 1] != '\0' ? 2 : 1;
 			break;
 		case '[':
-			f[depth].sum = pattern_cap(f[depth].sum + 1);
-			f[depth].last = 1;
+			pattern_piece(&f[depth], 1, false);
 			i = pattern_bracket(s, i);
 			break;
 		case '(':
 			depth++;
 			f[depth].sum = f[depth].last = 0;
+			f[depth].alt_empty = false;
+			pattern_open(&f[depth]);
 			i++;
 			break;
 		case ')':
@@ -155,35 +208,48 @@ pattern_scan(const char *s, size_t *size, char *err, size_t errlen)
 				goto out;
 			}
 			count = pattern_cap(f[depth].sum + 1);
+			empty = f[depth].alt_empty || (f[depth].prev_empty &&
+			    f[depth].last_empty);
 			depth--;
-			f[depth].sum = pattern_cap(f[depth].sum + count);
-			f[depth].last = count;
+			pattern_piece(&f[depth], count, empty);
 			i++;
 			break;
 		case '|':
+			f[depth].alt_empty = f[depth].alt_empty ||
+			    (f[depth].prev_empty && f[depth].last_empty);
 			f[depth].sum = pattern_cap(f[depth].sum + 1);
 			f[depth].last = 0;
+			pattern_open(&f[depth]);
 			i++;
 			break;
 		case '*':
-		case '?':
-			pattern_repeat(&f[depth], 1);
+		case '+':
+			if (!pattern_loop(&f[depth], true, i, err, errlen))
+				goto out;
+			pattern_repeat(&f[depth], s[i] == '+' ? 2 : 1);
+			f[depth].last_empty = f[depth].last_empty || s[i] == '*';
 			i++;
 			break;
-		case '+':
-			pattern_repeat(&f[depth], 2);
+		case '?':
+			pattern_repeat(&f[depth], 1);
+			f[depth].last_empty = true;
 			i++;
 			break;
 		case '{':
-			if ((next = pattern_interval(s, i, &count)) != 0) {
+			if ((next = pattern_interval(s, i, &count, &min)) != 0) {
+				if (!pattern_loop(&f[depth], count > 1, i, err,
+				    errlen))
+					goto out;
 				pattern_repeat(&f[depth], count);
+				f[depth].last_empty = f[depth].last_empty ||
+				    min == 0;
 				i = next;
 				break;
 			}
 			__attribute__((fallthrough)); /* a literal { */
 		default:
-			f[depth].sum = pattern_cap(f[depth].sum + 1);
-			f[depth].last = 1;
+			/* ^ and $ match the empty string; the rest a byte. */
+			pattern_piece(&f[depth], 1, s[i] == '^' || s[i] == '$');
 			i++;
 			break;
 		}

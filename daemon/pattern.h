@@ -1,7 +1,8 @@
 /*
  * A concurrencySafe rule pattern (DESIGN.md §4): a POSIX ERE whose cost the
  * event loop can afford. Compiling refuses back-references (their matching
- * is exponential), patterns longer than PATTERN_MAX_LEN bytes and patterns
+ * is exponential), repetitions of what can match the empty string (their
+ * compiling is), patterns longer than PATTERN_MAX_LEN bytes and patterns
  * whose counted repetitions expand past PATTERN_MAX_SIZE nodes. Matching is
  * one pass over the subject, and a subject too long for the pattern's size
  * is not matched at all: the rule cannot be evaluated. Pure: no I/O.

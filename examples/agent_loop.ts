@@ -229,8 +229,9 @@ async function main(argv: string[]): Promise<number> {
   const args = parseArgs(argv);
   const events = readSse(args.stream);
   const client = await Client.connect(args.socket === undefined ? {} : { path: args.socket });
+  let sid: string | undefined;
   try {
-    const { sessionId: sid } = await client.createSession({ cwd: resolve(args.cwd) });
+    sid = (await client.createSession({ cwd: resolve(args.cwd) })).sessionId;
     const log = new Log();
     let done: Completed | undefined;
     for (const [n, evs] of attempts(events).entries()) {
@@ -240,7 +241,6 @@ async function main(argv: string[]): Promise<number> {
     }
     if (done === undefined) {
       process.stderr.write(`${args.stream}: the stream broke off and no retry follows\n`);
-      await client.closeSession(sid);
       return 1;
     }
     process.stdout.write(JSON.stringify({ role: "user", content: done.results }) + "\n");
@@ -256,9 +256,10 @@ async function main(argv: string[]): Promise<number> {
       };
       process.stderr.write(`timing ${JSON.stringify(timing)}\n`);
     }
-    await client.closeSession(sid);
     return 0;
   } finally {
+    // Closing the session kills what is still running in it (on an error).
+    if (sid !== undefined) await client.closeSession(sid).catch(() => undefined);
     client.close();
   }
 }

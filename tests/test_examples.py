@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """
-examples/agent_loop.py over every recorded stream in examples/streams/,
+An agent-loop example (examples/agent_loop.py, or its twin given as
+COMMAND) over every recorded stream in examples/streams/,
 against a real stexecd on a private socket: the printed user message pairs
 every tool_use id of the (last, completed) response exactly once, in
 stream order, with what NAME.expect.json says; tools were handed over
@@ -8,7 +9,10 @@ before message_stop; an interrupted attempt was discarded; the streaming
 run's last result came sooner than when the same tools start after
 message_stop; no tool process is left.
 
-  STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_examples.py
+  STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_examples.py [COMMAND...]
+
+COMMAND runs the example (default: this python3 on examples/agent_loop.py;
+e.g. node examples/dist/agent_loop.js); the options and the stream follow.
 
 Exit 0 when every check passed, 1 otherwise, 77 (skipped) when
 STEXEC_DAEMON is unset. Ends with "N passed, M failed".
@@ -54,10 +58,10 @@ def stream_facts(path):
     return ids, broke
 
 
-def check_stream(d, path):
+def check_stream(d, command, path):
     name = os.path.basename(path)[:-4]
-    p = subprocess.run([sys.executable, EXAMPLE, "--socket", d.sock,
-                        "--compare", path], stdout=subprocess.PIPE,
+    p = subprocess.run(command + ["--socket", d.sock, "--compare", path],
+                       stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=120)
     out = p.stdout.decode("utf-8")
     err = p.stderr.decode("utf-8", "replace")
@@ -108,6 +112,7 @@ def check_stream(d, path):
 
 
 def main():
+    command = sys.argv[1:] or [sys.executable, EXAMPLE]
     streams = sorted(glob.glob(os.path.join(TOP, "examples", "streams",
                                             "*.sse")))
 
@@ -119,7 +124,7 @@ def main():
             time.sleep(0.1)
         for path in streams:
             try:
-                check_stream(d, path)
+                check_stream(d, command, path)
             except Exception:
                 T.check(False, "%s raised:\n%s"
                         % (path, traceback.format_exc()))

@@ -345,8 +345,9 @@ Test(results, a_ceiling_size_result_of_control_bytes_is_bounded)
  * A result at the default ceiling (16 MiB of control bytes, 96 MiB of
  * JSON) is encoded in slices: another client's ping never waits long for
  * it (far less than the time the result takes to arrive and be read, of
- * which the encode in one pass used to be a fifth), the result arrives whole before the turn's
- * end and the drain reply, and `events` gives it back as it was pushed.
+ * which the encode in one pass used to be a fifth), the result arrives
+ * whole before the turn's end and the drain reply, and `events` gives it
+ * back as it was pushed.
  */
 Test(results, a_ceiling_size_result_does_not_stall_other_clients,
     .timeout = 600)

@@ -278,6 +278,19 @@ conn_write(struct conn *c, const char *data, size_t len)
 }
 
 void
+conn_write_ref(struct conn *c, const char *data, size_t len,
+    void (*done)(const void *, size_t, void *), void *arg)
+{
+	if (c->dead) {
+		done(data, len, arg);
+		return;
+	}
+	if (evbuffer_add_reference(c->out, data, len, done, arg) != 0)
+		fatal("out of memory");
+	conn_queue(c);
+}
+
+void
 conn_close_after_flush(struct conn *c)
 {
 	c->closing = true;

@@ -38,6 +38,10 @@ uid_t conn_uid(const struct conn *);
 size_t conn_queued(const struct conn *);
 /* Append a complete line (with its newline) to the output. */
 void conn_write(struct conn *, const char *, size_t);
+/* The same without a copy: done(data, len, arg) once it is written or
+ * dropped, which may be at once. */
+void conn_write_ref(struct conn *, const char *, size_t,
+    void (*done)(const void *, size_t, void *), void *arg);
 /* Close after what is queued has been written. */
 void conn_close_after_flush(struct conn *);
 

@@ -25,13 +25,42 @@
 /* A subscriber further behind than this pauses the session's tools. */
 #define SESSION_PAUSE_LAG (1024 * 1024)
 #define SESSION_RESUME_LAG (256 * 1024)
+/* A result text longer than this is encoded this much per loop pass. */
+#define SESSION_SLICE (256 * 1024)
+
+/* A long line shared by the log and the sockets' buffers, not copied. */
+struct shared {
+	char *data;
+	unsigned refs;
+};
 
 /* One notification as sent: a whole line, newline included. */
 struct note {
 	uint64_t seq;
-	char *line;
+	char *line;               /* NULL while it is being encoded */
 	size_t len;
+	struct shared *shared;    /* line's owner when it is shared */
 	uint64_t end; /* bytes of every note up to and including this one */
+};
+
+/* A large tool_result being encoded, a slice per loop pass. */
+struct slicer {
+	uint64_t seq;
+	json_t *text;             /* its content, held */
+	size_t done;
+	struct jsonrpc_out out;   /* the line so far */
+	struct jsonrpc_out tail;  /* what follows the content */
+	struct slicer *next;
+};
+
+/* A drain reply that must wait for the notes up to `after` (S12). */
+struct waiter {
+	uint64_t after;
+	struct ticket *tk;
+	json_t *result;           /* or else code and message */
+	int code;
+	char *message;
+	struct waiter *next;
 };
 
 struct sub {
@@ -69,8 +98,14 @@ struct session {
 	struct event *idle;       /* pending while the session is idle */
 
 	bool closing;
+	bool finish_wanted;       /* close once the slicers are done */
 	struct ticket **closers;
 	size_t nclosers;
+
+	struct slicer *slicers, **slicers_tail;
+	struct waiter *waiters, **waiters_tail;
+	struct session *slice_next; /* in session_slicing, when queued */
+	bool slice_queued;
 
 	struct session *prev, *next;
 };
@@ -81,6 +116,11 @@ static struct session *session_list;
 static unsigned session_n;
 static uint64_t session_started, session_completed;
 static const struct timeval *session_idle_tv;
+/* Sessions with a slicer, served in turn, one slice per loop pass. */
+static struct session *session_slicing, **session_slicing_tail =
+    &session_slicing;
+static struct event *session_slice_ev;
+static bool session_stopping;
 
 static void	session_effect(void *, const struct exec_effect *);
 static void	session_note(struct session *, const char *, json_t *);
@@ -89,6 +129,22 @@ static void	session_note_repaired(struct session *, struct jsonrpc_out *,
 static void	session_note_output(struct session *,
 		    const struct exec_effect *);
 static void	session_log(struct session *, struct jsonrpc_out *, bool);
+static struct note *session_log_note(struct session *, bool);
+static void	session_logged(struct session *);
+static const json_t *session_big_text(const json_t *);
+static int	session_split(struct jsonrpc_out **, struct jsonrpc_out *,
+		    const json_t *, const json_t *);
+static bool	session_note_sliced(struct session *, const char *,
+		    json_t *);
+static void	session_slice(struct session *, size_t);
+static void	session_slice_cb(evutil_socket_t, short, void *);
+static void	session_slice_queue(struct session *);
+static void	session_slice_arm(void);
+static void	session_wait(struct session *, struct ticket *, json_t *,
+		    int, const char *);
+static void	session_wake(struct session *);
+static void	session_note_free(struct note *);
+static void	session_unshare(const void *, size_t, void *);
 static void	session_spawn(struct session *, struct exec_tool *);
 static bool	session_our_var(const char *);
 static char	**session_env_strings(struct session *);
@@ -125,6 +181,9 @@ session_init(const struct session_config *cfg)
 	/* One timeout for all: libevent keeps them in a queue, not a heap. */
 	if (cfg->base != NULL && cfg->idle_timeout_s > 0)
 		session_idle_tv = event_base_init_common_timeout(cfg->base, &tv);
+	if (cfg->base != NULL && session_slice_ev == NULL)
+		session_slice_ev = evtimer_new(cfg->base, session_slice_cb,
+		    NULL);
 }
 
 unsigned
@@ -202,6 +261,8 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 	    senv);
 	json_decref(senv);
 	s->prev_turn_seq = s->cur_turn_seq = 1;
+	s->slicers_tail = &s->slicers;
+	s->waiters_tail = &s->waiters;
 	s->output_grace_ms = SESSION_OUTPUT_GRACE_DEFAULT_MS;
 	if (session_idle_tv != NULL)
 		s->idle = evtimer_new(session_cfg.base, session_idle_cb, s);
@@ -373,17 +434,22 @@ session_effect(void *arg, const struct exec_effect *e)
 		break;
 	case EXEC_DRAIN_DONE:
 		/* S12: the reply comes after the turn's notifications. */
-		session_catch_up(s, ticket_conn(e->cookie));
 		if (e->error == 0)
-			ticket_reply(e->cookie, json_pack("{s:I, s:i}", "turn",
-			    (json_int_t)e->turn, "results", (int)e->results));
+			session_wait(s, e->cookie, json_pack("{s:I, s:i}",
+			    "turn", (json_int_t)e->turn, "results",
+			    (int)e->results), 0, NULL);
 		else if (s->closing)
-			ticket_error(e->cookie, e->error, "State conflict: "
-			    "the session was closed while the drain waited");
-		else
-			ticket_error(e->cookie, e->error, "State conflict: "
-			    "turn %llu was discarded while the drain waited",
+			session_wait(s, e->cookie, NULL, e->error, "State "
+			    "conflict: the session was closed while the drain "
+			    "waited");
+		else {
+			char msg[128];
+
+			snprintf(msg, sizeof msg, "State conflict: turn %llu "
+			    "was discarded while the drain waited",
 			    (unsigned long long)e->turn);
+			session_wait(s, e->cookie, NULL, e->error, msg);
+		}
 		break;
 	}
 }
@@ -576,6 +642,8 @@ session_note(struct session *s, const char *method, json_t *params)
 	json_object_set_new(params, "sessionId", json_string(s->id));
 	json_object_set_new(params, "seq", json_integer(
 	    (json_int_t)(s->last_seq + 1)));
+	if (session_note_sliced(s, method, params))
+		return;
 	if (jsonrpc_notification(&out, method, params) != 0)
 		session_note_repaired(s, &out, method, params);
 	session_log(s, &out, strcmp(method, "turn_end") == 0);
@@ -596,6 +664,229 @@ session_note_repaired(struct session *s, struct jsonrpc_out *out,
 	if (jsonrpc_notification(out, method, fixed) != 0)
 		fatal("cannot encode a repaired %s notification", method);
 	json_decref(fixed);
+}
+
+/* The content of a tool_result too long to encode in one loop pass. */
+static const json_t *
+session_big_text(const json_t *params)
+{
+	const json_t *text = json_object_get(json_object_get(params, "result"),
+	    "content");
+
+	return json_string_length(text) > SESSION_SLICE ? text : NULL;
+}
+
+/*
+ * Encode v as jsonrpc_dump does into *cur, except the string text: its
+ * opening quote ends *cur, which becomes tail for the rest.
+ */
+static int
+session_split(struct jsonrpc_out **cur, struct jsonrpc_out *tail,
+    const json_t *v, const json_t *text)
+{
+	const char *key;
+	json_t *item;
+	size_t n = 0;
+
+	if (v == text) {
+		jsonrpc_append(*cur, "\"", 1);
+		*cur = tail;
+		jsonrpc_append(*cur, "\"", 1);
+		return 0;
+	}
+	if (!json_is_object(v))
+		return jsonrpc_dump(*cur, v);
+	jsonrpc_append(*cur, "{", 1);
+	json_object_foreach((json_t *)v, key, item) {
+		if (n++ > 0)
+			jsonrpc_append(*cur, ",", 1);
+		jsonrpc_add_string_repaired(*cur, key, strlen(key));
+		jsonrpc_append(*cur, ":", 1);
+		if (session_split(cur, tail, item, text) != 0)
+			return -1;
+	}
+	jsonrpc_append(*cur, "}", 1);
+	return 0;
+}
+
+/*
+ * A tool_result whose content is long is encoded in slices across loop
+ * passes (other clients are served between them): its note holds its seq
+ * in the log, and later notes and drain replies wait behind it. False when
+ * params are not such a result, or without a loop.
+ */
+static bool
+session_note_sliced(struct session *s, const char *method, json_t *params)
+{
+	static const char head[] = "{\"jsonrpc\":\"2.0\",\"method\":";
+	const json_t *text = session_big_text(params);
+	struct slicer *sl;
+	struct jsonrpc_out *cur;
+	json_t *fixed = NULL;
+
+	if (text == NULL || session_slice_ev == NULL || session_stopping)
+		return false;
+	sl = xcalloc(1, sizeof *sl);
+	for (;;) {
+		cur = &sl->out;
+		jsonrpc_append(cur, head, strlen(head));
+		jsonrpc_add_string_repaired(cur, method, strlen(method));
+		jsonrpc_append(cur, ",\"params\":", strlen(",\"params\":"));
+		if (session_split(&cur, &sl->tail, fixed != NULL ? fixed :
+		    params, text) == 0 && cur == &sl->tail)
+			break;
+		if (fixed != NULL)
+			fatal("cannot encode a repaired %s notification",
+			    method);
+		/* As session_note_repaired: S10 needs the result. */
+		log_error("session %s: cannot encode a %s notification; its "
+		    "text was repaired", s->id, method);
+		jsonrpc_out_free(&sl->out);
+		jsonrpc_out_free(&sl->tail);
+		fixed = utf8_repair_json(params);
+		text = session_big_text(fixed);
+	}
+	jsonrpc_append(&sl->tail, "}\n", 2);
+	sl->text = json_incref((json_t *)text);
+	json_decref(fixed);
+	sl->seq = session_log_note(s, false)->seq;
+	*s->slicers_tail = sl;
+	s->slicers_tail = &sl->next;
+	session_logged(s);
+	session_slice_queue(s);
+	return true;
+}
+
+/* Put s in the queue of sessions to slice, and have the next pass run. */
+static void
+session_slice_queue(struct session *s)
+{
+	if (s->slice_queued || s->slicers == NULL)
+		return;
+	s->slice_queued = true;
+	s->slice_next = NULL;
+	*session_slicing_tail = s;
+	session_slicing_tail = &s->slice_next;
+	session_slice_arm();
+}
+
+/* A timer, not event_active: the loop polls I/O before it runs. */
+static void
+session_slice_arm(void)
+{
+	struct timeval now = { 0, 0 };
+
+	if (session_slicing != NULL && !evtimer_pending(session_slice_ev, NULL))
+		evtimer_add(session_slice_ev, &now);
+}
+
+/* One slice of one session per loop pass, the sessions in turn. */
+static void
+session_slice_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = session_slicing;
+
+	if (s == NULL)
+		return;
+	if ((session_slicing = s->slice_next) == NULL)
+		session_slicing_tail = &session_slicing;
+	s->slice_queued = false;
+	session_slice(s, SESSION_SLICE);
+	session_slice_arm();
+}
+
+/*
+ * Encode up to max bytes of the session's first slicer; when it is done,
+ * its note gets its line and whatever waited behind it goes out. May free
+ * s (a close that waited for it).
+ */
+static void
+session_slice(struct session *s, size_t max)
+{
+	struct slicer *sl = s->slicers;
+	const char *text = json_string_value(sl->text);
+	size_t len = json_string_length(sl->text), n = len - sl->done;
+	struct note *n0, *nt;
+	uint64_t seq;
+
+	if (n > max) {
+		/* Cut at a character boundary: the text is valid UTF-8. */
+		n = max;
+		while (n > 1 && ((unsigned char)text[sl->done + n] & 0xc0) ==
+		    0x80)
+			n--;
+	}
+	jsonrpc_add_string_part(&sl->out, text + sl->done, n);
+	sl->done += n;
+	if (sl->done < len) {
+		session_slice_queue(s);
+		return;
+	}
+	jsonrpc_append(&sl->out, sl->tail.data, sl->tail.len);
+	n0 = session_note_at(s, sl->seq);
+	n0->line = sl->out.data;
+	n0->len = sl->out.len;
+	n0->shared = xmalloc(sizeof *n0->shared);
+	n0->shared->data = sl->out.data;
+	n0->shared->refs = 1;
+	/* Every note from this one on ends that much later. */
+	s->bytes_end += sl->out.len;
+	for (seq = sl->seq; seq <= s->last_seq; seq++) {
+		nt = session_note_at(s, seq);
+		nt->end += sl->out.len;
+	}
+	if ((s->slicers = sl->next) == NULL)
+		s->slicers_tail = &s->slicers;
+	jsonrpc_out_free(&sl->tail);
+	json_decref(sl->text);
+	free(sl);
+	session_logged(s);
+	session_wake(s);
+	if (s->slicers != NULL)
+		session_slice_queue(s);
+	else if (s->finish_wanted)
+		session_finish(s);
+}
+
+/*
+ * A drain reply (a result, or else an error) goes out after every
+ * notification logged so far has gone to its connection (S12): now, or
+ * once the notes being encoded are done.
+ */
+static void
+session_wait(struct session *s, struct ticket *tk, json_t *result, int code,
+    const char *message)
+{
+	struct waiter *w = xcalloc(1, sizeof *w);
+
+	w->after = s->last_seq;
+	w->tk = tk;
+	w->result = result;
+	w->code = code;
+	w->message = message != NULL ? xstrdup(message) : NULL;
+	*s->waiters_tail = w;
+	s->waiters_tail = &w->next;
+	session_wake(s);
+}
+
+/* Answer the waiters whose notes are all done. */
+static void
+session_wake(struct session *s)
+{
+	struct waiter *w;
+
+	while ((w = s->waiters) != NULL && (s->slicers == NULL ||
+	    s->slicers->seq > w->after)) {
+		if ((s->waiters = w->next) == NULL)
+			s->waiters_tail = &s->waiters;
+		session_catch_up(s, ticket_conn(w->tk));
+		if (w->result != NULL)
+			ticket_reply(w->tk, w->result);
+		else
+			ticket_error(w->tk, w->code, "%s", w->message);
+		free(w->message);
+		free(w);
+	}
 }
 
 /*
@@ -630,8 +921,20 @@ session_note_output(struct session *s, const struct exec_effect *e)
 static void
 session_log(struct session *s, struct jsonrpc_out *out, bool turn_end)
 {
+	struct note *n = session_log_note(s, turn_end);
+
+	n->line = out->data;
+	n->len = out->len;
+	s->bytes_end += out->len;
+	n->end = s->bytes_end;
+	session_logged(s);
+}
+
+/* A new note at the end of the log, with the next seq and no line yet. */
+static struct note *
+session_log_note(struct session *s, bool turn_end)
+{
 	struct note *n;
-	struct sub *sub, *next;
 
 	if (s->count == s->cap) {
 		struct note *grown;
@@ -649,20 +952,50 @@ session_log(struct session *s, struct jsonrpc_out *out, bool turn_end)
 	n = &s->notes[(s->head + s->count) % s->cap];
 	s->count++;
 	n->seq = ++s->last_seq;
-	n->line = out->data;
-	n->len = out->len;
-	s->bytes_end += out->len;
+	n->line = NULL;
+	n->len = 0;
+	n->shared = NULL;
 	n->end = s->bytes_end;
 	if (turn_end) {
 		s->prev_turn_seq = s->cur_turn_seq;
 		s->cur_turn_seq = n->seq + 1;
 	}
+	return n;
+}
+
+/* The log grew or a note got its line: send, trim, and watch the lag. */
+static void
+session_logged(struct session *s)
+{
+	struct sub *sub, *next;
+
 	for (sub = s->subs; sub != NULL; sub = next) {
 		next = sub->snext;
 		sub_pump(sub);
 	}
 	session_trim(s);
 	session_pressure(s);
+}
+
+static void
+session_note_free(struct note *n)
+{
+	if (n->shared != NULL)
+		session_unshare(n->line, n->len, n->shared);
+	else
+		free(n->line);
+}
+
+/* A holder of a shared line is done with it. */
+static void
+session_unshare(const void *data, size_t len, void *arg)
+{
+	struct shared *sh = arg;
+
+	if (--sh->refs == 0) {
+		free(sh->data);
+		free(sh);
+	}
 }
 
 static struct note *
@@ -721,12 +1054,12 @@ session_trim(struct session *s)
 	while (s->count > 0) {
 		n = &s->notes[s->head];
 		retained = s->bytes_end - (n->end - n->len);
-		if (n->seq >= need)
+		if (n->seq >= need || n->line == NULL)
 			break;
 		if (retained <= session_cfg.retention_bytes &&
 		    n->seq >= s->prev_turn_seq)
 			break;
-		free(n->line);
+		session_note_free(n);
 		s->head = (s->head + 1) % s->cap;
 		s->count--;
 	}
@@ -842,7 +1175,15 @@ sub_send(struct sub *sub, bool all)
 		if ((n = session_note_at(s, sub->next)) == NULL)
 			fatal("session %s: seq %llu was trimmed under a "
 			    "subscriber", s->id, (unsigned long long)sub->next);
-		conn_write(sub->c, n->line, n->len);
+		/* Notes are sent in order: none before this one is done. */
+		if (n->line == NULL)
+			break;
+		if (n->shared != NULL) {
+			n->shared->refs++;
+			conn_write_ref(sub->c, n->line, n->len,
+			    session_unshare, n->shared);
+		} else
+			conn_write(sub->c, n->line, n->len);
 		sub->next++;
 	}
 	if (s->paused)
@@ -867,6 +1208,10 @@ session_events(struct session *s, int64_t since, size_t max, struct buf *out,
 	*last_seq = s->last_seq;
 	for (seq = from; seq <= s->last_seq && sent < max; seq++) {
 		n = session_note_at(s, seq);
+		if (n->line == NULL) {
+			*last_seq = seq - 1;
+			break;
+		}
 		if (sent++ > 0)
 			buf_addstr(out, ",");
 		buf_add(out, n->line, n->len - 1); /* without its newline */
@@ -913,9 +1258,18 @@ session_close(struct session *s, struct ticket *tk)
 static void
 session_finish(struct session *s)
 {
-	json_t *params = json_object();
+	json_t *params;
 	size_t i;
 
+	/* What is being encoded goes out first; at shutdown, at once. */
+	if (s->slicers != NULL && !session_stopping) {
+		s->finish_wanted = true;
+		return;
+	}
+	s->finish_wanted = false;
+	while (s->slicers != NULL)
+		session_slice(s, SIZE_MAX);
+	params = json_object();
 	session_note(s, "session_closed", params);
 	json_decref(params);
 	/* Subscribers get everything, session_closed last, before it goes. */
@@ -929,8 +1283,15 @@ session_finish(struct session *s)
 static void
 session_free(struct session *s)
 {
+	struct session **pp;
 	size_t i;
 
+	if (s->slice_queued) {
+		for (pp = &session_slicing; *pp != s; pp = &(*pp)->slice_next)
+			;
+		if ((*pp = s->slice_next) == NULL)
+			session_slicing_tail = pp;
+	}
 	while (s->subs != NULL)
 		sub_free(s->subs);
 	idmap_del(&session_map, s->id);
@@ -951,7 +1312,7 @@ session_free(struct session *s)
 			tooldef_unref(s->tools.slots[i].value);
 	idmap_free(&s->tools);
 	for (i = 0; i < s->count; i++)
-		free(s->notes[(s->head + i) % s->cap].line);
+		session_note_free(&s->notes[(s->head + i) % s->cap]);
 	free(s->notes);
 	for (i = 0; i < s->nclosers; i++)
 		ticket_drop(s->closers[i]);
@@ -973,6 +1334,7 @@ session_shutdown(void)
 	struct exec_tool *t;
 
 	killed.output.head = "";
+	session_stopping = true;
 	for (s = session_list; s != NULL; s = s->next) {
 		s->closing = true;
 		exec_close(s->ex);
@@ -986,4 +1348,7 @@ session_shutdown(void)
 		session_finish(s);
 	}
 	idmap_free(&session_map);
+	if (session_slice_ev != NULL)
+		event_free(session_slice_ev);
+	session_slice_ev = NULL;
 }

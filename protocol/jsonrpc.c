@@ -34,6 +34,8 @@ static size_t	jsonrpc_escape(unsigned char, char *);
 static void	jsonrpc_grow(struct jsonrpc_out *, size_t);
 static bool	jsonrpc_plain8(const unsigned char *);
 static int	jsonrpc_add_string(struct jsonrpc_out *, const char *);
+static int	jsonrpc_add_body(struct jsonrpc_out *, const char *, size_t,
+		    bool);
 static int	jsonrpc_fail(struct jsonrpc_out *, size_t);
 
 /*
@@ -479,13 +481,24 @@ static int
 jsonrpc_add_str(struct jsonrpc_out *out, const char *s, size_t len,
     bool repair)
 {
+	/* Room for the plain case at once, not step by step. */
+	jsonrpc_grow(out, len + 2);
+	jsonrpc_add(out, "\"", 1);
+	if (jsonrpc_add_body(out, s, len, repair) != 0)
+		return -1;
+	jsonrpc_add(out, "\"", 1);
+	return 0;
+}
+
+/* The inside of a JSON string literal, as jsonrpc_add_str writes it. */
+static int
+jsonrpc_add_body(struct jsonrpc_out *out, const char *s, size_t len,
+    bool repair)
+{
 	const unsigned char	*p = (const unsigned char *)s, *run;
 	size_t			 left = len, n;
 	unsigned char		 c;
 
-	/* Room for the plain case at once, not step by step. */
-	jsonrpc_grow(out, len + 2);
-	jsonrpc_add(out, "\"", 1);
 	while (left > 0) {
 		for (run = p; left > 0; p += n, left -= n) {
 			/* Eight plain bytes at a time: the common case. */
@@ -520,7 +533,6 @@ jsonrpc_add_str(struct jsonrpc_out *out, const char *s, size_t len,
 		p++;
 		left--;
 	}
-	jsonrpc_add(out, "\"", 1);
 	return 0;
 }
 
@@ -529,6 +541,13 @@ jsonrpc_add_string_repaired(struct jsonrpc_out *out, const char *s,
     size_t len)
 {
 	jsonrpc_add_str(out, s, len, true);
+}
+
+void
+jsonrpc_add_string_part(struct jsonrpc_out *out, const char *s, size_t len)
+{
+	jsonrpc_grow(out, len);
+	jsonrpc_add_body(out, s, len, true);
 }
 
 void

@@ -76,6 +76,11 @@ int jsonrpc_dump(struct jsonrpc_out *, const json_t *);
  */
 void jsonrpc_add_string_repaired(struct jsonrpc_out *, const char *,
     size_t);
+/*
+ * The same without the quotes, for a long string written in parts (each
+ * cut at a character boundary) between a '"' appended before and after.
+ */
+void jsonrpc_add_string_part(struct jsonrpc_out *, const char *, size_t);
 /* Raw bytes, for messages put together by hand around the above. */
 void jsonrpc_append(struct jsonrpc_out *, const void *, size_t);
 

@@ -340,3 +340,94 @@ Test(results, a_ceiling_size_result_of_control_bytes_is_bounded)
 	c_close(c);
 	d_stop(d);
 }
+
+/*
+ * A result at the default ceiling (16 MiB of control bytes, 96 MiB of
+ * JSON) is encoded in slices: another client's ping never waits long for
+ * it (far less than the time the result takes to arrive and be read, of
+ * which the encode in one pass used to be a fifth), the result arrives
+ * whole before the turn's end and the drain reply, and `events` gives it
+ * back as it was pushed.
+ */
+Test(results, a_ceiling_size_result_does_not_stall_other_clients,
+    .timeout = 600)
+{
+	/* A log budget that keeps the result for `events`. */
+	struct daemon *d = d_start("--retention-bytes", "268435456", NULL);
+	struct client *c = c_open(d), *w = c_open(d);
+	json_t *sid = c_session(c, json_pack("{s:[o]}", "tools", e2e_json(
+	    "{\"name\":\"ctl\",\"command\":[\"/bin/sh\",\"-c\",\"head -c "
+	    "16777216 /dev/zero | tr '\\\\000' '\\\\001'\"],"
+	    "\"maxResultBytes\":16777216}")));
+	const char *s = json_string_value(sid), *method;
+	long long t0, p0, worst = 0, total = 0;
+	json_t *msg, *result = NULL, *ev, *list;
+	bool turn_end = false;
+	char line[256];
+	size_t i, n;
+
+	json_decref(c_add(c, s, "t", "ctl", NULL));
+	snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":"
+	    "\"drain\",\"params\":{\"sessionId\":\"%s\"}}\n", s);
+	c_send_raw(c, line);
+	t0 = e2e_now_ms();
+	for (;;) {
+		p0 = e2e_now_ms();
+		json_decref(c_call(w, "ping", NULL));
+		if (e2e_now_ms() - p0 > worst)
+			worst = e2e_now_ms() - p0;
+		if ((msg = c_read(c, 5)) == NULL) {
+			cr_assert(e2e_now_ms() - t0 < 4 * SLOW, "no drain reply");
+			continue;
+		}
+		method = json_string_value(json_object_get(msg, "method"));
+		if (method == NULL) {
+			/* The drain reply: after the result and turn_end. */
+			cr_assert_eq(json_integer_value(json_object_get(msg,
+			    "id")), 77);
+			cr_assert_not_null(result, "drain answered first");
+			cr_assert(turn_end, "drain answered before turn_end");
+			cr_assert_eq(json_integer_value(json_object_get(
+			    json_object_get(msg, "result"), "results")), 1);
+			json_decref(msg);
+			break;
+		}
+		if (strcmp(method, "tool_result") == 0) {
+			total = e2e_now_ms() - t0;
+			cr_assert_null(result);
+			result = msg;
+			continue;
+		}
+		if (strcmp(method, "turn_end") == 0) {
+			cr_assert_not_null(result, "turn_end before the result");
+			turn_end = true;
+		}
+		json_decref(msg);
+	}
+	cr_log_info("16 MiB of control bytes: result in %lld ms, slowest ping "
+	    "%lld ms", total, worst);
+	/* Encoded in one pass, a ping waited 1/5 of it; it must be < 1/10. */
+	cr_assert_lt(worst * 10, total, "a ping waited %lld ms of the %lld ms "
+	    "the result took", worst, total);
+	msg = json_object_get(json_object_get(json_object_get(result,
+	    "params"), "result"), "content");
+	n = json_string_length(msg);
+	cr_assert_eq(n, 16777216);
+	for (i = 0; i < n && json_string_value(msg)[i] == '\1'; i++)
+		;
+	cr_assert_eq(i, n, "byte %zu differs", i);
+
+	/* events: the same notification, as pushed. */
+	ev = c_call(c, "events", json_pack("{s:s}", "sessionId", s));
+	list = json_object_get(ev, "notifications");
+	for (i = 0; i < json_array_size(list); i++)
+		if (json_equal(json_array_get(list, i), result))
+			break;
+	cr_assert_lt(i, json_array_size(list), "events lacks the result");
+	json_decref(ev);
+	json_decref(result);
+	json_decref(sid);
+	c_close(w);
+	c_close(c);
+	d_stop(d);
+}

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -639,4 +640,38 @@ e2e_read_file(const char *path, size_t *lenp)
 	if (lenp != NULL)
 		*lenp = len;
 	return buf;
+}
+
+int
+d_connect_as(struct daemon *d, uid_t uid)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), status;
+	pid_t pid;
+
+	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", d->sock);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		if (setgroups(0, NULL) != 0 || setgid((gid_t)uid) != 0 ||
+		    setuid(uid) != 0)
+			_exit(2);
+		_exit(connect(fd, (struct sockaddr *)&sun, sizeof sun) == 0 ?
+		    0 : 3);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "uid %u could not connect (status %#x)", (unsigned)uid, status);
+	return fd;
+}
+
+long long
+c_rss(struct client *c)
+{
+	json_t *r = c_call(c, "stats", NULL);
+	long long rss = json_integer_value(json_object_get(r, "rssBytes"));
+
+	json_decref(r);
+	cr_assert_gt(rss, 0);
+	return rss;
 }

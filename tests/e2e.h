@@ -65,6 +65,11 @@ bool d_wait_no_leftovers(struct daemon *, int ms);
 const char *d_path(struct daemon *, const char *name);
 
 struct client *c_open(struct daemon *);
+/*
+ * A socket connected by a child running as uid (the daemon reads the peer
+ * credentials of connect(2) time, so the caller may use it); see c_adopt.
+ */
+int d_connect_as(struct daemon *, uid_t uid);
 /* A client over a socket already connected (e.g. by another uid). */
 struct client *c_adopt(int fd);
 void c_close(struct client *);
@@ -86,6 +91,8 @@ json_t *c_wait(struct client *, const char *method, int timeout_ms);
 json_t *c_until(struct client *, const char *method, int timeout_ms);
 
 /* Helpers for the common shapes. */
+/* The daemon's resident memory (stats.rssBytes), > 0. */
+long long c_rss(struct client *);
 json_t *c_session(struct client *, json_t *create_params);
 json_t *c_add(struct client *, const char *sid, const char *id,
     const char *name, const char *input_json);

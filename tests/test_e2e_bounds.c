@@ -266,17 +266,6 @@ Test(results, max_result_bytes_past_the_ceiling_is_refused)
 	d_stop(d);
 }
 
-static long long
-rss_of(struct client *c)
-{
-	json_t *r = c_call(c, "stats", NULL);
-	long long rss = json_integer_value(json_object_get(r, "rssBytes"));
-
-	json_decref(r);
-	cr_assert_gt(rss, 0);
-	return rss;
-}
-
 /* A ceiling of 4 MiB keeps the test quick; the shape is the 16 MiB one. */
 #define CEILING (4 * 1024 * 1024)
 
@@ -299,11 +288,11 @@ Test(results, a_ceiling_size_result_of_control_bytes_is_bounded)
 	json_t *msg = NULL, *v;
 	size_t len, i;
 
-	base = rss_of(watch);
+	base = c_rss(watch);
 	json_decref(c_add(c, s, "t", "ctl", NULL));
 	t0 = e2e_now_ms();
 	for (;;) {
-		if ((rss = rss_of(watch)) > max_rss)
+		if ((rss = c_rss(watch)) > max_rss)
 			max_rss = rss;
 		msg = c_read(c, 20);
 		if (msg != NULL && strcmp(json_string_value(json_object_get(msg,
@@ -312,7 +301,7 @@ Test(results, a_ceiling_size_result_of_control_bytes_is_bounded)
 		json_decref(msg);
 		cr_assert(e2e_now_ms() - t0 < 4 * SLOW, "no result");
 	}
-	if ((rss = rss_of(watch)) > max_rss)
+	if ((rss = c_rss(watch)) > max_rss)
 		max_rss = rss;
 	cr_log_info("4 MiB of control bytes: result in %lld ms, rss %lld -> "
 	    "%lld KiB", e2e_now_ms() - t0, base / 1024, max_rss / 1024);

@@ -112,33 +112,6 @@ wait_gone(struct daemon *d, const char *sid, int ms)
 }
 
 /*
- * A connection made by another uid: a child takes the uid and connects;
- * SO_PEERCRED keeps the credentials of connect(2) time.
- */
-static int
-connect_as(struct daemon *d, uid_t uid)
-{
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), status;
-	pid_t pid;
-
-	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", d->sock);
-	pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		if (setgroups(0, NULL) != 0 || setgid((gid_t)uid) != 0 ||
-		    setuid(uid) != 0)
-			_exit(2);
-		_exit(connect(fd, (struct sockaddr *)&sun, sizeof sun) == 0 ?
-		    0 : 3);
-	}
-	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	    "uid %u could not connect (status %#x)", (unsigned)uid, status);
-	return fd;
-}
-
-/*
  * A connection just made: its first message is either the answer to a
  * ping (accepted: 1) or a -32004 error line followed by EOF (refused: 0,
  * the message in msg).
@@ -277,7 +250,7 @@ Test(conns, one_uid_is_capped_others_are_not)
 
 	if (geteuid() == 0) {
 		cr_assert_eq(chmod(d->dir, 0711), 0);
-		nobody = c_adopt(connect_as(d, 65534));
+		nobody = c_adopt(d_connect_as(d, 65534));
 		cr_assert_eq(accepted(nobody, msg, sizeof msg), 1,
 		    "another uid was refused: %s", msg);
 		c_close(nobody);
@@ -394,7 +367,7 @@ Test(uids, a_root_daemon_refuses_sessions_of_other_uids)
 		cr_skip("needs root to act as another uid");
 	d = d_start("--socket-mode", "0666", NULL);
 	cr_assert_eq(chmod(d->dir, 0711), 0);
-	nobody = c_adopt(connect_as(d, 65534));
+	nobody = c_adopt(d_connect_as(d, 65534));
 	err = c_call_error(nobody, "createSession", NULL);
 	cr_assert_eq(code_of(err), ERR_NOT_PERMITTED);
 	cr_assert_str_eq(message_of(err), "Not permitted: this daemon runs "
@@ -418,7 +391,7 @@ Test(uids, a_root_daemon_refuses_sessions_of_other_uids)
 	/* Allowed by the option: the tools run as the daemon's user. */
 	d = d_start("--socket-mode", "0666", "--allow-other-uids", NULL);
 	cr_assert_eq(chmod(d->dir, 0711), 0);
-	nobody = c_adopt(connect_as(d, 65534));
+	nobody = c_adopt(d_connect_as(d, 65534));
 	sid = c_session(nobody, NULL);
 	r = run_tool(nobody, json_string_value(sid), "id", "bash",
 	    "{\"command\":\"id -u\"}");

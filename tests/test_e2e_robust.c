@@ -676,33 +676,6 @@ Test(ownership, the_socket_is_private_by_default)
 	d_stop(d);
 }
 
-/*
- * A socket connected by a child running as uid: the daemon reads the peer
- * credentials of connect(2) time, so the parent may then use the socket.
- */
-static int
-connect_as(struct daemon *d, uid_t uid)
-{
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), status;
-	pid_t pid;
-
-	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", d->sock);
-	pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		if (setgroups(0, NULL) != 0 || setgid((gid_t)uid) != 0 ||
-		    setuid(uid) != 0)
-			_exit(2);
-		_exit(connect(fd, (struct sockaddr *)&sun, sizeof sun) == 0 ?
-		    0 : 3);
-	}
-	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	    "uid %u could not connect (status %#x)", (unsigned)uid, status);
-	return fd;
-}
-
 Test(ownership, a_session_belongs_to_its_uid)
 {
 	static const char *methods[] = { "addTool", "status", "subscribe",
@@ -727,7 +700,7 @@ Test(ownership, a_session_belongs_to_its_uid)
 	list = drain(c, s);
 	json_decref(list);
 
-	nobody = c_adopt(connect_as(d, 65534));
+	nobody = c_adopt(d_connect_as(d, 65534));
 	for (i = 0; i < sizeof methods / sizeof *methods; i++) {
 		p = json_pack("{s:s, s:s, s:{s:s, s:s, s:{}}, s:s, s:s}",
 		    "sessionId", s, "reason", "cancel", "toolUse", "id", "x",
@@ -1136,17 +1109,6 @@ Test(output, nul_bytes_in_tool_output_are_kept)
 
 /* ------------------------------------------------------------------ */
 
-static long long
-rss_of(struct client *c)
-{
-	json_t *r = c_call(c, "stats", NULL);
-	long long rss = json_integer_value(json_object_get(r, "rssBytes"));
-
-	json_decref(r);
-	cr_assert_gt(rss, 0);
-	return rss;
-}
-
 #define RSS_BOUND (200LL << 20)
 #define GIGABYTE 1073741824LL
 
@@ -1167,7 +1129,7 @@ Test(memory, a_gigabyte_of_output_is_cut_and_saved_with_bounded_memory)
 	json_decref(c_add(c, s, "f", "flood", NULL));
 	/* Watch the daemon's memory from another client until the result. */
 	for (;;) {
-		if ((rss = rss_of(watch)) > max_rss)
+		if ((rss = c_rss(watch)) > max_rss)
 			max_rss = rss;
 		msg = c_read(c, 100);
 		if (msg != NULL && strcmp(method_of(msg), "tool_result") == 0)
@@ -1231,7 +1193,7 @@ Test(memory, a_subscriber_that_does_not_read_gets_backpressure_not_loss)
 	json_decref(c_add(ctl, s, "s", "spew", NULL));
 	/* c is subscribed but reads nothing for three seconds. */
 	for (t0 = e2e_now_ms(); e2e_now_ms() - t0 < 3000;) {
-		if ((rss = rss_of(ctl)) > max_rss)
+		if ((rss = c_rss(ctl)) > max_rss)
 			max_rss = rss;
 		usleep(100000);
 	}

@@ -129,10 +129,12 @@ test('parallel calls: unsafe ones run alone, each gets its own result', async ()
 });
 
 test('a failing bash cancels the calls beside it, not later ones', async () => {
-  const [fail, sibling] = await Promise.all([bash('exit 1'), bash('echo never')]);
+  // The failing call sleeps first so that its sibling is surely added to the
+  // same turn before it fails, however loaded the machine.
+  const [fail, sibling] = await Promise.all([bash('sleep 0.3; exit 1'), bash('echo never')]);
   assert.equal(fail.isError, true);
   assert.equal(sibling.isError, true);
-  assert.match(text(sibling), /Cancelled: parallel tool call bash\(exit 1\) errored/);
+  assert.match(text(sibling), /Cancelled: parallel tool call bash\(sleep 0.3; exit 1\) errored/);
   const later = await bash('echo later');
   assert.equal(later.isError, false);
   assert.equal(text(later), 'later\n');

@@ -19,9 +19,7 @@
 #include "idmap.h"
 #include "jsonrpc.h"
 #include "log.h"
-#include "methods.h"
 #include "ndjson.h"
-#include "session.h"
 #include "utf8.h"
 #include "util.h"
 
@@ -78,6 +76,7 @@ struct conn {
 
 static struct event_base *conn_base;
 static size_t conn_max_message;
+static struct conn_ops conn_ops;
 static struct conn *conn_list;
 static unsigned conn_n;
 static struct event *conn_reaper;
@@ -112,8 +111,10 @@ static bool	conn_refuse(int, uid_t, struct conn_user *);
 static void	conn_drop_refs(struct conn *);
 
 void
-conn_init(struct event_base *base, size_t max_message)
+conn_init(struct event_base *base, size_t max_message,
+    const struct conn_ops *ops)
 {
+	conn_ops = *ops;
 	conn_base = base;
 	conn_max_message = max_message;
 	conn_reaper = event_new(base, -1, 0, conn_reap_cb, NULL);
@@ -390,7 +391,7 @@ conn_message(struct conn *c, struct jsonrpc_msg *msg)
 	switch (msg->kind) {
 	case JSONRPC_REQUEST:
 	case JSONRPC_NOTIFICATION:
-		methods_call(c, msg->method, msg->id, msg->params);
+		conn_ops.dispatch(c, msg->method, msg->id, msg->params);
 		break;
 	case JSONRPC_INVALID:
 		conn_error(c, msg->id, msg->code, NULL, "%s: %s",
@@ -489,7 +490,7 @@ conn_flush(struct conn *c)
 	}
 	/* Room again: pull notifications, then take requests again. */
 	for (i = 0; i < c->nsubs && !c->dead; i++)
-		sub_pump(c->subs[i]);
+		conn_ops.sub_pump(c->subs[i]);
 	if (c->throttled && evbuffer_get_length(c->out) < CONN_OUT_LOW) {
 		c->throttled = false;
 		conn_lines(c);
@@ -705,7 +706,7 @@ conn_kill(struct conn *c)
 		}
 	/* Its subscriptions and pending replies go at once. */
 	while (c->nsubs > 0)
-		sub_free(c->subs[0]);
+		conn_ops.sub_free(c->subs[0]);
 	conn_drop_refs(c);
 	for (tk = c->tickets; tk != NULL; tk = tk->next)
 		tk->c = NULL;
@@ -736,7 +737,7 @@ conn_drop_refs(struct conn *c)
 
 	for (i = 0; i < c->refs.cap; i++)
 		if ((id = c->refs.slots[i].value) != NULL) {
-			session_unrefer(id);
+			conn_ops.unrefer(id);
 			free(id);
 		}
 	idmap_free(&c->refs);

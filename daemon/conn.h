@@ -1,6 +1,7 @@
 /*
  * Client connections: NDJSON in with a line cap, JSON-RPC requests handed to
- * methods_call, replies and notifications out through a bounded buffer that
+ * the dispatcher given at init, replies and notifications out through a
+ * bounded buffer that
  * is flushed once per loop iteration. A connection that stops reading is
  * not read from either (its replies would pile up), and a subscriber's
  * notifications are pulled from the session's log as the socket drains.
@@ -21,7 +22,26 @@ struct ticket;
 #define CONN_OUT_LOW (256 * 1024)
 #define CONN_OUT_HIGH (4 * 1024 * 1024)
 
-void conn_init(struct event_base *, size_t max_message);
+struct sub;
+
+/*
+ * What a connection calls upward, given once at init so that data flows one
+ * way (socket -> conn -> methods -> session) and this file knows nothing of
+ * methods or sessions: dispatch a request (id set) or client notification
+ * (id NULL); pull a subscription's notifications when the output has room;
+ * free a subscription when its connection goes; tell that a session the
+ * connection named is no longer referred to by it.
+ */
+struct conn_ops {
+	void (*dispatch)(struct conn *, const char *method, const json_t *id,
+	    const json_t *params);
+	void (*sub_pump)(struct sub *);
+	void (*sub_free)(struct sub *);
+	void (*unrefer)(const char *session_id);
+};
+
+void conn_init(struct event_base *, size_t max_message,
+    const struct conn_ops *);
 /*
  * Connections at once, in all and per uid (0: no cap). One more is answered
  * with a -32004 error line naming the limit and closed.
@@ -74,7 +94,6 @@ struct conn *ticket_conn(const struct ticket *);
 bool conn_refer(struct conn *, const char *session_id);
 
 /* Subscriptions the connection holds: see session.h. */
-struct sub;
 void conn_add_sub(struct conn *, struct sub *);
 void conn_remove_sub(struct conn *, struct sub *);
 

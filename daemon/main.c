@@ -547,7 +547,7 @@ main(int argc, char **argv)
 	scfg.base = main_base;
 	scfg.idle_timeout_s = o.session_idle_s;
 	session_init(&scfg);
-	conn_init(main_base, o.max_message);
+	conn_init(main_base, o.max_message, &methods_conn_ops);
 	conn_set_limits(max_conns, o.max_conns_per_uid);
 	mcfg.max_message = o.max_message;
 	methods_init(&mcfg);

@@ -14,7 +14,6 @@
 
 #include "conn.h"
 #include "executor.h"
-#include "proc.h"
 #include "session.h"
 #include "stexec/protocol.h"
 #include "utf8.h"
@@ -43,7 +42,6 @@ static bool	param_uint(struct call *, const char *, uint64_t, uint64_t,
 		    bool, uint64_t *);
 static struct session *param_session(struct call *);
 static uint64_t	methods_now_ms(void);
-static long	methods_pid_of(struct exec_tool *);
 static long	methods_rss(void);
 
 static void	m_initialize(struct call *);
@@ -82,6 +80,13 @@ static const struct method methods[] = {
 	{ "ping", m_ping },
 	{ "stats", m_stats },
 	{ "outputFiles", m_output_files },
+};
+
+const struct conn_ops methods_conn_ops = {
+	.dispatch = methods_call,
+	.sub_pump = sub_pump,
+	.sub_free = sub_free,
+	.unrefer = session_unrefer,
 };
 
 void
@@ -528,13 +533,6 @@ m_events(struct call *call)
 	buf_free(&b);
 }
 
-static long
-methods_pid_of(struct exec_tool *t)
-{
-	return exec_tool_handle(t) != NULL ?
-	    (long)proc_pid(exec_tool_handle(t)) : 0;
-}
-
 static void
 m_status(struct call *call)
 {
@@ -542,7 +540,7 @@ m_status(struct call *call)
 
 	if ((s = param_session(call)) != NULL)
 		conn_reply(call->c, call->id, exec_status_json(session_exec(s),
-		    methods_pid_of));
+		    session_tool_pid));
 }
 
 static void
@@ -583,7 +581,7 @@ m_stats(struct call *call)
 	    "s:I, s:I, s:I}", "pid", (int)getpid(), "uptimeMs",
 	    (json_int_t)(methods_now_ms() - methods_cfg.start_ms), "sessions",
 	    (int)session_count(), "connections", (int)conn_count(),
-	    "toolsRunning", (int)proc_running(), "toolsStarted",
+	    "toolsRunning", (int)session_tools_running(), "toolsStarted",
 	    (json_int_t)session_tools_started(), "toolsCompleted",
 	    (json_int_t)session_tools_completed(), "rssBytes",
 	    (json_int_t)methods_rss()));

@@ -16,5 +16,7 @@ void methods_init(const struct methods_config *);
 /* One request (id set) or client notification (id NULL). */
 void methods_call(struct conn *, const char *method, const json_t *id,
     const json_t *params);
+/* What connections call upward: methods_call and the session's hooks. */
+extern const struct conn_ops methods_conn_ops;
 
 #endif

@@ -164,7 +164,7 @@ static void	session_proc_line(void *, const char *, size_t);
 static void	session_proc_chunk(void *, int, const char *, size_t);
 static void	session_proc_exit(void *, const struct proc_exit *);
 static void	session_keep_output(struct session *, struct exec_tool *,
-		    const struct proc_exit *);
+		    const struct exec_exit *);
 
 static const struct proc_ops session_proc_ops = {
 	.line = session_proc_line,
@@ -202,6 +202,19 @@ uint64_t
 session_tools_completed(void)
 {
 	return session_completed;
+}
+
+unsigned
+session_tools_running(void)
+{
+	return proc_running();
+}
+
+long
+session_tool_pid(struct exec_tool *t)
+{
+	return exec_tool_handle(t) != NULL ?
+	    (long)proc_pid(exec_tool_handle(t)) : 0;
 }
 
 struct session *
@@ -591,11 +604,38 @@ session_proc_chunk(void *arg, int fd, const char *data, size_t len)
 	exec_output_chunk(arg, fd, data, len);
 }
 
+/* The supervisor's words for how a process ended, in the core's. */
+static enum exec_end
+session_exec_end(enum proc_end end)
+{
+	switch (end) {
+	case PROC_EXITED:
+		return EXEC_END_EXITED;
+	case PROC_SIGNALED:
+		return EXEC_END_SIGNALED;
+	case PROC_TIMED_OUT:
+		return EXEC_END_TIMED_OUT;
+	case PROC_SPAWN_FAILED:
+		return EXEC_END_SPAWN_FAILED;
+	default:
+		return EXEC_END_KILLED;
+	}
+}
+
 static void
-session_proc_exit(void *arg, const struct proc_exit *x)
+session_proc_exit(void *arg, const struct proc_exit *px)
 {
 	struct exec_tool *t = arg;
 	struct session *s = exec_arg(exec_tool_exec(t));
+	struct exec_exit x = {
+		.end = session_exec_end(px->end),
+		.status = px->status,
+		.signal = px->signal,
+		.duration_ms = px->duration_ms,
+		.error = px->error,
+		.output = px->output,
+		.output_error = px->output_error,
+	};
 	size_t i;
 
 	for (i = 0; i < s->nrunning; i++)
@@ -604,8 +644,8 @@ session_proc_exit(void *arg, const struct proc_exit *x)
 			break;
 		}
 	session_completed++;
-	session_keep_output(s, t, x);
-	exec_exited(t, x);
+	session_keep_output(s, t, &x);
+	exec_exited(t, &x);
 	if (s->closing && !exec_busy(s->ex))
 		session_finish(s);
 	else
@@ -618,7 +658,7 @@ session_proc_exit(void *arg, const struct proc_exit *x)
  */
 static void
 session_keep_output(struct session *s, struct exec_tool *t,
-    const struct proc_exit *x)
+    const struct exec_exit *x)
 {
 	if (x->output.path == NULL)
 		return;
@@ -1329,7 +1369,7 @@ session_free(struct session *s)
 void
 session_shutdown(void)
 {
-	struct proc_exit killed = { .end = PROC_KILLED };
+	struct exec_exit killed = { .end = EXEC_END_KILLED };
 	struct session *s;
 	struct exec_tool *t;
 

@@ -108,5 +108,8 @@ int session_events(struct session *, int64_t since, size_t max,
 /* Tools started, completed, running: for stats. */
 uint64_t session_tools_started(void);
 uint64_t session_tools_completed(void);
+unsigned session_tools_running(void);
+/* The main pid of a tool's process, or 0 while queued or after it ended. */
+long session_tool_pid(struct exec_tool *);
 
 #endif

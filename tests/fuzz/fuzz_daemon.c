@@ -337,7 +337,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	scfg.base_env = json_pack("{s:s}", "PATH", "/usr/bin:/bin");
 	scfg.base_cwd = "/";
 	session_init(&scfg);
-	conn_init(fuzz_daemon_base, FUZZ_DAEMON_MAX_MESSAGE);
+	conn_init(fuzz_daemon_base, FUZZ_DAEMON_MAX_MESSAGE, &methods_conn_ops);
 	mcfg.max_message = FUZZ_DAEMON_MAX_MESSAGE;
 	methods_init(&mcfg);
 	fuzz_daemon_sid[0] = '\0';

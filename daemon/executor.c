@@ -123,13 +123,13 @@ static void	exec_enter(struct exec_tool *);
 static void	exec_leave(struct exec_tool *);
 static void	exec_kill(struct exec_tool *, enum exec_reason);
 static void	exec_complete(struct exec_tool *, enum exec_reason, char *,
-		    const struct proc_exit *);
+		    const struct exec_exit *);
 static void	exec_complete_synthetic(struct exec_tool *, enum exec_reason);
-static enum exec_reason exec_exit_reason(const struct proc_exit *);
+static enum exec_reason exec_exit_reason(const struct exec_exit *);
 static char	*exec_synthetic_content(struct exec *, enum exec_reason);
-static void	exec_add_output(struct buf *, const struct proc_exit *);
+static void	exec_add_output(struct buf *, const struct exec_exit *);
 static void	exec_exit_content(struct buf *, const struct exec_tool *,
-		    const struct proc_exit *, enum exec_reason);
+		    const struct exec_exit *, enum exec_reason);
 static void	exec_deliver(struct exec *);
 static void	exec_cascade(struct exec_tool *);
 static char	*exec_describe(const struct exec_tool *);
@@ -486,7 +486,7 @@ exec_complete_synthetic(struct exec_tool *t, enum exec_reason why)
 
 /* S17: errors usually sit at the end, so a long output keeps both ends. */
 static void
-exec_add_output(struct buf *b, const struct proc_exit *x)
+exec_add_output(struct buf *b, const struct exec_exit *x)
 {
 	const struct output *o = &x->output;
 
@@ -512,7 +512,7 @@ exec_add_output(struct buf *b, const struct proc_exit *x)
 /* The content of a tool that ran: its output and, on error, why. */
 static void
 exec_exit_content(struct buf *b, const struct exec_tool *t,
-    const struct proc_exit *x, enum exec_reason why)
+    const struct exec_exit *x, enum exec_reason why)
 {
 	const char *sig;
 
@@ -551,7 +551,7 @@ exec_exit_content(struct buf *b, const struct exec_tool *t,
  */
 static void
 exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
-    const struct proc_exit *x)
+    const struct exec_exit *x)
 {
 	struct exec *ex = t->ex;
 	struct buf b = { 0 }, fixed = { 0 };
@@ -579,7 +579,7 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 
 	meta = json_pack("{s:s, s:o, s:o, s:I, s:b, s:o, s:O}",
 	    "reason", exec_reason_names[why],
-	    "exitCode", x != NULL && x->end == PROC_EXITED ?
+	    "exitCode", x != NULL && x->end == EXEC_END_EXITED ?
 	    json_integer(x->status) : json_null(),
 	    "signal", x != NULL && x->signal != 0 ?
 	    json_integer(x->signal) : json_null(),
@@ -801,7 +801,7 @@ exec_apply_context(struct exec *ex, const json_t *ctx)
 }
 
 void
-exec_exited(struct exec_tool *t, const struct proc_exit *x)
+exec_exited(struct exec_tool *t, const struct exec_exit *x)
 {
 	struct exec *ex = t->ex;
 	enum exec_reason why;
@@ -840,16 +840,16 @@ exec_exited(struct exec_tool *t, const struct proc_exit *x)
 
 /* How a process that nobody here killed ended. */
 static enum exec_reason
-exec_exit_reason(const struct proc_exit *x)
+exec_exit_reason(const struct exec_exit *x)
 {
 	switch (x->end) {
-	case PROC_EXITED:
+	case EXEC_END_EXITED:
 		return x->status == 0 ? REASON_OK : REASON_EXIT;
-	case PROC_SIGNALED:
+	case EXEC_END_SIGNALED:
 		return REASON_SIGNAL;
-	case PROC_TIMED_OUT:
+	case EXEC_END_TIMED_OUT:
 		return REASON_TIMEOUT;
-	case PROC_SPAWN_FAILED:
+	case EXEC_END_SPAWN_FAILED:
 		return REASON_SPAWN_FAILED;
 	default:
 		/* Killed, but not by us: the daemon is going away. */
@@ -858,7 +858,7 @@ exec_exit_reason(const struct proc_exit *x)
 }
 
 bool
-exec_exit_uses_output(const struct exec_tool *t, const struct proc_exit *x)
+exec_exit_uses_output(const struct exec_tool *t, const struct exec_exit *x)
 {
 	enum exec_reason why;
 
@@ -1168,12 +1168,6 @@ uint64_t
 exec_tool_turn(const struct exec_tool *t)
 {
 	return t->turn;
-}
-
-enum exec_status
-exec_tool_status(const struct exec_tool *t)
-{
-	return t->status;
 }
 
 bool

@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "proc.h"
+#include "output.h"
 #include "tooldef.h"
 
 #define EXEC_MAX_PARALLEL_DEFAULT 10
@@ -95,13 +95,35 @@ void exec_progress_line(struct exec_tool *, const char *line, size_t len);
 /* A chunk of stdout or stderr of a streamOutput tool. */
 void exec_output_chunk(struct exec_tool *, int fd, const char *data,
     size_t len);
+/*
+ * How a tool's process ended, in the core's own words: the supervisor's
+ * report is translated by the session, so the core knows nothing of it.
+ */
+enum exec_end {
+	EXEC_END_EXITED,       /* exited by itself: see status */
+	EXEC_END_SIGNALED,     /* died of a signal nobody here sent */
+	EXEC_END_TIMED_OUT,    /* killed by its timeout */
+	EXEC_END_KILLED,       /* killed on our request, or at shutdown */
+	EXEC_END_SPAWN_FAILED, /* never ran: see error */
+};
+
+struct exec_exit {
+	enum exec_end end;
+	int status;            /* exit code, EXEC_END_EXITED */
+	int signal;            /* terminating signal, when there was one */
+	int64_t duration_ms;
+	const char *error;     /* EXEC_END_SPAWN_FAILED: why */
+	struct output output;  /* valid during the call only */
+	const char *output_error; /* the whole content could not be saved */
+};
+
 /* The tool's process has ended and every process of it is dead. */
-void exec_exited(struct exec_tool *, const struct proc_exit *);
+void exec_exited(struct exec_tool *, const struct exec_exit *);
 /*
  * Whether exec_exited will name x's output file in the result: not for a
  * tool killed, interrupted or discarded (its file has no reader).
  */
-bool exec_exit_uses_output(const struct exec_tool *, const struct proc_exit *);
+bool exec_exit_uses_output(const struct exec_tool *, const struct exec_exit *);
 /* abort: hard false is "interrupt" (S8), true is "cancel" (S9). */
 void exec_abort(struct exec *, bool hard);
 /* S11. Returns the number of the discarded turn. */
@@ -139,7 +161,6 @@ struct exec *exec_tool_exec(const struct exec_tool *);
 const char *exec_tool_id(const struct exec_tool *);
 const char *exec_tool_name(const struct exec_tool *);
 uint64_t exec_tool_turn(const struct exec_tool *);
-enum exec_status exec_tool_status(const struct exec_tool *);
 const char *exec_status_name(enum exec_status);
 bool exec_tool_safe(const struct exec_tool *);
 struct tooldef *exec_tool_def(const struct exec_tool *);

@@ -271,7 +271,7 @@ h_find(struct harness *h, const char *id)
 }
 
 void
-h_exit_with(struct harness *h, struct exec_tool *t, const struct proc_exit *x)
+h_exit_with(struct harness *h, struct exec_tool *t, const struct exec_exit *x)
 {
 	cr_assert(t != NULL, "no such running tool");
 	h_forget(h, t);
@@ -281,7 +281,7 @@ h_exit_with(struct harness *h, struct exec_tool *t, const struct proc_exit *x)
 void
 h_exit(struct harness *h, struct exec_tool *t, int status, const char *output)
 {
-	struct proc_exit x = { .end = PROC_EXITED, .status = status };
+	struct exec_exit x = { .end = EXEC_END_EXITED, .status = status };
 
 	x.output.head = output != NULL ? output : "";
 	x.output.head_len = strlen(x.output.head);
@@ -293,7 +293,7 @@ h_exit(struct harness *h, struct exec_tool *t, int status, const char *output)
 void
 h_signal(struct harness *h, struct exec_tool *t, int sig)
 {
-	struct proc_exit x = { .end = PROC_SIGNALED, .signal = sig };
+	struct exec_exit x = { .end = EXEC_END_SIGNALED, .signal = sig };
 
 	x.output.head = "";
 	h_exit_with(h, t, &x);
@@ -302,7 +302,7 @@ h_signal(struct harness *h, struct exec_tool *t, int sig)
 void
 h_timeout(struct harness *h, struct exec_tool *t, const char *output)
 {
-	struct proc_exit x = { .end = PROC_TIMED_OUT, .signal = SIGTERM };
+	struct exec_exit x = { .end = EXEC_END_TIMED_OUT, .signal = SIGTERM };
 
 	x.output.head = output != NULL ? output : "";
 	x.output.head_len = strlen(x.output.head);
@@ -312,7 +312,7 @@ h_timeout(struct harness *h, struct exec_tool *t, const char *output)
 void
 h_spawn_failed(struct harness *h, struct exec_tool *t, const char *why)
 {
-	struct proc_exit x = { .end = PROC_SPAWN_FAILED, .error = why };
+	struct exec_exit x = { .end = EXEC_END_SPAWN_FAILED, .error = why };
 
 	x.output.head = "";
 	h_exit_with(h, t, &x);
@@ -321,7 +321,7 @@ h_spawn_failed(struct harness *h, struct exec_tool *t, const char *why)
 void
 h_killed(struct harness *h, struct exec_tool *t)
 {
-	struct proc_exit x = { .end = PROC_KILLED, .signal = SIGTERM };
+	struct exec_exit x = { .end = EXEC_END_KILLED, .signal = SIGTERM };
 
 	x.output.head = "partial output";
 	x.output.head_len = strlen(x.output.head);

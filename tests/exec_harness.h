@@ -45,9 +45,9 @@ void h_timeout(struct harness *, struct exec_tool *, const char *output);
 void h_spawn_failed(struct harness *, struct exec_tool *, const char *why);
 /* The supervisor reports a killed tool dead (after an EXEC_KILL). */
 void h_killed(struct harness *, struct exec_tool *);
-/* Exit with a full struct proc_exit. */
+/* Exit with a full struct exec_exit. */
 void h_exit_with(struct harness *, struct exec_tool *,
-    const struct proc_exit *);
+    const struct exec_exit *);
 struct exec_tool *h_find(struct harness *, const char *id);
 bool h_is_running(struct harness *, struct exec_tool *);
 

@@ -240,27 +240,27 @@ sim_pick_rec(struct sim *s, bool waiting)
 static void
 sim_exit(struct sim *s, struct sim_rec *r)
 {
-	struct proc_exit x = { .end = PROC_EXITED };
+	struct exec_exit x = { .end = EXEC_END_EXITED };
 	struct exec_tool *t = r->t;
 
 	x.output.head = sim_text(s, "out", &x.output.head_len);
 	x.output.total = x.output.head_len;
 	if (r->killed)
-		x.end = PROC_KILLED;
+		x.end = EXEC_END_KILLED;
 	else
 		switch (sim_pick(s, 6)) {
 		case 0:
 			x.status = 1;
 			break;
 		case 1:
-			x.end = PROC_SIGNALED;
+			x.end = EXEC_END_SIGNALED;
 			x.signal = 9;
 			break;
 		case 2:
-			x.end = PROC_TIMED_OUT;
+			x.end = EXEC_END_TIMED_OUT;
 			break;
 		case 3:
-			x.end = PROC_SPAWN_FAILED;
+			x.end = EXEC_END_SPAWN_FAILED;
 			x.error = "cannot run";
 			break;
 		default:

@@ -707,7 +707,7 @@ Test(S16, timeout_from_input_is_clamped)
 Test(S17, large_output_becomes_head_and_tail_around_the_file)
 {
 	struct exec_tool *t = h_add(h, "r", "read", "{\"file_path\":\"/big\"}");
-	struct proc_exit x = { .end = PROC_EXITED, .status = 0 };
+	struct exec_exit x = { .end = EXEC_END_EXITED, .status = 0 };
 	json_t *meta;
 
 	x.output.head = "HEAD";
@@ -731,9 +731,9 @@ Test(S17, large_output_becomes_head_and_tail_around_the_file)
 /* Only a result that names the file keeps it (the session removes the rest). */
 Test(S17, an_output_file_is_used_only_by_a_result_that_names_it)
 {
-	struct proc_exit x = { .end = PROC_EXITED, .status = 0 };
-	struct proc_exit killed = { .end = PROC_KILLED };
-	struct proc_exit failed = { .end = PROC_SPAWN_FAILED };
+	struct exec_exit x = { .end = EXEC_END_EXITED, .status = 0 };
+	struct exec_exit killed = { .end = EXEC_END_KILLED };
+	struct exec_exit failed = { .end = EXEC_END_SPAWN_FAILED };
 	struct exec_tool *s, *r;
 
 	x.output.path = killed.output.path = "/out/x.out";
@@ -741,11 +741,11 @@ Test(S17, an_output_file_is_used_only_by_a_result_that_names_it)
 	s = h_add(h, "s", "search", "{\"pattern\":\"x\"}");
 	r = h_add(h, "r", "read", "{\"file_path\":\"/r\"}");
 	cr_assert(exec_exit_uses_output(s, &x));
-	x.end = PROC_TIMED_OUT;
+	x.end = EXEC_END_TIMED_OUT;
 	cr_assert(exec_exit_uses_output(s, &x));
-	x.end = PROC_SIGNALED;
+	x.end = EXEC_END_SIGNALED;
 	cr_assert(exec_exit_uses_output(s, &x));
-	x.end = PROC_EXITED;
+	x.end = EXEC_END_EXITED;
 	/* Killed by the daemon going away, or never started: no reader. */
 	cr_assert(!exec_exit_uses_output(s, &killed));
 	cr_assert(!exec_exit_uses_output(s, &failed));
@@ -781,7 +781,7 @@ Test(results, meta_of_an_exit)
 
 Test(results, nul_bytes_in_the_output_are_kept)
 {
-	struct proc_exit x = { .end = PROC_EXITED, .status = 0 };
+	struct exec_exit x = { .end = EXEC_END_EXITED, .status = 0 };
 	const json_t *content;
 
 	x.output.head = "a\0b";

@@ -128,12 +128,6 @@ reaper_remove(pid_t pid)
 	}
 }
 
-bool
-reaper_has(pid_t pid)
-{
-	return reaper_find(pid) != NULL;
-}
-
 static void
 reaper_signal(evutil_socket_t fd, short events, void *arg)
 {

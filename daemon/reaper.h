@@ -32,7 +32,6 @@ void reaper_free(void);
 /* Call cb(pid, status, arg) from the loop when pid has been reaped. */
 void reaper_add(pid_t, reaper_cb, void *);
 void reaper_remove(pid_t);
-bool reaper_has(pid_t);
 
 /* Reap every child that has ended now (what the SIGCHLD event does). */
 void reaper_reap(void);

@@ -47,7 +47,7 @@ struct mcp {
 	unsigned long seq;                /* toolUse ids mcp-1, mcp-2, ... */
 	bool allow;                       /* --allow: grant permissions */
 	struct ndjson in;
-	struct jsonrpc_out out;
+	struct buf out;
 };
 
 static void	mcp_send(struct mcp *);
@@ -565,6 +565,6 @@ mcp_main(struct cli *cli, struct cli_args *args)
 		mcp_forget(&m, m.calls);
 	free((char *)m.sid);
 	ndjson_free(&m.in);
-	jsonrpc_out_free(&m.out);
+	buf_free(&m.out);
 	return rc;
 }

@@ -61,7 +61,7 @@ struct stexec {
 	int fd;
 	char path[sizeof ((struct sockaddr_un *)0)->sun_path];
 	struct ndjson in;
-	struct jsonrpc_out out;
+	struct buf out;
 	size_t out_off;      /* bytes of out already written */
 	int64_t next_id;
 	int64_t conn_first;  /* first id sent on the current connection */
@@ -360,7 +360,7 @@ stexec_close(struct stexec *c)
 	if (c == NULL)
 		return;
 	client_drop_connection(c);
-	jsonrpc_out_free(&c->out);
+	buf_free(&c->out);
 	for (m = c->head; m != NULL; m = mnext) {
 		mnext = m->next;
 		json_decref(m->msg);

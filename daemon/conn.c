@@ -35,7 +35,7 @@
  * one while the batch is being dispatched.
  */
 struct batch {
-	struct jsonrpc_out out;  /* "[" and the replies so far, comma-separated */
+	struct buf out;  /* "[" and the replies so far, comma-separated */
 	unsigned pending;
 };
 
@@ -60,7 +60,7 @@ struct conn {
 	struct event *rev, *wev;
 	struct ndjson in;
 	struct evbuffer *out;
-	struct jsonrpc_out scratch; /* replies are encoded here, then queued */
+	struct buf scratch; /* replies are encoded here, then queued */
 	bool reading;       /* rev is armed */
 	bool throttled;     /* not reading: the client does not read replies */
 	bool closing;       /* close once out is flushed */
@@ -186,7 +186,7 @@ conn_accept(int fd)
 static bool
 conn_refuse(int fd, uid_t uid, struct conn_user *u)
 {
-	struct jsonrpc_out out = { 0 };
+	struct buf out = { 0 };
 	char msg[160];
 
 	if (conn_max_total > 0 && conn_n >= conn_max_total)
@@ -210,7 +210,7 @@ conn_refuse(int fd, uid_t uid, struct conn_user *u)
 	    write(fd, out.data, out.len) < 0)
 		log_debug("cannot tell a refused client why: %s",
 		    strerror(errno));
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 	close(fd);
 	return true;
 }
@@ -440,10 +440,10 @@ batch_release(struct conn *c, struct batch *b)
 	if (--b->pending > 0)
 		return;
 	if (c != NULL && b->out.len > 0) {
-		jsonrpc_append(&b->out, "]\n", 2);
+		buf_add(&b->out, "]\n", 2);
 		conn_write(c, b->out.data, b->out.len);
 	}
-	jsonrpc_out_free(&b->out);
+	buf_free(&b->out);
 	free(b);
 }
 
@@ -455,8 +455,8 @@ conn_send_reply(struct conn *c, struct batch *b)
 		conn_write(c, c->scratch.data, c->scratch.len);
 		return;
 	}
-	jsonrpc_append(&b->out, b->out.len == 0 ? "[" : ",", 1);
-	jsonrpc_append(&b->out, c->scratch.data, c->scratch.len - 1);
+	buf_add(&b->out, b->out.len == 0 ? "[" : ",", 1);
+	buf_add(&b->out, c->scratch.data, c->scratch.len - 1);
 }
 
 static void
@@ -529,14 +529,14 @@ conn_reply_raw(struct conn *c, const json_t *id, const char *result,
 	if (id == NULL || c->dead)
 		return;
 	c->scratch.len = 0;
-	jsonrpc_append(&c->scratch, head, sizeof head - 1);
+	buf_add(&c->scratch, head, sizeof head - 1);
 	if (jsonrpc_dump(&c->scratch, id) != 0) {
 		conn_internal_error(c, c->batch, NULL, "a reply id");
 		return;
 	}
-	jsonrpc_append(&c->scratch, mid, sizeof mid - 1);
-	jsonrpc_append(&c->scratch, result, len);
-	jsonrpc_append(&c->scratch, "}\n", 2);
+	buf_add(&c->scratch, mid, sizeof mid - 1);
+	buf_add(&c->scratch, result, len);
+	buf_add(&c->scratch, "}\n", 2);
 	conn_send_reply(c, c->batch);
 }
 
@@ -762,7 +762,7 @@ conn_free(struct conn *c)
 	close(c->fd);
 	ndjson_free(&c->in);
 	evbuffer_free(c->out);
-	jsonrpc_out_free(&c->scratch);
+	buf_free(&c->scratch);
 	free(c->subs);
 	free(c);
 }

@@ -38,7 +38,6 @@ static bool schema_type_matches(const char *, const json_t *);
 static bool schema_equal(const json_t *, const json_t *, int);
 static int schema_compare(const json_t *, const json_t *);
 static void schema_format_number(struct buf *, const json_t *);
-static size_t schema_utf8_length(const char *, size_t);
 static bool schema_check_type(struct schema_ctx *, const json_t *);
 static bool schema_check_subschema(struct schema_ctx *, const char *,
     const json_t *);
@@ -268,19 +267,6 @@ schema_format_number(struct buf *b, const json_t *v)
 	}
 	snprintf(tmp, sizeof tmp, "%.*g", prec, d);
 	buf_addstr(b, tmp);
-}
-
-/* Code points, not bytes: every byte that does not continue a sequence. */
-static size_t
-schema_utf8_length(const char *s, size_t len)
-{
-	size_t i, n = 0;
-
-	for (i = 0; i < len; i++) {
-		if (((unsigned char)s[i] & 0xc0) != 0x80)
-			n++;
-	}
-	return n;
 }
 
 static bool
@@ -585,7 +571,7 @@ schema_validate_string(struct schema_ctx *ctx, const json_t *schema,
 
 	if (!json_is_string(v))
 		return true;
-	n = (double)schema_utf8_length(json_string_value(v),
+	n = (double)utf8_chars(json_string_value(v),
 	    json_string_length(v));
 	if (schema_is_count(min) && n < json_number_value(min)) {
 		schema_subject(ctx, &b);

@@ -48,8 +48,8 @@ struct slicer {
 	uint64_t seq;
 	json_t *text;             /* its content, held */
 	size_t done;
-	struct jsonrpc_out out;   /* the line so far */
-	struct jsonrpc_out tail;  /* what follows the content */
+	struct buf out;   /* the line so far */
+	struct buf tail;  /* what follows the content */
 	struct slicer *next;
 };
 
@@ -124,15 +124,15 @@ static bool session_stopping;
 
 static void	session_effect(void *, const struct exec_effect *);
 static void	session_note(struct session *, const char *, json_t *);
-static void	session_note_repaired(struct session *, struct jsonrpc_out *,
+static void	session_note_repaired(struct session *, struct buf *,
     const char *, const json_t *);
 static void	session_note_output(struct session *,
 		    const struct exec_effect *);
-static void	session_log(struct session *, struct jsonrpc_out *, bool);
+static void	session_log(struct session *, struct buf *, bool);
 static struct note *session_log_note(struct session *, bool);
 static void	session_logged(struct session *);
 static const json_t *session_big_text(const json_t *);
-static int	session_split(struct jsonrpc_out **, struct jsonrpc_out *,
+static int	session_split(struct buf **, struct buf *,
 		    const json_t *, const json_t *);
 static bool	session_note_sliced(struct session *, const char *,
 		    json_t *);
@@ -677,7 +677,7 @@ session_keep_output(struct session *s, struct exec_tool *t,
 static void
 session_note(struct session *s, const char *method, json_t *params)
 {
-	struct jsonrpc_out out = { 0 };
+	struct buf out = { 0 };
 
 	json_object_set_new(params, "sessionId", json_string(s->id));
 	json_object_set_new(params, "seq", json_integer(
@@ -694,7 +694,7 @@ session_note(struct session *s, const char *method, json_t *params)
  * a bug) still goes out, repaired: a tool_result is never lost (S10).
  */
 static void
-session_note_repaired(struct session *s, struct jsonrpc_out *out,
+session_note_repaired(struct session *s, struct buf *out,
     const char *method, const json_t *params)
 {
 	json_t *fixed = utf8_repair_json(params);
@@ -721,7 +721,7 @@ session_big_text(const json_t *params)
  * opening quote ends *cur, which becomes tail for the rest.
  */
 static int
-session_split(struct jsonrpc_out **cur, struct jsonrpc_out *tail,
+session_split(struct buf **cur, struct buf *tail,
     const json_t *v, const json_t *text)
 {
 	const char *key;
@@ -729,23 +729,23 @@ session_split(struct jsonrpc_out **cur, struct jsonrpc_out *tail,
 	size_t n = 0;
 
 	if (v == text) {
-		jsonrpc_append(*cur, "\"", 1);
+		buf_add(*cur, "\"", 1);
 		*cur = tail;
-		jsonrpc_append(*cur, "\"", 1);
+		buf_add(*cur, "\"", 1);
 		return 0;
 	}
 	if (!json_is_object(v))
 		return jsonrpc_dump(*cur, v);
-	jsonrpc_append(*cur, "{", 1);
+	buf_add(*cur, "{", 1);
 	json_object_foreach((json_t *)v, key, item) {
 		if (n++ > 0)
-			jsonrpc_append(*cur, ",", 1);
+			buf_add(*cur, ",", 1);
 		jsonrpc_add_string_repaired(*cur, key, strlen(key));
-		jsonrpc_append(*cur, ":", 1);
+		buf_add(*cur, ":", 1);
 		if (session_split(cur, tail, item, text) != 0)
 			return -1;
 	}
-	jsonrpc_append(*cur, "}", 1);
+	buf_add(*cur, "}", 1);
 	return 0;
 }
 
@@ -761,7 +761,7 @@ session_note_sliced(struct session *s, const char *method, json_t *params)
 	static const char head[] = "{\"jsonrpc\":\"2.0\",\"method\":";
 	const json_t *text = session_big_text(params);
 	struct slicer *sl;
-	struct jsonrpc_out *cur;
+	struct buf *cur;
 	json_t *fixed = NULL;
 
 	if (text == NULL || session_slice_ev == NULL || session_stopping)
@@ -769,9 +769,9 @@ session_note_sliced(struct session *s, const char *method, json_t *params)
 	sl = xcalloc(1, sizeof *sl);
 	for (;;) {
 		cur = &sl->out;
-		jsonrpc_append(cur, head, strlen(head));
+		buf_add(cur, head, strlen(head));
 		jsonrpc_add_string_repaired(cur, method, strlen(method));
-		jsonrpc_append(cur, ",\"params\":", strlen(",\"params\":"));
+		buf_add(cur, ",\"params\":", strlen(",\"params\":"));
 		if (session_split(&cur, &sl->tail, fixed != NULL ? fixed :
 		    params, text) == 0 && cur == &sl->tail)
 			break;
@@ -781,12 +781,12 @@ session_note_sliced(struct session *s, const char *method, json_t *params)
 		/* As session_note_repaired: S10 needs the result. */
 		log_error("session %s: cannot encode a %s notification; its "
 		    "text was repaired", s->id, method);
-		jsonrpc_out_free(&sl->out);
-		jsonrpc_out_free(&sl->tail);
+		buf_free(&sl->out);
+		buf_free(&sl->tail);
 		fixed = utf8_repair_json(params);
 		text = session_big_text(fixed);
 	}
-	jsonrpc_append(&sl->tail, "}\n", 2);
+	buf_add(&sl->tail, "}\n", 2);
 	sl->text = json_incref((json_t *)text);
 	json_decref(fixed);
 	sl->seq = session_log_note(s, false)->seq;
@@ -862,7 +862,7 @@ session_slice(struct session *s, size_t max)
 		session_slice_queue(s);
 		return;
 	}
-	jsonrpc_append(&sl->out, sl->tail.data, sl->tail.len);
+	buf_add(&sl->out, sl->tail.data, sl->tail.len);
 	n0 = session_note_at(s, sl->seq);
 	n0->line = sl->out.data;
 	n0->len = sl->out.len;
@@ -877,7 +877,7 @@ session_slice(struct session *s, size_t max)
 	}
 	if ((s->slicers = sl->next) == NULL)
 		s->slicers_tail = &s->slicers;
-	jsonrpc_out_free(&sl->tail);
+	buf_free(&sl->tail);
 	json_decref(sl->text);
 	free(sl);
 	session_logged(s);
@@ -937,7 +937,7 @@ session_wake(struct session *s)
 static void
 session_note_output(struct session *s, const struct exec_effect *e)
 {
-	struct jsonrpc_out out = { 0 };
+	struct buf out = { 0 };
 	const char *id = exec_tool_id(e->tool), *data;
 	char num[96];
 	int n;
@@ -945,21 +945,21 @@ session_note_output(struct session *s, const struct exec_effect *e)
 	n = snprintf(num, sizeof num, "{\"jsonrpc\":\"2.0\",\"method\":"
 	    "\"progress\",\"params\":{\"turn\":%llu,\"toolUseId\":",
 	    (unsigned long long)exec_tool_turn(e->tool));
-	jsonrpc_append(&out, num, (size_t)n);
+	buf_add(&out, num, (size_t)n);
 	jsonrpc_add_string_repaired(&out, id, strlen(id));
 	data = e->fd == 2 ? ",\"data\":{\"stream\":\"stderr\",\"text\":" :
 	    ",\"data\":{\"stream\":\"stdout\",\"text\":";
-	jsonrpc_append(&out, data, strlen(data));
+	buf_add(&out, data, strlen(data));
 	jsonrpc_add_string_repaired(&out, e->text, e->text_len);
 	n = snprintf(num, sizeof num, "},\"sessionId\":\"%s\",\"seq\":%llu}}\n",
 	    s->id, (unsigned long long)(s->last_seq + 1));
-	jsonrpc_append(&out, num, (size_t)n);
+	buf_add(&out, num, (size_t)n);
 	session_log(s, &out, false);
 }
 
 /* Append a whole notification line (its seq is last_seq + 1) to the log. */
 static void
-session_log(struct session *s, struct jsonrpc_out *out, bool turn_end)
+session_log(struct session *s, struct buf *out, bool turn_end)
 {
 	struct note *n = session_log_note(s, turn_end);
 

@@ -5,6 +5,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 
+#include "buf.h"
+
 #define nitems(a) (sizeof(a) / sizeof((a)[0]))
 
 void *xmalloc(size_t);
@@ -18,18 +20,5 @@ int xasprintf(char **, const char *, ...) __attribute__((format(printf, 2, 3)));
 /* Broken invariant or out of memory: log and abort. */
 void fatal(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
 
-/* A growable byte buffer, always NUL-terminated. */
-struct buf {
-	char *data;
-	size_t len;
-	size_t cap;
-};
-
-void buf_add(struct buf *, const void *, size_t);
-void buf_addstr(struct buf *, const char *);
-void buf_printf(struct buf *, const char *, ...)
-    __attribute__((format(printf, 2, 3)));
-void buf_reset(struct buf *);
-void buf_free(struct buf *);
 
 #endif

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "jsonrpc.h"
+#include "utf8.h"
 
 /* Values are dumped compact; ids and params may be any JSON value. */
 /* As deep as jansson's own parser goes. */
@@ -20,23 +21,19 @@
 
 static void	jsonrpc_invalid(struct jsonrpc_msg *, int, const char *, ...)
 		    __attribute__((format(printf, 3, 4)));
-static size_t	jsonrpc_utf8_len(const unsigned char *, size_t);
 static const char *jsonrpc_classify(struct jsonrpc_msg *);
 static int	jsonrpc_valid_id(const json_t *);
-static void	jsonrpc_add(struct jsonrpc_out *, const void *, size_t);
-static void	jsonrpc_add_text(struct jsonrpc_out *, const char *);
-static int	jsonrpc_add_value(struct jsonrpc_out *, const json_t *);
-static int	jsonrpc_add_json(struct jsonrpc_out *, const json_t *, int);
-static int	jsonrpc_add_real(struct jsonrpc_out *, double);
-static int	jsonrpc_add_stringn(struct jsonrpc_out *, const char *, size_t);
-static int	jsonrpc_add_str(struct jsonrpc_out *, const char *, size_t, bool);
+static int	jsonrpc_add_value(struct buf *, const json_t *);
+static int	jsonrpc_add_json(struct buf *, const json_t *, int);
+static int	jsonrpc_add_real(struct buf *, double);
+static int	jsonrpc_add_stringn(struct buf *, const char *, size_t);
+static int	jsonrpc_add_str(struct buf *, const char *, size_t, bool);
 static size_t	jsonrpc_escape(unsigned char, char *);
-static void	jsonrpc_grow(struct jsonrpc_out *, size_t);
 static bool	jsonrpc_plain8(const unsigned char *);
-static int	jsonrpc_add_string(struct jsonrpc_out *, const char *);
-static int	jsonrpc_add_body(struct jsonrpc_out *, const char *, size_t,
+static int	jsonrpc_add_string(struct buf *, const char *);
+static int	jsonrpc_add_body(struct buf *, const char *, size_t,
 		    bool);
-static int	jsonrpc_fail(struct jsonrpc_out *, size_t);
+static int	jsonrpc_fail(struct buf *, size_t);
 
 /*
  * Mark msg invalid with a detail safe to send back: the text may quote
@@ -68,49 +65,13 @@ jsonrpc_invalid(struct jsonrpc_msg *msg, int code, const char *fmt, ...)
 		if (*p < 0x20 || *p == 0x7f) {
 			*p = '?';
 			n = 1;
-		} else if ((n = jsonrpc_utf8_len(p, left)) == 0) {
+		} else if ((n = utf8_seq(p, left)) == 0) {
 			*p = '?';
 			n = 1;
 		}
 		p += n;
 		left -= n;
 	}
-}
-
-/* Length of the well-formed UTF-8 sequence at s (RFC 3629), 0 if none. */
-static size_t
-jsonrpc_utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned char	 lo = 0x80, hi = 0xbf;
-	size_t		 len, i;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] < 0xc2)
-		return 0;
-	if (s[0] < 0xe0)
-		len = 2;
-	else if (s[0] < 0xf0) {
-		len = 3;
-		if (s[0] == 0xe0)
-			lo = 0xa0;	/* overlong */
-		else if (s[0] == 0xed)
-			hi = 0x9f;	/* surrogates */
-	} else if (s[0] < 0xf5) {
-		len = 4;
-		if (s[0] == 0xf0)
-			lo = 0x90;	/* overlong */
-		else if (s[0] == 0xf4)
-			hi = 0x8f;	/* past U+10FFFF */
-	} else
-		return 0;
-	if (n < len || s[1] < lo || s[1] > hi)
-		return 0;
-	for (i = 2; i < len; i++) {
-		if (s[i] < 0x80 || s[i] > 0xbf)
-			return 0;
-	}
-	return len;
 }
 
 /*
@@ -244,61 +205,19 @@ jsonrpc_msg_clear(struct jsonrpc_msg *msg)
 	memset(msg, 0, sizeof *msg);
 }
 
-/* Append bytes, keeping data NUL-terminated. */
-static void
-jsonrpc_add(struct jsonrpc_out *out, const void *data, size_t n)
-{
-	jsonrpc_grow(out, n);
-	memcpy(out->data + out->len, data, n);
-	out->len += n;
-	out->data[out->len] = '\0';
-}
-
-/* Make room for n more bytes and the NUL. */
-static void
-jsonrpc_grow(struct jsonrpc_out *out, size_t n)
-{
-	size_t	 need, cap;
-	char	*p;
-
-	if (n > SIZE_MAX - 1 - out->len) {
-		fprintf(stderr, "jsonrpc: output size overflow\n");
-		abort();
-	}
-	need = out->len + n + 1;
-	if (need > out->cap) {
-		cap = out->cap != 0 ? out->cap : 256;
-		while (cap < need)
-			cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-		if ((p = realloc(out->data, cap)) == NULL) {
-			fprintf(stderr, "jsonrpc: out of memory (%zu bytes)\n",
-			    cap);
-			abort();
-		}
-		out->data = p;
-		out->cap = cap;
-	}
-}
-
-static void
-jsonrpc_add_text(struct jsonrpc_out *out, const char *s)
-{
-	jsonrpc_add(out, s, strlen(s));
-}
-
 /*
  * Append v as compact JSON, byte for byte what json_dumps(v, JSON_COMPACT |
  * JSON_ENCODE_ANY) gives, written directly: every reply and notification
  * goes through here, and jansson's dump costs several times more.
  */
 static int
-jsonrpc_add_value(struct jsonrpc_out *out, const json_t *v)
+jsonrpc_add_value(struct buf *out, const json_t *v)
 {
 	return jsonrpc_add_json(out, v, 0);
 }
 
 static int
-jsonrpc_add_json(struct jsonrpc_out *out, const json_t *v, int depth)
+jsonrpc_add_json(struct buf *out, const json_t *v, int depth)
 {
 	char num[64];
 	const char *key;
@@ -310,32 +229,32 @@ jsonrpc_add_json(struct jsonrpc_out *out, const json_t *v, int depth)
 		return -1;
 	switch (json_typeof(v)) {
 	case JSON_OBJECT:
-		jsonrpc_add(out, "{", 1);
+		buf_add(out, "{", 1);
 		n = 0;
 		for (it = json_object_iter((json_t *)v); it != NULL;
 		    it = json_object_iter_next((json_t *)v, it)) {
 			key = json_object_iter_key(it);
 			if (n++ > 0)
-				jsonrpc_add(out, ",", 1);
+				buf_add(out, ",", 1);
 			if (jsonrpc_add_stringn(out, key,
 			    json_object_iter_key_len(it)) != 0)
 				return -1;
-			jsonrpc_add(out, ":", 1);
+			buf_add(out, ":", 1);
 			if (jsonrpc_add_json(out, json_object_iter_value(it),
 			    depth + 1) != 0)
 				return -1;
 		}
-		jsonrpc_add(out, "}", 1);
+		buf_add(out, "}", 1);
 		return 0;
 	case JSON_ARRAY:
-		jsonrpc_add(out, "[", 1);
+		buf_add(out, "[", 1);
 		json_array_foreach(v, i, item) {
 			if (i > 0)
-				jsonrpc_add(out, ",", 1);
+				buf_add(out, ",", 1);
 			if (jsonrpc_add_json(out, item, depth + 1) != 0)
 				return -1;
 		}
-		jsonrpc_add(out, "]", 1);
+		buf_add(out, "]", 1);
 		return 0;
 	case JSON_STRING:
 		return jsonrpc_add_stringn(out, json_string_value(v),
@@ -343,18 +262,18 @@ jsonrpc_add_json(struct jsonrpc_out *out, const json_t *v, int depth)
 	case JSON_INTEGER:
 		n = (size_t)snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT,
 		    json_integer_value(v));
-		jsonrpc_add(out, num, n);
+		buf_add(out, num, n);
 		return 0;
 	case JSON_REAL:
 		return jsonrpc_add_real(out, json_real_value(v));
 	case JSON_TRUE:
-		jsonrpc_add(out, "true", 4);
+		buf_add(out, "true", 4);
 		return 0;
 	case JSON_FALSE:
-		jsonrpc_add(out, "false", 5);
+		buf_add(out, "false", 5);
 		return 0;
 	case JSON_NULL:
-		jsonrpc_add(out, "null", 4);
+		buf_add(out, "null", 4);
 		return 0;
 	}
 	return -1;
@@ -362,7 +281,7 @@ jsonrpc_add_json(struct jsonrpc_out *out, const json_t *v, int depth)
 
 /* A real as jansson writes it: %.17g, ".0" when it looks integral. */
 static int
-jsonrpc_add_real(struct jsonrpc_out *out, double d)
+jsonrpc_add_real(struct buf *out, double d)
 {
 	char num[64], *start, *end;
 	int n;
@@ -390,7 +309,7 @@ jsonrpc_add_real(struct jsonrpc_out *out, double d)
 			n -= (int)(end - start);
 		}
 	}
-	jsonrpc_add(out, num, (size_t)n);
+	buf_add(out, num, (size_t)n);
 	return 0;
 }
 
@@ -399,7 +318,7 @@ jsonrpc_add_real(struct jsonrpc_out *out, double d)
  * valid UTF-8 (the peer's parser would reject the whole line).
  */
 static int
-jsonrpc_add_string(struct jsonrpc_out *out, const char *s)
+jsonrpc_add_string(struct buf *out, const char *s)
 {
 	if (s == NULL)
 		return -1;
@@ -427,7 +346,7 @@ jsonrpc_plain8(const unsigned char *p)
 
 /* The same for len bytes, which may hold NUL (escaped as \u0000). */
 static int
-jsonrpc_add_stringn(struct jsonrpc_out *out, const char *s, size_t len)
+jsonrpc_add_stringn(struct buf *out, const char *s, size_t len)
 {
 	if (s == NULL)
 		return -1;
@@ -478,21 +397,21 @@ jsonrpc_escape(unsigned char c, char *e)
  * the call fails.
  */
 static int
-jsonrpc_add_str(struct jsonrpc_out *out, const char *s, size_t len,
+jsonrpc_add_str(struct buf *out, const char *s, size_t len,
     bool repair)
 {
 	/* Room for the plain case at once, not step by step. */
-	jsonrpc_grow(out, len + 2);
-	jsonrpc_add(out, "\"", 1);
+	buf_grow(out, len + 2);
+	buf_add(out, "\"", 1);
 	if (jsonrpc_add_body(out, s, len, repair) != 0)
 		return -1;
-	jsonrpc_add(out, "\"", 1);
+	buf_add(out, "\"", 1);
 	return 0;
 }
 
 /* The inside of a JSON string literal, as jsonrpc_add_str writes it. */
 static int
-jsonrpc_add_body(struct jsonrpc_out *out, const char *s, size_t len,
+jsonrpc_add_body(struct buf *out, const char *s, size_t len,
     bool repair)
 {
 	const unsigned char	*p = (const unsigned char *)s, *run;
@@ -511,23 +430,23 @@ jsonrpc_add_body(struct jsonrpc_out *out, const char *s, size_t len,
 			c = *p;
 			if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\')
 				n = 1;
-			else if (c < 0x80 || (n = jsonrpc_utf8_len(p, left)) == 0)
+			else if (c < 0x80 || (n = utf8_seq(p, left)) == 0)
 				break;
 		}
 		if (p != run)
-			jsonrpc_add(out, run, (size_t)(p - run));
+			buf_add(out, run, (size_t)(p - run));
 		if (left == 0)
 			break;
 		if (*p >= 0x80) {
 			if (!repair)
 				return -1;
-			jsonrpc_add(out, "\xef\xbf\xbd", 3);
+			buf_add(out, "\xef\xbf\xbd", 3);
 			p++;
 			left--;
 			continue;
 		}
 		/* Written in place: a run of control bytes is 6 times longer. */
-		jsonrpc_grow(out, 6);
+		buf_grow(out, 6);
 		out->len += jsonrpc_escape(*p, out->data + out->len);
 		out->data[out->len] = '\0';
 		p++;
@@ -537,28 +456,22 @@ jsonrpc_add_body(struct jsonrpc_out *out, const char *s, size_t len,
 }
 
 void
-jsonrpc_add_string_repaired(struct jsonrpc_out *out, const char *s,
+jsonrpc_add_string_repaired(struct buf *out, const char *s,
     size_t len)
 {
 	jsonrpc_add_str(out, s, len, true);
 }
 
 void
-jsonrpc_add_string_part(struct jsonrpc_out *out, const char *s, size_t len)
+jsonrpc_add_string_part(struct buf *out, const char *s, size_t len)
 {
-	jsonrpc_grow(out, len);
+	buf_grow(out, len);
 	jsonrpc_add_body(out, s, len, true);
-}
-
-void
-jsonrpc_append(struct jsonrpc_out *out, const void *data, size_t len)
-{
-	jsonrpc_add(out, data, len);
 }
 
 /* Undo a partly written message: out holds only whole lines. */
 static int
-jsonrpc_fail(struct jsonrpc_out *out, size_t mark)
+jsonrpc_fail(struct buf *out, size_t mark)
 {
 	out->len = mark;
 	if (out->data != NULL)
@@ -568,7 +481,7 @@ jsonrpc_fail(struct jsonrpc_out *out, size_t mark)
 
 /* params, when given, must be an object or array (JSON-RPC 2.0 §4.2). */
 int
-jsonrpc_request(struct jsonrpc_out *out, const json_t *id, const char *method,
+jsonrpc_request(struct buf *out, const json_t *id, const char *method,
     const json_t *params)
 {
 	size_t	 mark = out->len;
@@ -577,60 +490,60 @@ jsonrpc_request(struct jsonrpc_out *out, const json_t *id, const char *method,
 		return -1;
 	if (params != NULL && !json_is_object(params) && !json_is_array(params))
 		return -1;
-	jsonrpc_add_text(out, "{\"jsonrpc\":\"2.0\",\"id\":");
+	buf_addstr(out, "{\"jsonrpc\":\"2.0\",\"id\":");
 	if (jsonrpc_add_value(out, id) != 0)
 		return jsonrpc_fail(out, mark);
-	jsonrpc_add_text(out, ",\"method\":");
+	buf_addstr(out, ",\"method\":");
 	if (jsonrpc_add_string(out, method) != 0)
 		return jsonrpc_fail(out, mark);
 	if (params != NULL) {
-		jsonrpc_add_text(out, ",\"params\":");
+		buf_addstr(out, ",\"params\":");
 		if (jsonrpc_add_value(out, params) != 0)
 			return jsonrpc_fail(out, mark);
 	}
-	jsonrpc_add_text(out, "}\n");
+	buf_addstr(out, "}\n");
 	return 0;
 }
 
 int
-jsonrpc_notification(struct jsonrpc_out *out, const char *method,
+jsonrpc_notification(struct buf *out, const char *method,
     const json_t *params)
 {
 	size_t	 mark = out->len;
 
 	if (params != NULL && !json_is_object(params) && !json_is_array(params))
 		return -1;
-	jsonrpc_add_text(out, "{\"jsonrpc\":\"2.0\",\"method\":");
+	buf_addstr(out, "{\"jsonrpc\":\"2.0\",\"method\":");
 	if (jsonrpc_add_string(out, method) != 0)
 		return jsonrpc_fail(out, mark);
 	if (params != NULL) {
-		jsonrpc_add_text(out, ",\"params\":");
+		buf_addstr(out, ",\"params\":");
 		if (jsonrpc_add_value(out, params) != 0)
 			return jsonrpc_fail(out, mark);
 	}
-	jsonrpc_add_text(out, "}\n");
+	buf_addstr(out, "}\n");
 	return 0;
 }
 
 int
-jsonrpc_result(struct jsonrpc_out *out, const json_t *id, const json_t *result)
+jsonrpc_result(struct buf *out, const json_t *id, const json_t *result)
 {
 	size_t	 mark = out->len;
 
 	if (id == NULL || !jsonrpc_valid_id(id) || result == NULL)
 		return -1;
-	jsonrpc_add_text(out, "{\"jsonrpc\":\"2.0\",\"id\":");
+	buf_addstr(out, "{\"jsonrpc\":\"2.0\",\"id\":");
 	if (jsonrpc_add_value(out, id) != 0)
 		return jsonrpc_fail(out, mark);
-	jsonrpc_add_text(out, ",\"result\":");
+	buf_addstr(out, ",\"result\":");
 	if (jsonrpc_add_value(out, result) != 0)
 		return jsonrpc_fail(out, mark);
-	jsonrpc_add_text(out, "}\n");
+	buf_addstr(out, "}\n");
 	return 0;
 }
 
 int
-jsonrpc_error(struct jsonrpc_out *out, const json_t *id, int code,
+jsonrpc_error(struct buf *out, const json_t *id, int code,
     const char *message, const json_t *data)
 {
 	size_t	 mark = out->len;
@@ -638,36 +551,28 @@ jsonrpc_error(struct jsonrpc_out *out, const json_t *id, int code,
 
 	if (id != NULL && !jsonrpc_valid_id(id))
 		return -1;
-	jsonrpc_add_text(out, "{\"jsonrpc\":\"2.0\",\"id\":");
+	buf_addstr(out, "{\"jsonrpc\":\"2.0\",\"id\":");
 	if (id == NULL)
-		jsonrpc_add_text(out, "null");
+		buf_addstr(out, "null");
 	else if (jsonrpc_add_value(out, id) != 0)
 		return jsonrpc_fail(out, mark);
 	snprintf(num, sizeof num, "%d", code);
-	jsonrpc_add_text(out, ",\"error\":{\"code\":");
-	jsonrpc_add_text(out, num);
-	jsonrpc_add_text(out, ",\"message\":");
+	buf_addstr(out, ",\"error\":{\"code\":");
+	buf_addstr(out, num);
+	buf_addstr(out, ",\"message\":");
 	if (jsonrpc_add_string(out, message) != 0)
 		return jsonrpc_fail(out, mark);
 	if (data != NULL) {
-		jsonrpc_add_text(out, ",\"data\":");
+		buf_addstr(out, ",\"data\":");
 		if (jsonrpc_add_value(out, data) != 0)
 			return jsonrpc_fail(out, mark);
 	}
-	jsonrpc_add_text(out, "}}\n");
+	buf_addstr(out, "}}\n");
 	return 0;
 }
 
-void
-jsonrpc_out_free(struct jsonrpc_out *out)
-{
-	free(out->data);
-	out->data = NULL;
-	out->len = out->cap = 0;
-}
-
 int
-jsonrpc_dump(struct jsonrpc_out *out, const json_t *v)
+jsonrpc_dump(struct buf *out, const json_t *v)
 {
 	size_t	 mark = out->len;
 

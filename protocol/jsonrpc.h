@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "buf.h"
 #include "stexec/protocol.h"
 
 enum jsonrpc_kind {
@@ -52,36 +53,27 @@ void jsonrpc_msg_clear(struct jsonrpc_msg *);
  * that is not a string, number or null, params not an object or array):
  * then out is left as it was.
  */
-struct jsonrpc_out {
-	char *data;
-	size_t len;
-	size_t cap;
-};
-
-int jsonrpc_request(struct jsonrpc_out *, const json_t *id, const char *method,
+int jsonrpc_request(struct buf *, const json_t *id, const char *method,
     const json_t *params);
-int jsonrpc_notification(struct jsonrpc_out *, const char *method,
+int jsonrpc_notification(struct buf *, const char *method,
     const json_t *params);
-int jsonrpc_result(struct jsonrpc_out *, const json_t *id, const json_t *result);
+int jsonrpc_result(struct buf *, const json_t *id, const json_t *result);
 /* id NULL encodes "id": null. data may be NULL. */
-int jsonrpc_error(struct jsonrpc_out *, const json_t *id, int code,
+int jsonrpc_error(struct buf *, const json_t *id, int code,
     const char *message, const json_t *data);
-void jsonrpc_out_free(struct jsonrpc_out *);
 
 /* Compact JSON text of a value appended to out (no newline). */
-int jsonrpc_dump(struct jsonrpc_out *, const json_t *);
+int jsonrpc_dump(struct buf *, const json_t *);
 /*
  * A JSON string literal of len bytes of text, each byte that is not valid
  * UTF-8 replaced by U+FFFD: for tool output, which need not be UTF-8.
  */
-void jsonrpc_add_string_repaired(struct jsonrpc_out *, const char *,
+void jsonrpc_add_string_repaired(struct buf *, const char *,
     size_t);
 /*
  * The same without the quotes, for a long string written in parts (each
  * cut at a character boundary) between a '"' appended before and after.
  */
-void jsonrpc_add_string_part(struct jsonrpc_out *, const char *, size_t);
-/* Raw bytes, for messages put together by hand around the above. */
-void jsonrpc_append(struct jsonrpc_out *, const void *, size_t);
+void jsonrpc_add_string_part(struct buf *, const char *, size_t);
 
 #endif

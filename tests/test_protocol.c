@@ -931,7 +931,7 @@ Test(decode, invalid_requests)
 
 Test(encode, request)
 {
-	struct jsonrpc_out	 out = { 0 };
+	struct buf	 out = { 0 };
 	json_t			*id = json_integer(1), *params;
 
 	cr_assert_eq(jsonrpc_request(&out, id, "ping", NULL), 0);
@@ -957,13 +957,13 @@ Test(encode, request)
 	    "\"params\":[]}\n");
 	json_decref(params);
 	json_decref(id);
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 	cr_assert_null(out.data);
 }
 
 Test(encode, notification)
 {
-	struct jsonrpc_out	 out = { 0 };
+	struct buf	 out = { 0 };
 	json_t			*params;
 
 	params = json_pack("{s:s,s:I}", "sessionId", "s1", "seq",
@@ -976,12 +976,12 @@ Test(encode, notification)
 	cr_assert_str_eq(out.data,
 	    "{\"jsonrpc\":\"2.0\",\"method\":\"session_closed\"}\n");
 	json_decref(params);
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 }
 
 Test(encode, result)
 {
-	struct jsonrpc_out	 out = { 0 };
+	struct buf	 out = { 0 };
 	json_t			*id = json_integer(42), *r = json_object();
 
 	cr_assert_eq(jsonrpc_result(&out, id, r), 0);
@@ -995,12 +995,12 @@ Test(encode, result)
 	    "\"result\":0.5}\n");
 	json_decref(r);
 	json_decref(id);
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 }
 
 Test(encode, error)
 {
-	struct jsonrpc_out	 out = { 0 };
+	struct buf	 out = { 0 };
 	json_t			*id = json_string("r1"), *data;
 
 	data = json_string("\"jsonrpc\" must be \"2.0\"");
@@ -1021,13 +1021,13 @@ Test(encode, error)
 	    "\"error\":{\"code\":-2147483648,\"message\":\"m\"}}\n");
 	json_decref(data);
 	json_decref(id);
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 }
 
 /* Our own string escaping must match jansson's, byte for byte. */
 Test(encode, string_escapes)
 {
-	struct jsonrpc_out	 out = { 0 };
+	struct buf	 out = { 0 };
 	const char		*m = "a\"\\/\b\f\n\r\t\x01\x1f\x7f é€😀";
 	json_t			*s = json_string(m);
 	char			*want, line[128];
@@ -1042,13 +1042,13 @@ Test(encode, string_escapes)
 	cr_assert_str_eq(out.data, line);
 	json_decref(s);
 	free(want);
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 }
 
 /* A failed encoder leaves out exactly as it was: only whole lines. */
 Test(encode, failures_roll_back)
 {
-	struct jsonrpc_out	 out = { 0 };
+	struct buf	 out = { 0 };
 	json_t			*id = json_integer(1), *obj = json_object();
 	json_t			*num = json_integer(5), *bad, *badid;
 	const char		*before =
@@ -1098,12 +1098,12 @@ Test(encode, failures_roll_back)
 	json_decref(num);
 	json_decref(obj);
 	json_decref(id);
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 }
 
 Test(encode, dump)
 {
-	struct jsonrpc_out	 out = { 0 };
+	struct buf	 out = { 0 };
 	json_t			*v;
 
 	v = json_integer(-3);
@@ -1117,13 +1117,13 @@ Test(encode, dump)
 	json_decref(v);
 	cr_assert_str_eq(out.data, "-3\"t\\n\"{\"k\":[true,null],\"r\":1.25}");
 	cr_assert_eq(out.len, strlen(out.data));
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 }
 
 /* Growth from empty through many reallocations keeps every byte. */
 Test(encode, large_output)
 {
-	struct jsonrpc_out	 out = { 0 };
+	struct buf	 out = { 0 };
 	json_t			*params, *id;
 	struct jsonrpc_msg	 msg;
 	char			*big;
@@ -1152,14 +1152,14 @@ Test(encode, large_output)
 	jsonrpc_msg_clear(&msg);
 	json_decref(params);
 	json_decref(id);
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 	free(big);
 }
 
 /* Encode all four kinds, frame them, decode them, compare. */
 Test(roundtrip, all_kinds)
 {
-	struct jsonrpc_out	 out = { 0 };
+	struct buf	 out = { 0 };
 	struct ndjson		 nj;
 	struct jsonrpc_msg	 msg;
 	json_t			*id, *params, *data;
@@ -1218,13 +1218,13 @@ Test(roundtrip, all_kinds)
 	json_decref(data);
 	json_decref(params);
 	json_decref(id);
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 }
 
 /* A "\n" inside a string value is escaped: the message stays one line. */
 Test(roundtrip, embedded_newline)
 {
-	struct jsonrpc_out	 out = { 0 };
+	struct buf	 out = { 0 };
 	struct ndjson		 nj;
 	struct jsonrpc_msg	 msg;
 	json_t			*params;
@@ -1251,7 +1251,7 @@ Test(roundtrip, embedded_newline)
 	expect_status(&nj, NDJSON_MORE);
 	ndjson_free(&nj);
 	json_decref(params);
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 }
 
 /* Random method names of every ASCII byte and some UTF-8 survive. */
@@ -1259,7 +1259,7 @@ Test(roundtrip, random_strings)
 {
 	static const char	*utf8[] = { "\xc3\xa9", "\xe2\x82\xac",
 				    "\xf0\x9f\x98\x80", "\xef\xbf\xbf" };
-	struct jsonrpc_out	 out = { 0 };
+	struct buf	 out = { 0 };
 	struct jsonrpc_msg	 msg;
 	char			 m[200];
 	size_t			 n, i, k;
@@ -1288,7 +1288,7 @@ Test(roundtrip, random_strings)
 		jsonrpc_msg_clear(&msg);
 	}
 	json_decref(id);
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 }
 
 /* The direct writer gives exactly jansson's compact bytes. */
@@ -1303,7 +1303,7 @@ Test(encode, dump_matches_jansson)
 		"{\"b\":1,\"a\":{\"z\":[true,null],\"y\":\"\\n\"},\"\":0}",
 		"{\"turn\":1,\"toolUseId\":\"t\",\"data\":{\"pct\":12.75}}",
 	};
-	struct jsonrpc_out out = { 0 };
+	struct buf out = { 0 };
 	json_error_t jerr;
 	char *want;
 	json_t *v;
@@ -1322,7 +1322,7 @@ Test(encode, dump_matches_jansson)
 		free(want);
 		json_decref(v);
 	}
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 }
 
 /* The 8-bytes-at-a-time scan: a byte to escape at every offset of long
@@ -1331,7 +1331,7 @@ Test(encode, escapes_at_every_offset)
 {
 	static const char specials[] = { '"', '\\', '\n', '\x01', '\x1f',
 		' ', '~', '\x7f' };
-	struct jsonrpc_out out = { 0 };
+	struct buf out = { 0 };
 	char text[40], *want;
 	json_t *v;
 	size_t i, off;
@@ -1355,5 +1355,5 @@ Test(encode, escapes_at_every_offset)
 	jsonrpc_add_string_repaired(&out, "abcdefgh\xff" "ijklmnop\xc3", 18);
 	cr_assert_str_eq(out.data,
 	    "\"abcdefgh\xef\xbf\xbdijklmnop\xef\xbf\xbd\"");
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 }

@@ -25,7 +25,7 @@ static void	fuzz_jsonrpc_repair(const uint8_t *, size_t);
 static void
 fuzz_jsonrpc_dump(const json_t *v)
 {
-	struct jsonrpc_out out = { 0 };
+	struct buf out = { 0 };
 	char *want;
 
 	want = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -33,14 +33,14 @@ fuzz_jsonrpc_dump(const json_t *v)
 	FUZZ_CHECK(jsonrpc_dump(&out, v) == 0, "a parsed value not encodable");
 	FUZZ_CHECK(strcmp(out.data, want) == 0, "dump differs from jansson's");
 	free(want);
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 }
 
 /* Encode what was decoded, decode that, and compare. */
 static void
 fuzz_jsonrpc_again(const struct jsonrpc_msg *m)
 {
-	struct jsonrpc_out out = { 0 };
+	struct buf out = { 0 };
 	struct jsonrpc_msg back;
 	json_t *detail = NULL;
 	int rc = -1;
@@ -102,14 +102,14 @@ fuzz_jsonrpc_again(const struct jsonrpc_msg *m)
 	}
 	jsonrpc_msg_clear(&back);
 	json_decref(detail);
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 }
 
 /* The bytes as tool output: a string literal that reads back repaired. */
 static void
 fuzz_jsonrpc_repair(const uint8_t *data, size_t size)
 {
-	struct jsonrpc_out out = { 0 };
+	struct buf out = { 0 };
 	struct buf want = { 0 };
 	json_error_t jerr;
 	json_t *v;
@@ -126,7 +126,7 @@ fuzz_jsonrpc_repair(const uint8_t *data, size_t size)
 	    memcmp(want.data, data, size) == 0), "valid UTF-8 was changed");
 	json_decref(v);
 	buf_free(&want);
-	jsonrpc_out_free(&out);
+	buf_free(&out);
 }
 
 /* What must hold of one decoded message (a line, or a batch's element). */

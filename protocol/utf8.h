@@ -7,8 +7,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "util.h"
+#include "buf.h"
 
+/*
+ * The one UTF-8 decoder (RFC 3629: no overlongs, no surrogates): the length
+ * of the well-formed sequence at s[0..left), left > 0, or 0 if none.
+ */
+size_t utf8_seq(const unsigned char *s, size_t left);
+/* Characters in s[0..len), which must be valid UTF-8. */
+size_t utf8_chars(const char *s, size_t len);
 /* Is the whole of s[0..len) valid UTF-8? */
 bool utf8_valid(const char *s, size_t len);
 /* Append s to b with every invalid sequence replaced by U+FFFD. */

@@ -5,11 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static size_t	utf8_seq(const unsigned char *, size_t);
 static json_t	*utf8_repair_string(const char *, size_t);
 
-/* Length of the valid sequence at s, or 0 if it is not one. */
-static size_t
+size_t
 utf8_seq(const unsigned char *s, size_t left)
 {
 	unsigned char c = s[0];
@@ -39,6 +37,18 @@ utf8_seq(const unsigned char *s, size_t left)
 	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
 	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
 		return 0;
+	return n;
+}
+
+size_t
+utf8_chars(const char *s, size_t len)
+{
+	size_t i, n = 0;
+
+	/* Every byte that does not continue a sequence starts a character. */
+	for (i = 0; i < len; i++)
+		if (((unsigned char)s[i] & 0xc0) != 0x80)
+			n++;
 	return n;
 }
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,7 +44,7 @@ struct ticket {
 	struct conn *c;
 	json_t *id;
 	struct batch *batch;   /* the batch it answers in, or NULL */
-	struct ticket *prev, *next;
+	LIST_ENTRY(ticket) entry;
 };
 
 /* Connections of one uid, for --max-connections-per-uid. */
@@ -66,24 +67,24 @@ struct conn {
 	bool closing;       /* close once out is flushed */
 	bool dead;          /* waiting to be freed from the loop */
 	bool dirty;         /* on the flush list */
-	struct conn *flush_next;
+	TAILQ_ENTRY(conn) flush_entry;
 	struct sub **subs;
 	size_t nsubs;
-	struct ticket *tickets;
+	LIST_HEAD(, ticket) tickets;
 	struct batch *batch;  /* while a batch is dispatched: replies go there */
-	struct conn *prev, *next;
+	LIST_ENTRY(conn) entry; /* on conn_list, then on conn_dead */
 };
 
 static struct event_base *conn_base;
 static size_t conn_max_message;
 static struct conn_ops conn_ops;
-static struct conn *conn_list;
+static LIST_HEAD(, conn) conn_list = LIST_HEAD_INITIALIZER(conn_list);
 static unsigned conn_n;
 static struct event *conn_reaper;
-static struct conn *conn_dead;
+static LIST_HEAD(, conn) conn_dead = LIST_HEAD_INITIALIZER(conn_dead);
 /* Connections with output to write at the end of this loop pass. */
 static struct event *conn_flusher;
-static struct conn *conn_dirty;
+static TAILQ_HEAD(, conn) conn_dirty = TAILQ_HEAD_INITIALIZER(conn_dirty);
 static unsigned conn_max_total, conn_max_per_uid;
 static struct idmap conn_users;
 static time_t conn_last_refusal;
@@ -100,7 +101,7 @@ static void	conn_batch(struct conn *, json_t *);
 static void	conn_send_reply(struct conn *, struct batch *);
 static void	conn_error_to(struct conn *, struct batch *, const json_t *,
 		    int, const json_t *, const char *);
-static void	batch_release(struct conn *, struct batch *);
+static void	conn_batch_release(struct conn *, struct batch *);
 static void	conn_kill(struct conn *);
 static void	conn_free(struct conn *);
 static void	conn_queue(struct conn *);
@@ -170,10 +171,8 @@ conn_accept(int fd)
 	c->wev = event_new(conn_base, fd, EV_WRITE | EV_PERSIST,
 	    conn_write_cb, c);
 	conn_set_reading(c, true);
-	c->next = conn_list;
-	if (conn_list != NULL)
-		conn_list->prev = c;
-	conn_list = c;
+	LIST_INIT(&c->tickets);
+	LIST_INSERT_HEAD(&conn_list, c, entry);
 	conn_n++;
 	log_debug("client connected (pid %ld, uid %u)", (long)cred.pid,
 	    (unsigned)cred.uid);
@@ -251,8 +250,7 @@ conn_queue(struct conn *c)
 	if (c->dirty || event_pending(c->wev, EV_WRITE, NULL))
 		return;
 	c->dirty = true;
-	c->flush_next = conn_dirty;
-	conn_dirty = c;
+	TAILQ_INSERT_TAIL(&conn_dirty, c, flush_entry);
 	event_active(conn_flusher, EV_TIMEOUT, 0);
 }
 
@@ -261,8 +259,8 @@ conn_flush_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct conn *c;
 
-	while ((c = conn_dirty) != NULL) {
-		conn_dirty = c->flush_next;
+	while ((c = TAILQ_FIRST(&conn_dirty)) != NULL) {
+		TAILQ_REMOVE(&conn_dirty, c, flush_entry);
 		c->dirty = false;
 		if (!c->dead)
 			conn_flush(c);
@@ -430,12 +428,12 @@ conn_batch(struct conn *c, json_t *array)
 		jsonrpc_msg_clear(&msg);
 	}
 	c->batch = NULL;
-	batch_release(c, b);
+	conn_batch_release(c, b);
 }
 
 /* One reply of the batch is in; the last one sends the array. */
 static void
-batch_release(struct conn *c, struct batch *b)
+conn_batch_release(struct conn *c, struct batch *b)
 {
 	if (--b->pending > 0)
 		return;
@@ -600,48 +598,39 @@ conn_ticket(struct conn *c, const json_t *id)
 	tk->id = id != NULL ? json_deep_copy(id) : NULL;
 	if ((tk->batch = c->batch) != NULL)
 		tk->batch->pending++;
-	tk->next = c->tickets;
-	if (c->tickets != NULL)
-		c->tickets->prev = tk;
-	c->tickets = tk;
+	LIST_INSERT_HEAD(&c->tickets, tk, entry);
 	return tk;
 }
 
 void
-ticket_drop(struct ticket *tk)
+conn_ticket_drop(struct ticket *tk)
 {
-	if (tk->c != NULL) {
-		if (tk->prev != NULL)
-			tk->prev->next = tk->next;
-		else
-			tk->c->tickets = tk->next;
-		if (tk->next != NULL)
-			tk->next->prev = tk->prev;
-	}
+	if (tk->c != NULL)
+		LIST_REMOVE(tk, entry);
 	if (tk->batch != NULL)
-		batch_release(tk->c, tk->batch);
+		conn_batch_release(tk->c, tk->batch);
 	json_decref(tk->id);
 	free(tk);
 }
 
 struct conn *
-ticket_conn(const struct ticket *tk)
+conn_ticket_conn(const struct ticket *tk)
 {
 	return tk->c;
 }
 
 void
-ticket_reply(struct ticket *tk, json_t *result)
+conn_ticket_reply(struct ticket *tk, json_t *result)
 {
 	if (tk->c != NULL)
 		conn_reply_to(tk->c, tk->batch, tk->id, result);
 	else
 		json_decref(result);
-	ticket_drop(tk);
+	conn_ticket_drop(tk);
 }
 
 void
-ticket_error(struct ticket *tk, int code, const char *fmt, ...)
+conn_ticket_error(struct ticket *tk, int code, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -651,7 +640,7 @@ ticket_error(struct ticket *tk, int code, const char *fmt, ...)
 	va_end(ap);
 	if (tk->c != NULL)
 		conn_error_to(tk->c, tk->batch, tk->id, code, NULL, msg);
-	ticket_drop(tk);
+	conn_ticket_drop(tk);
 }
 
 bool
@@ -690,7 +679,6 @@ static void
 conn_kill(struct conn *c)
 {
 	struct ticket *tk;
-	struct conn **pp;
 
 	if (c->dead)
 		return;
@@ -698,33 +686,25 @@ conn_kill(struct conn *c)
 	event_del(c->rev);
 	event_del(c->wev);
 	/* The reaper frees it: it must not be on the flush list then. */
-	for (pp = &conn_dirty; c->dirty && *pp != NULL; pp = &(*pp)->flush_next)
-		if (*pp == c) {
-			*pp = c->flush_next;
-			c->dirty = false;
-			break;
-		}
+	if (c->dirty) {
+		TAILQ_REMOVE(&conn_dirty, c, flush_entry);
+		c->dirty = false;
+	}
 	/* Its subscriptions and pending replies go at once. */
 	while (c->nsubs > 0)
 		conn_ops.sub_free(c->subs[0]);
 	conn_drop_refs(c);
-	for (tk = c->tickets; tk != NULL; tk = tk->next)
+	LIST_FOREACH(tk, &c->tickets, entry)
 		tk->c = NULL;
-	c->tickets = NULL;
-	if (c->prev != NULL)
-		c->prev->next = c->next;
-	else
-		conn_list = c->next;
-	if (c->next != NULL)
-		c->next->prev = c->prev;
+	LIST_INIT(&c->tickets);
+	LIST_REMOVE(c, entry);
 	conn_n--;
 	if (--c->user->n == 0) {
 		idmap_del(&conn_users, c->user->key);
 		free(c->user);
 	}
 	c->user = NULL;
-	c->next = conn_dead;
-	conn_dead = c;
+	LIST_INSERT_HEAD(&conn_dead, c, entry);
 	event_active(conn_reaper, EV_TIMEOUT, 0);
 }
 
@@ -748,8 +728,8 @@ conn_reap_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct conn *c;
 
-	while ((c = conn_dead) != NULL) {
-		conn_dead = c->next;
+	while ((c = LIST_FIRST(&conn_dead)) != NULL) {
+		LIST_REMOVE(c, entry);
 		conn_free(c);
 	}
 }
@@ -772,7 +752,7 @@ conn_shutdown(void)
 {
 	struct conn *c;
 
-	while ((c = conn_list) != NULL) {
+	while ((c = LIST_FIRST(&conn_list)) != NULL) {
 		/* One last non-blocking write of what is queued. */
 		evbuffer_write(c->out, c->fd);
 		conn_kill(c);
@@ -783,6 +763,6 @@ conn_shutdown(void)
 	if (conn_flusher != NULL)
 		event_free(conn_flusher);
 	conn_reaper = conn_flusher = NULL;
-	conn_dirty = NULL;
+	TAILQ_INIT(&conn_dirty);
 	idmap_free(&conn_users);
 }

@@ -79,12 +79,12 @@ void conn_error(struct conn *, const json_t *id, int code, const json_t *data,
  * the ticket.
  */
 struct ticket *conn_ticket(struct conn *, const json_t *id);
-void ticket_reply(struct ticket *, json_t *result);
-void ticket_error(struct ticket *, int code, const char *, ...)
+void conn_ticket_reply(struct ticket *, json_t *result);
+void conn_ticket_error(struct ticket *, int code, const char *, ...)
     __attribute__((format(printf, 3, 4)));
-void ticket_drop(struct ticket *);
+void conn_ticket_drop(struct ticket *);
 /* The connection a ticket answers on, or NULL once it is gone. */
-struct conn *ticket_conn(const struct ticket *);
+struct conn *conn_ticket_conn(const struct ticket *);
 
 /*
  * The connection named (created, or sent a request about) the session of

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include "idmap.h"
 #include "stexec/protocol.h"
@@ -70,7 +71,7 @@ struct exec_tool {
 	void *handle;
 
 	/* The in-progress list of the current turn (S15), or the orphans. */
-	struct exec_tool *prev, *next;
+	TAILQ_ENTRY(exec_tool) entry;
 };
 
 struct exec_turn {
@@ -99,8 +100,8 @@ struct exec {
 	/* Counted as executing for S3, including orphans of discarded turns. */
 	unsigned n_exec, n_exec_unsafe, n_exec_block;
 	unsigned n_running; /* tools with a process, for exec_busy */
-	struct exec_tool *progress_head, *progress_tail; /* S15 inProgress */
-	struct exec_tool *orphans; /* still running, their turn is gone */
+	TAILQ_HEAD(, exec_tool) progress; /* S15 inProgress, in start order */
+	TAILQ_HEAD(, exec_tool) orphans;  /* still running, their turn is gone */
 
 	bool state_dirty;
 	bool last_interruptible;
@@ -145,6 +146,8 @@ exec_new(const struct exec_config *cfg, const char *cwd, const json_t *env)
 	struct exec *ex = xcalloc(1, sizeof *ex);
 
 	ex->cfg = *cfg;
+	TAILQ_INIT(&ex->progress);
+	TAILQ_INIT(&ex->orphans);
 	if (ex->cfg.max_parallel == 0)
 		ex->cfg.max_parallel = EXEC_MAX_PARALLEL_DEFAULT;
 	ex->interrupt_message = cfg->interrupt_message != NULL ?
@@ -383,13 +386,7 @@ exec_enter(struct exec_tool *t)
 		ex->n_exec_unsafe++;
 	if (!t->cancel)
 		ex->n_exec_block++;
-	t->prev = ex->progress_tail;
-	t->next = NULL;
-	if (ex->progress_tail != NULL)
-		ex->progress_tail->next = t;
-	else
-		ex->progress_head = t;
-	ex->progress_tail = t;
+	TAILQ_INSERT_TAIL(&ex->progress, t, entry);
 	ex->state_dirty = true;
 }
 
@@ -404,26 +401,12 @@ exec_leave(struct exec_tool *t)
 		ex->n_exec_unsafe--;
 	if (!t->cancel)
 		ex->n_exec_block--;
-	if (t->discarded) {
-		/* An orphan: unlink from the orphan list. */
-		if (t->prev != NULL)
-			t->prev->next = t->next;
-		else
-			ex->orphans = t->next;
-		if (t->next != NULL)
-			t->next->prev = t->prev;
-	} else {
-		if (t->prev != NULL)
-			t->prev->next = t->next;
-		else
-			ex->progress_head = t->next;
-		if (t->next != NULL)
-			t->next->prev = t->prev;
-		else
-			ex->progress_tail = t->prev;
+	if (t->discarded)
+		TAILQ_REMOVE(&ex->orphans, t, entry);
+	else {
+		TAILQ_REMOVE(&ex->progress, t, entry);
 		ex->state_dirty = true;
 	}
-	t->prev = t->next = NULL;
 }
 
 static void
@@ -917,20 +900,9 @@ exec_turn_end(struct exec *ex, const char *reason, int drain_error)
 		/* S11: cancel tools are killed, block tools run on, unseen. */
 		if (t->cancel || ex->closed)
 			exec_kill(t, REASON_INTERRUPTED);
-		if (t->prev != NULL)
-			t->prev->next = t->next;
-		else
-			ex->progress_head = t->next;
-		if (t->next != NULL)
-			t->next->prev = t->prev;
-		else
-			ex->progress_tail = t->prev;
+		TAILQ_REMOVE(&ex->progress, t, entry);
 		t->discarded = true;
-		t->prev = NULL;
-		t->next = ex->orphans;
-		if (ex->orphans != NULL)
-			ex->orphans->prev = t;
-		ex->orphans = t;
+		TAILQ_INSERT_HEAD(&ex->orphans, t, entry);
 		ex->state_dirty = true;
 	}
 	if (!ex->closed) {
@@ -1022,7 +994,7 @@ exec_close(struct exec *ex)
 		return;
 	ex->closed = true;
 	exec_turn_end(ex, NULL, STEXEC_ERR_STATE);
-	for (t = ex->orphans; t != NULL; t = t->next)
+	TAILQ_FOREACH(t, &ex->orphans, entry)
 		exec_kill(t, REASON_INTERRUPTED);
 }
 
@@ -1039,7 +1011,7 @@ exec_flush_state(struct exec *ex)
 	ex->state_dirty = false;
 	ex->last_interruptible = interruptible;
 	ids = json_array();
-	for (t = ex->progress_head; t != NULL; t = t->next)
+	TAILQ_FOREACH(t, &ex->progress, entry)
 		json_array_append_new(ids, json_string(t->id));
 	exec_notify(ex, "state", json_pack("{s:b, s:o}", "interruptible",
 	    interruptible, "inProgress", ids));

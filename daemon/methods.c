@@ -35,57 +35,58 @@ struct method {
 
 static struct methods_config methods_cfg;
 
-static void	bad_param(struct call *, const char *, const char *, ...)
-		    __attribute__((format(printf, 3, 4)));
-static bool	param_string(struct call *, const char *, bool, const char **);
-static bool	param_uint(struct call *, const char *, uint64_t, uint64_t,
-		    bool, uint64_t *);
-static struct session *param_session(struct call *);
+static void	methods_bad_param(struct call *, const char *, const char *,
+		    ...) __attribute__((format(printf, 3, 4)));
+static bool	methods_param_string(struct call *, const char *, bool,
+		    const char **);
+static bool	methods_param_uint(struct call *, const char *, uint64_t,
+		    uint64_t, bool, uint64_t *);
+static struct session *methods_param_session(struct call *);
 static uint64_t	methods_now_ms(void);
 static long	methods_rss(void);
 
-static void	m_initialize(struct call *);
-static void	m_create_session(struct call *);
-static void	m_close_session(struct call *);
-static void	m_list_sessions(struct call *);
-static void	m_list_tools(struct call *);
-static void	m_add_tool(struct call *);
-static void	m_abort(struct call *);
-static void	m_discard(struct call *);
-static void	m_drain(struct call *);
-static void	m_respond_permission(struct call *);
-static void	m_subscribe(struct call *);
-static void	m_unsubscribe(struct call *);
-static void	m_events(struct call *);
-static void	m_status(struct call *);
-static void	m_ping(struct call *);
-static void	m_stats(struct call *);
-static void	m_output_files(struct call *);
+static void	methods_initialize(struct call *);
+static void	methods_create_session(struct call *);
+static void	methods_close_session(struct call *);
+static void	methods_list_sessions(struct call *);
+static void	methods_list_tools(struct call *);
+static void	methods_add_tool(struct call *);
+static void	methods_abort(struct call *);
+static void	methods_discard(struct call *);
+static void	methods_drain(struct call *);
+static void	methods_respond_permission(struct call *);
+static void	methods_subscribe(struct call *);
+static void	methods_unsubscribe(struct call *);
+static void	methods_events(struct call *);
+static void	methods_status(struct call *);
+static void	methods_ping(struct call *);
+static void	methods_stats(struct call *);
+static void	methods_output_files(struct call *);
 
 static const struct method methods[] = {
-	{ "initialize", m_initialize },
-	{ "createSession", m_create_session },
-	{ "closeSession", m_close_session },
-	{ "listSessions", m_list_sessions },
-	{ "listTools", m_list_tools },
-	{ "addTool", m_add_tool },
-	{ "abort", m_abort },
-	{ "discard", m_discard },
-	{ "drain", m_drain },
-	{ "respondPermission", m_respond_permission },
-	{ "subscribe", m_subscribe },
-	{ "unsubscribe", m_unsubscribe },
-	{ "events", m_events },
-	{ "status", m_status },
-	{ "ping", m_ping },
-	{ "stats", m_stats },
-	{ "outputFiles", m_output_files },
+	{ "initialize", methods_initialize },
+	{ "createSession", methods_create_session },
+	{ "closeSession", methods_close_session },
+	{ "listSessions", methods_list_sessions },
+	{ "listTools", methods_list_tools },
+	{ "addTool", methods_add_tool },
+	{ "abort", methods_abort },
+	{ "discard", methods_discard },
+	{ "drain", methods_drain },
+	{ "respondPermission", methods_respond_permission },
+	{ "subscribe", methods_subscribe },
+	{ "unsubscribe", methods_unsubscribe },
+	{ "events", methods_events },
+	{ "status", methods_status },
+	{ "ping", methods_ping },
+	{ "stats", methods_stats },
+	{ "outputFiles", methods_output_files },
 };
 
 const struct conn_ops methods_conn_ops = {
 	.dispatch = methods_call,
-	.sub_pump = sub_pump,
-	.sub_free = sub_free,
+	.sub_pump = session_sub_pump,
+	.sub_free = session_sub_free,
 	.unrefer = session_unrefer,
 };
 
@@ -115,7 +116,7 @@ methods_call(struct conn *c, const char *name, const json_t *id,
 	if (params == NULL)
 		call.params = empty = json_object();
 	else if (!json_is_object(params)) {
-		bad_param(&call, "params", "must be an object");
+		methods_bad_param(&call, "params", "must be an object");
 		return;
 	}
 	methods[i].fn(&call);
@@ -123,7 +124,7 @@ methods_call(struct conn *c, const char *name, const json_t *id,
 }
 
 static void
-bad_param(struct call *call, const char *field, const char *fmt, ...)
+methods_bad_param(struct call *call, const char *field, const char *fmt, ...)
 {
 	char problem[512];
 	va_list ap;
@@ -140,7 +141,7 @@ bad_param(struct call *call, const char *field, const char *fmt, ...)
 
 /* A string field; false (with the error sent) when it is wrong. */
 static bool
-param_string(struct call *call, const char *field, bool required,
+methods_param_string(struct call *call, const char *field, bool required,
     const char **out)
 {
 	const json_t *v = json_object_get(call->params, field);
@@ -148,17 +149,17 @@ param_string(struct call *call, const char *field, bool required,
 	*out = NULL;
 	if (v == NULL || (json_is_null(v) && !required)) {
 		if (required)
-			bad_param(call, field, "required");
+			methods_bad_param(call, field, "required");
 		return !required;
 	}
 	if (!json_is_string(v)) {
-		bad_param(call, field, "must be a string");
+		methods_bad_param(call, field, "must be a string");
 		return false;
 	}
 	*out = json_string_value(v);
 	/* Used as C strings: a NUL would silently cut them. */
 	if (strlen(*out) != json_string_length(v)) {
-		bad_param(call, field, "must not contain NUL characters");
+		methods_bad_param(call, field, "must not contain NUL characters");
 		return false;
 	}
 	return true;
@@ -166,20 +167,20 @@ param_string(struct call *call, const char *field, bool required,
 
 /* An integer field within [min, max]; *out untouched when absent. */
 static bool
-param_uint(struct call *call, const char *field, uint64_t min, uint64_t max,
-    bool required, uint64_t *out)
+methods_param_uint(struct call *call, const char *field, uint64_t min,
+    uint64_t max, bool required, uint64_t *out)
 {
 	const json_t *v = json_object_get(call->params, field);
 	json_int_t n;
 
 	if (v == NULL || json_is_null(v)) {
 		if (required)
-			bad_param(call, field, "required");
+			methods_bad_param(call, field, "required");
 		return !required;
 	}
 	if (!json_is_integer(v) || (n = json_integer_value(v)) < 0 ||
 	    (uint64_t)n < min || (uint64_t)n > max) {
-		bad_param(call, field, "must be an integer from %llu to %llu",
+		methods_bad_param(call, field, "must be an integer from %llu to %llu",
 		    (unsigned long long)min, (unsigned long long)max);
 		return false;
 	}
@@ -189,13 +190,13 @@ param_uint(struct call *call, const char *field, uint64_t min, uint64_t max,
 
 /* The session named by sessionId, owned by the caller. */
 static struct session *
-param_session(struct call *call)
+methods_param_session(struct call *call)
 {
 	struct session *s;
 	const char *id;
 	int code;
 
-	if (!param_string(call, "sessionId", true, &id))
+	if (!methods_param_string(call, "sessionId", true, &id))
 		return NULL;
 	if ((s = session_find(id, conn_uid(call->c), &code)) != NULL) {
 		session_refer(s, call->c);
@@ -220,7 +221,7 @@ methods_now_ms(void)
 }
 
 static void
-m_initialize(struct call *call)
+methods_initialize(struct call *call)
 {
 	conn_reply(call->c, call->id, json_pack("{s:{s:s, s:s}, s:i, "
 	    "s:{s:b, s:b, s:b, s:b, s:b, s:I, s:I}}",
@@ -233,7 +234,7 @@ m_initialize(struct call *call)
 }
 
 static void
-m_create_session(struct call *call)
+methods_create_session(struct call *call)
 {
 	const json_t *tools = json_object_get(call->params, "tools");
 	const json_t *env = json_object_get(call->params, "env"), *v;
@@ -247,33 +248,33 @@ m_create_session(struct call *call)
 	size_t i, n = 0;
 	int code;
 
-	if (!param_uint(call, "maxParallel", 1, EXEC_MAX_PARALLEL_LIMIT,
-	    false, &max_parallel) || !param_string(call, "cwd", false, &cwd) ||
-	    !param_uint(call, "outputGraceMs", 0, SESSION_OUTPUT_GRACE_MAX_MS,
+	if (!methods_param_uint(call, "maxParallel", 1, EXEC_MAX_PARALLEL_LIMIT,
+	    false, &max_parallel) || !methods_param_string(call, "cwd", false, &cwd) ||
+	    !methods_param_uint(call, "outputGraceMs", 0, SESSION_OUTPUT_GRACE_MAX_MS,
 	    false, &grace))
 		return;
 	if (cwd != NULL && (cwd[0] != '/' || stat(cwd, &st) != 0 ||
 	    !S_ISDIR(st.st_mode))) {
-		bad_param(call, "cwd", cwd[0] != '/' ? "must be an absolute "
+		methods_bad_param(call, "cwd", cwd[0] != '/' ? "must be an absolute "
 		    "path" : "%s is not a directory", cwd);
 		return;
 	}
 	if (env != NULL && !json_is_null(env)) {
 		if (!json_is_object(env)) {
-			bad_param(call, "env", "must be an object");
+			methods_bad_param(call, "env", "must be an object");
 			return;
 		}
 		json_object_foreach((json_t *)env, key, v)
 			if (!json_is_string(v) && !json_is_null(v)) {
 				utf8_snprintf(field, sizeof field, "env.%s",
 				    key);
-				bad_param(call, field, "must be a string or null");
+				methods_bad_param(call, field, "must be a string or null");
 				return;
 			}
 	}
 	if (tools != NULL && !json_is_null(tools)) {
 		if (!json_is_array(tools)) {
-			bad_param(call, "tools", "must be an array of ToolDefs");
+			methods_bad_param(call, "tools", "must be an array of ToolDefs");
 			return;
 		}
 		defs = xcalloc(json_array_size(tools) + 1, sizeof *defs);
@@ -282,13 +283,13 @@ m_create_session(struct call *call)
 			    sizeof err);
 			snprintf(field, sizeof field, "tools[%zu]", n);
 			if (defs[n] == NULL) {
-				bad_param(call, field, "%s", err);
+				methods_bad_param(call, field, "%s", err);
 				goto out;
 			}
 			for (i = 0; i < n; i++)
 				if (strcmp(tooldef_name(defs[i]),
 				    tooldef_name(defs[n])) == 0) {
-					bad_param(call, field, "name: \"%s\" is "
+					methods_bad_param(call, field, "name: \"%s\" is "
 					    "defined twice", tooldef_name(defs[n]));
 					n++;
 					goto out;
@@ -312,36 +313,36 @@ out:
 }
 
 static void
-m_close_session(struct call *call)
+methods_close_session(struct call *call)
 {
-	struct session *s = param_session(call);
+	struct session *s = methods_param_session(call);
 
 	if (s != NULL)
 		session_close(s, conn_ticket(call->c, call->id));
 }
 
 static void
-m_list_sessions(struct call *call)
+methods_list_sessions(struct call *call)
 {
 	conn_reply(call->c, call->id, json_pack("{s:o}", "sessions",
 	    session_list_json(conn_uid(call->c))));
 }
 
 static void
-m_list_tools(struct call *call)
+methods_list_tools(struct call *call)
 {
 	struct session *s = NULL;
 
 	if (!json_is_null(json_object_get(call->params, "sessionId")) &&
 	    json_object_get(call->params, "sessionId") != NULL &&
-	    (s = param_session(call)) == NULL)
+	    (s = methods_param_session(call)) == NULL)
 		return;
 	conn_reply(call->c, call->id, json_pack("{s:o}", "tools",
 	    session_tools_json(s)));
 }
 
 static void
-m_add_tool(struct call *call)
+methods_add_tool(struct call *call)
 {
 	const json_t *use = json_object_get(call->params, "toolUse"), *input;
 	struct session *s;
@@ -349,10 +350,10 @@ m_add_tool(struct call *call)
 	const char *id, *name;
 	int rc;
 
-	if ((s = param_session(call)) == NULL)
+	if ((s = methods_param_session(call)) == NULL)
 		return;
 	if (!json_is_object(use)) {
-		bad_param(call, "toolUse", use == NULL ? "required" :
+		methods_bad_param(call, "toolUse", use == NULL ? "required" :
 		    "must be an object {id, name, input}");
 		return;
 	}
@@ -361,13 +362,13 @@ m_add_tool(struct call *call)
 	input = json_object_get(use, "input");
 	if (id == NULL || *id == '\0' || strlen(id) != json_string_length(
 	    json_object_get(use, "id"))) {
-		bad_param(call, "toolUse.id", "must be a non-empty string "
+		methods_bad_param(call, "toolUse.id", "must be a non-empty string "
 		    "without NUL characters");
 		return;
 	}
 	if (name == NULL || strlen(name) != json_string_length(
 	    json_object_get(use, "name"))) {
-		bad_param(call, "toolUse.name", "must be a string without NUL "
+		methods_bad_param(call, "toolUse.name", "must be a string without NUL "
 		    "characters");
 		return;
 	}
@@ -394,17 +395,17 @@ m_add_tool(struct call *call)
 }
 
 static void
-m_abort(struct call *call)
+methods_abort(struct call *call)
 {
 	struct session *s;
 	const char *reason;
 	uint64_t turn;
 
-	if ((s = param_session(call)) == NULL ||
-	    !param_string(call, "reason", true, &reason))
+	if ((s = methods_param_session(call)) == NULL ||
+	    !methods_param_string(call, "reason", true, &reason))
 		return;
 	if (strcmp(reason, "interrupt") != 0 && strcmp(reason, "cancel") != 0) {
-		bad_param(call, "reason", "must be \"interrupt\" or \"cancel\"");
+		methods_bad_param(call, "reason", "must be \"interrupt\" or \"cancel\"");
 		return;
 	}
 	turn = exec_turn(session_exec(s));
@@ -414,12 +415,12 @@ m_abort(struct call *call)
 }
 
 static void
-m_discard(struct call *call)
+methods_discard(struct call *call)
 {
 	struct session *s;
 	uint64_t old;
 
-	if ((s = param_session(call)) == NULL)
+	if ((s = methods_param_session(call)) == NULL)
 		return;
 	old = exec_discard(session_exec(s));
 	conn_reply(call->c, call->id, json_pack("{s:I, s:I}", "discardedTurn",
@@ -427,34 +428,34 @@ m_discard(struct call *call)
 }
 
 static void
-m_drain(struct call *call)
+methods_drain(struct call *call)
 {
 	struct session *s;
 
-	if ((s = param_session(call)) != NULL)
+	if ((s = methods_param_session(call)) != NULL)
 		exec_drain(session_exec(s), conn_ticket(call->c, call->id));
 }
 
 static void
-m_respond_permission(struct call *call)
+methods_respond_permission(struct call *call)
 {
 	struct session *s;
 	const char *tid, *decision, *message;
 	int rc;
 
-	if ((s = param_session(call)) == NULL ||
-	    !param_string(call, "toolUseId", true, &tid) ||
-	    !param_string(call, "decision", true, &decision) ||
-	    !param_string(call, "message", false, &message))
+	if ((s = methods_param_session(call)) == NULL ||
+	    !methods_param_string(call, "toolUseId", true, &tid) ||
+	    !methods_param_string(call, "decision", true, &decision) ||
+	    !methods_param_string(call, "message", false, &message))
 		return;
 	if (strcmp(decision, "allow") != 0 && strcmp(decision, "deny") != 0) {
-		bad_param(call, "decision", "must be \"allow\" or \"deny\"");
+		methods_bad_param(call, "decision", "must be \"allow\" or \"deny\"");
 		return;
 	}
 	rc = exec_permission(session_exec(s), tid, strcmp(decision, "allow") ==
 	    0, message);
 	if (rc == STEXEC_ERR_INVALID_PARAMS)
-		bad_param(call, "toolUseId", "no tool %s in the current turn",
+		methods_bad_param(call, "toolUseId", "no tool %s in the current turn",
 		    tid);
 	else if (rc == STEXEC_ERR_STATE)
 		conn_error(call->c, call->id, rc, NULL, "State conflict: tool "
@@ -464,7 +465,7 @@ m_respond_permission(struct call *call)
 }
 
 static void
-m_subscribe(struct call *call)
+methods_subscribe(struct call *call)
 {
 	struct session *s;
 	struct sub *sub;
@@ -472,8 +473,8 @@ m_subscribe(struct call *call)
 	int64_t from = -1;
 	json_t *data;
 
-	if ((s = param_session(call)) == NULL ||
-	    !param_uint(call, "since", 0, INT64_MAX, false, &since))
+	if ((s = methods_param_session(call)) == NULL ||
+	    !methods_param_uint(call, "since", 0, INT64_MAX, false, &since))
 		return;
 	if (json_object_get(call->params, "since") != NULL &&
 	    !json_is_null(json_object_get(call->params, "since")))
@@ -489,31 +490,31 @@ m_subscribe(struct call *call)
 	/* The reply first, then the replay, then live notifications. */
 	conn_reply(call->c, call->id, json_pack("{s:I}", "lastSeq",
 	    (json_int_t)last));
-	sub_pump(sub);
+	session_sub_pump(sub);
 }
 
 static void
-m_unsubscribe(struct call *call)
+methods_unsubscribe(struct call *call)
 {
 	struct session *s;
 
-	if ((s = param_session(call)) == NULL)
+	if ((s = methods_param_session(call)) == NULL)
 		return;
 	session_unsubscribe(s, call->c);
 	conn_reply(call->c, call->id, json_object());
 }
 
 static void
-m_events(struct call *call)
+methods_events(struct call *call)
 {
 	struct session *s;
 	struct buf b = { 0 };
 	uint64_t since = 0, max = 1000, last, oldest;
 	json_t *data;
 
-	if ((s = param_session(call)) == NULL ||
-	    !param_uint(call, "since", 0, INT64_MAX, false, &since) ||
-	    !param_uint(call, "max", 1, METHODS_EVENTS_MAX, false, &max))
+	if ((s = methods_param_session(call)) == NULL ||
+	    !methods_param_uint(call, "since", 0, INT64_MAX, false, &since) ||
+	    !methods_param_uint(call, "max", 1, METHODS_EVENTS_MAX, false, &max))
 		return;
 	buf_addstr(&b, "{\"notifications\":");
 	/* Without since: from the oldest notification retained. */
@@ -534,27 +535,27 @@ m_events(struct call *call)
 }
 
 static void
-m_status(struct call *call)
+methods_status(struct call *call)
 {
 	struct session *s;
 
-	if ((s = param_session(call)) != NULL)
+	if ((s = methods_param_session(call)) != NULL)
 		conn_reply(call->c, call->id, exec_status_json(session_exec(s),
 		    session_tool_pid));
 }
 
 static void
-m_output_files(struct call *call)
+methods_output_files(struct call *call)
 {
 	struct session *s;
 
-	if ((s = param_session(call)) != NULL)
+	if ((s = methods_param_session(call)) != NULL)
 		conn_reply(call->c, call->id, json_pack("{s:o}", "files",
 		    session_output_files_json(s)));
 }
 
 static void
-m_ping(struct call *call)
+methods_ping(struct call *call)
 {
 	conn_reply(call->c, call->id, json_object());
 }
@@ -575,7 +576,7 @@ methods_rss(void)
 }
 
 static void
-m_stats(struct call *call)
+methods_stats(struct call *call)
 {
 	conn_reply(call->c, call->id, json_pack("{s:i, s:I, s:i, s:i, s:i, "
 	    "s:I, s:I, s:I}", "pid", (int)getpid(), "uptimeMs",

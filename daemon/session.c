@@ -156,7 +156,7 @@ static struct note *session_note_at(struct session *, uint64_t);
 static uint64_t	session_lag(struct session *, uint64_t);
 static void	session_finish(struct session *);
 static void	session_catch_up(struct session *, struct conn *);
-static void	sub_send(struct sub *, bool);
+static void	session_sub_send(struct sub *, bool);
 static void	session_free(struct session *);
 static void	session_idle_update(struct session *);
 static void	session_idle_cb(evutil_socket_t, short, void *);
@@ -919,11 +919,11 @@ session_wake(struct session *s)
 	    s->slicers->seq > w->after)) {
 		if ((s->waiters = w->next) == NULL)
 			s->waiters_tail = &s->waiters;
-		session_catch_up(s, ticket_conn(w->tk));
+		session_catch_up(s, conn_ticket_conn(w->tk));
 		if (w->result != NULL)
-			ticket_reply(w->tk, w->result);
+			conn_ticket_reply(w->tk, w->result);
 		else
-			ticket_error(w->tk, w->code, "%s", w->message);
+			conn_ticket_error(w->tk, w->code, "%s", w->message);
 		free(w->message);
 		free(w);
 	}
@@ -1011,7 +1011,7 @@ session_logged(struct session *s)
 
 	for (sub = s->subs; sub != NULL; sub = next) {
 		next = sub->snext;
-		sub_pump(sub);
+		session_sub_pump(sub);
 	}
 	session_trim(s);
 	session_pressure(s);
@@ -1084,7 +1084,7 @@ session_trim(struct session *s)
 			    (s->last_seq + 1 - sub->next));
 			c = sub->c;
 			/* Free the sub first: closing may free the conn's subs. */
-			sub_free(sub);
+			session_sub_free(sub);
 			conn_close_after_flush(c);
 			continue;
 		}
@@ -1172,13 +1172,13 @@ session_unsubscribe(struct session *s, struct conn *c)
 
 	for (sub = s->subs; sub != NULL; sub = sub->snext)
 		if (sub->c == c) {
-			sub_free(sub);
+			session_sub_free(sub);
 			return;
 		}
 }
 
 void
-sub_free(struct sub *sub)
+session_sub_free(struct sub *sub)
 {
 	struct session *s = sub->s;
 
@@ -1195,9 +1195,9 @@ sub_free(struct sub *sub)
 }
 
 void
-sub_pump(struct sub *sub)
+session_sub_pump(struct sub *sub)
 {
-	sub_send(sub, false);
+	session_sub_send(sub, false);
 }
 
 /*
@@ -1205,7 +1205,7 @@ sub_pump(struct sub *sub)
  * it is below its low watermark, or (all) every one it has not got yet.
  */
 static void
-sub_send(struct sub *sub, bool all)
+session_sub_send(struct sub *sub, bool all)
 {
 	struct session *s = sub->s;
 	struct note *n;
@@ -1273,7 +1273,7 @@ session_catch_up(struct session *s, struct conn *c)
 
 	for (sub = s->subs; sub != NULL; sub = sub->snext)
 		if (c == NULL || sub->c == c)
-			sub_send(sub, true);
+			session_sub_send(sub, true);
 }
 
 void
@@ -1315,7 +1315,7 @@ session_finish(struct session *s)
 	/* Subscribers get everything, session_closed last, before it goes. */
 	session_catch_up(s, NULL);
 	for (i = 0; i < s->nclosers; i++)
-		ticket_reply(s->closers[i], json_object());
+		conn_ticket_reply(s->closers[i], json_object());
 	s->nclosers = 0;
 	session_free(s);
 }
@@ -1333,7 +1333,7 @@ session_free(struct session *s)
 			session_slicing_tail = pp;
 	}
 	while (s->subs != NULL)
-		sub_free(s->subs);
+		session_sub_free(s->subs);
 	idmap_del(&session_map, s->id);
 	if (s->prev != NULL)
 		s->prev->next = s->next;
@@ -1355,7 +1355,7 @@ session_free(struct session *s)
 		session_note_free(&s->notes[(s->head + i) % s->cap]);
 	free(s->notes);
 	for (i = 0; i < s->nclosers; i++)
-		ticket_drop(s->closers[i]);
+		conn_ticket_drop(s->closers[i]);
 	free(s->closers);
 	free(s->running);
 	free(s->envp);

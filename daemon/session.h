@@ -88,15 +88,16 @@ void session_unrefer(const char *id);
 
 /*
  * subscribe (since < 0: live only): -32004 with the oldest retained seq in
- * *oldest when since is too old. The caller replies, then calls sub_pump.
+ * *oldest when since is too old. The caller replies, then calls
+ * session_sub_pump.
  */
 int session_subscribe(struct session *, struct conn *, int64_t since,
     struct sub **, uint64_t *last_seq, uint64_t *oldest);
 void session_unsubscribe(struct session *, struct conn *);
 /* The connection is going away: drop its subscription. */
-void sub_free(struct sub *);
+void session_sub_free(struct sub *);
 /* The connection drained below its low watermark: pull more. */
-void sub_pump(struct sub *);
+void session_sub_pump(struct sub *);
 /*
  * events: the retained notifications after since (since < 0: from the
  * oldest retained; at most max) as one JSON array text appended to out;

@@ -144,7 +144,6 @@ static bool proc_alive(const struct proc *);
 static void proc_finish(struct proc *);
 static void proc_done_cb(evutil_socket_t, short, void *);
 static void proc_free(struct proc *, bool);
-static int proc_mkdirs(const char *);
 static void proc_new_instance(void);
 static void proc_forget_group(struct proc *);
 static void proc_replay_groups(void);
@@ -183,7 +182,7 @@ proc_init(struct event_base *base, const struct proc_config *cfg, char *err,
 	proc_output_dir = xstrdup(cfg->output_dir != NULL ? cfg->output_dir :
 	    "/tmp");
 	proc_cfg.output_dir = proc_output_dir;
-	if (proc_mkdirs(proc_output_dir) != 0) {
+	if (util_mkdirs(proc_output_dir, 0700) != 0) {
 		snprintf(err, errlen, "cannot create %s: %s", proc_output_dir,
 		    strerror(errno));
 		free(proc_output_dir);
@@ -1169,30 +1168,4 @@ uint64_t
 proc_started(void)
 {
 	return proc_nstarted;
-}
-
-/* mkdir -p, mode 0700 for what it creates. */
-static int
-proc_mkdirs(const char *dir)
-{
-	char *copy = xstrdup(dir), *s;
-	int r = 0;
-
-	for (s = copy + 1; r == 0; s++) {
-		if (*s != '/' && *s != '\0')
-			continue;
-		if (*s == '/' && s[1] == '/')
-			continue;
-		if (*s == '\0') {
-			if (mkdir(copy, 0700) != 0 && errno != EEXIST)
-				r = -1;
-			break;
-		}
-		*s = '\0';
-		if (mkdir(copy, 0700) != 0 && errno != EEXIST)
-			r = -1;
-		*s = '/';
-	}
-	free(copy);
-	return r;
 }

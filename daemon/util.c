@@ -1,10 +1,12 @@
-/* Allocation that cannot fail and a growable byte buffer. */
+/* Allocation that cannot fail, and mkdir -p. */
 #include "util.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void
 fatal(const char *fmt, ...)
@@ -84,4 +86,44 @@ xasprintf(char **ret, const char *fmt, ...)
 	if (n < 0)
 		fatal("out of memory (asprintf)");
 	return n;
+}
+
+int
+util_mkdirs(const char *dir, mode_t mode)
+{
+	struct stat sb;
+	char *copy, *s;
+	int saved;
+	char c;
+
+	if (stat(dir, &sb) == 0) {
+		if (S_ISDIR(sb.st_mode))
+			return 0;
+		errno = ENOTDIR;
+		return -1;
+	}
+	copy = xstrdup(dir);
+	for (s = copy + 1;; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		c = *s;
+		*s = '\0';
+		if (mkdir(copy, mode) != 0 && errno != EEXIST) {
+			saved = errno;
+			free(copy);
+			errno = saved;
+			return -1;
+		}
+		*s = c;
+		if (c == '\0')
+			break;
+	}
+	free(copy);
+	if (stat(dir, &sb) != 0)
+		return -1;
+	if (!S_ISDIR(sb.st_mode)) {
+		errno = ENOTDIR;
+		return -1;
+	}
+	return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "buf.h"
 
@@ -16,6 +17,12 @@ void *xreallocarray(void *, size_t, size_t);
 char *xstrdup(const char *);
 char *xstrndup(const char *, size_t);
 int xasprintf(char **, const char *, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * mkdir -p: dir and its missing parents, created with mode. -1 with errno
+ * set when one cannot be made or dir is not a directory (ENOTDIR).
+ */
+int util_mkdirs(const char *dir, mode_t mode);
 
 /* Broken invariant or out of memory: log and abort. */
 void fatal(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));

@@ -19,7 +19,6 @@
 
 static char	*write_file_dirname(const char *);
 static char	*write_file_resolve(const char *);
-static int	write_file_mkdirs(const char *);
 static int	write_file_all(int, const char *, size_t);
 static int	write_file_in_place(const char *, const char *, const char *,
 		    size_t);
@@ -77,44 +76,6 @@ write_file_resolve(const char *path)
 		p = next;
 	}
 	return p;
-}
-
-/* mkdir -p; -1 after printing why. */
-static int
-write_file_mkdirs(const char *dir)
-{
-	struct stat sb;
-	char *copy, *s;
-	int error;
-	char c;
-
-	if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
-		return 0;
-	copy = xstrdup(dir);
-	for (s = copy + 1;; s++) {
-		if (*s != '/' && *s != '\0')
-			continue;
-		c = *s;
-		*s = '\0';
-		if (mkdir(copy, 0777) != 0 && errno != EEXIST) {
-			out_error("Cannot create directory %s: %s", copy,
-			    strerror(errno));
-			free(copy);
-			return -1;
-		}
-		*s = c;
-		if (c == '\0')
-			break;
-	}
-	free(copy);
-	if (stat(dir, &sb) != 0)
-		error = errno;
-	else if (!S_ISDIR(sb.st_mode))
-		error = ENOTDIR;
-	else
-		return 0;
-	out_error("Cannot create directory %s: %s", dir, strerror(error));
-	return -1;
 }
 
 static int
@@ -202,8 +163,10 @@ write_file_run(const json_t *input)
 	}
 
 	dir = write_file_dirname(target);
-	if (write_file_mkdirs(dir) != 0)
+	if (util_mkdirs(dir, 0777) != 0) {
+		out_error("Cannot create directory %s: %s", dir, strerror(errno));
 		goto out;
+	}
 	tmp = glob_join(dir, ".stexec-tmp-XXXXXX");
 	if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
 		if (exists && (errno == EACCES || errno == EPERM))

@@ -22,6 +22,7 @@
 
 #include "jsonrpc.h"
 #include "ndjson.h"
+#include "socket_path.h"
 
 /* Bytes per read(2), and per stexec_read_ready() before yielding. */
 #define CLIENT_READ_SIZE (64 * 1024)
@@ -30,7 +31,6 @@
 /* Unsent output beyond this means the daemon stopped reading us. */
 #define CLIENT_MAX_OUT ((size_t)64 * 1024 * 1024)
 
-#define CLIENT_RUN_SOCKET "/run/stexec/stexecd.sock"
 
 /* A message taken off the wire, not yet handed to the caller. */
 struct client_msg {
@@ -184,17 +184,7 @@ client_now_ms(void)
 int
 stexec_default_socket(char *buf, size_t len)
 {
-	const char *env = getenv(STEXEC_SOCKET_ENV);
-	const char *xdg = getenv("XDG_RUNTIME_DIR");
-	int n;
-
-	if (env != NULL && *env != '\0')
-		n = snprintf(buf, len, "%s", env);
-	else if (xdg != NULL && *xdg != '\0')
-		n = snprintf(buf, len, "%s/stexec/stexecd.sock", xdg);
-	else
-		n = snprintf(buf, len, "%s", CLIENT_RUN_SOCKET);
-	return n < 0 || (size_t)n >= len ? -1 : 0;
+	return socket_path_default(buf, len);
 }
 
 /* Connect a CLOEXEC socket to path; returns 0, or -1 with errno. */
@@ -295,10 +285,10 @@ stexec_connect(const char *path, char *err, size_t errlen)
 	if (client_open(path, &fd) != 0) {
 		error = first_error = errno;
 		if (by_default && (env == NULL || *env == '\0') &&
-		    strcmp(path, CLIENT_RUN_SOCKET) != 0 &&
+		    strcmp(path, SOCKET_PATH_SYSTEM) != 0 &&
 		    (error == ENOENT || error == ECONNREFUSED ||
 		    error == ENOTDIR)) {
-			also = CLIENT_RUN_SOCKET;
+			also = SOCKET_PATH_SYSTEM;
 			if (client_open(also, &fd) == 0) {
 				path = also;
 				error = 0;

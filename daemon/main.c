@@ -557,7 +557,12 @@ main(int argc, char **argv)
 		path = "the socket systemd passed";
 		server_start(main_base, fd, NULL);
 	} else {
-		path = server_default_path(o.socket, pathbuf, sizeof pathbuf);
+		if ((path = server_default_path(o.socket, pathbuf,
+		    sizeof pathbuf)) == NULL) {
+			log_error("the default socket path is too long: give "
+			    "--socket");
+			return 1;
+		}
 		fd = server_listen(path, o.socket_mode, err, sizeof err);
 		if (fd < 0) {
 			log_error("%s", err);

@@ -13,6 +13,7 @@
 
 #include "conn.h"
 #include "log.h"
+#include "socket_path.h"
 #include "stexec/protocol.h"
 #include "util.h"
 
@@ -27,17 +28,11 @@ static int	server_make_dir(const char *, mode_t, char *, size_t);
 const char *
 server_default_path(const char *option, char *buf, size_t len)
 {
-	const char *env;
-
 	if (option != NULL)
 		return option;
-	if ((env = getenv(STEXEC_SOCKET_ENV)) != NULL && *env != '\0')
-		return env;
-	if ((env = getenv("XDG_RUNTIME_DIR")) != NULL && *env == '/') {
-		snprintf(buf, len, "%s/stexec/stexecd.sock", env);
-		return buf;
-	}
-	return "/run/stexec/stexecd.sock";
+	if (socket_path_default(buf, len) != 0)
+		return NULL;
+	return buf;
 }
 
 /* Create the socket's directory if it is missing; never loosen one. */

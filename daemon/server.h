@@ -8,8 +8,8 @@
 struct event_base;
 
 /*
- * The socket path: --socket, else $STEXEC_SOCKET, else
- * $XDG_RUNTIME_DIR/stexec/stexecd.sock, else /run/stexec/stexecd.sock.
+ * The socket path: --socket, else socket_path_default's (in buf), or NULL
+ * when that does not fit in len bytes.
  */
 const char *server_default_path(const char *option, char *buf, size_t len);
 /*

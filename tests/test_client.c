@@ -172,6 +172,10 @@ Test(client, connect_errors_say_what_to_do)
 		    "%s", err);
 	else
 		stexec_close(c); /* a system daemon happens to run here */
+	/* A relative XDG_RUNTIME_DIR is ignored, by daemon and client alike. */
+	setenv("XDG_RUNTIME_DIR", "relative/run", 1);
+	cr_assert_eq(stexec_default_socket(path, sizeof path), 0);
+	cr_assert_str_eq(path, "/run/stexec/stexecd.sock");
 	unsetenv("XDG_RUNTIME_DIR");
 	cr_assert_eq(stexec_default_socket(path, sizeof path), 0);
 	cr_assert_str_eq(path, "/run/stexec/stexecd.sock");

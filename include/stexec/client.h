@@ -79,8 +79,8 @@ void stexec_error_clear(struct stexec_error *err);
 
 /*
  * The socket path used when none is given (DESIGN.md §3): $STEXEC_SOCKET,
- * else $XDG_RUNTIME_DIR/stexec/stexecd.sock, else /run/stexec/stexecd.sock.
- * Writes it to buf; returns 0, or -1 if it does not fit.
+ * else $XDG_RUNTIME_DIR/stexec/stexecd.sock if XDG_RUNTIME_DIR is absolute,
+ * else /run/stexec/stexecd.sock: the daemon's own rule. Writes it to buf; returns 0, or -1 if it does not fit.
  */
 int stexec_default_socket(char *buf, size_t len);
 

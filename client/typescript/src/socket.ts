@@ -8,12 +8,13 @@ export const RUN_SOCKET = "/run/stexec/stexecd.sock";
 
 /**
  * The socket the daemon uses by default: $STEXEC_SOCKET, else
- * $XDG_RUNTIME_DIR/stexec/stexecd.sock, else /run/stexec/stexecd.sock
- * (an empty variable counts as unset).
+ * $XDG_RUNTIME_DIR/stexec/stexecd.sock when it is absolute, else
+ * /run/stexec/stexecd.sock (an empty variable counts as unset).
  */
 export function defaultSocketPath(env: NodeJS.ProcessEnv = process.env): string {
   if (env.STEXEC_SOCKET) return env.STEXEC_SOCKET;
-  if (env.XDG_RUNTIME_DIR) return `${env.XDG_RUNTIME_DIR}/stexec/stexecd.sock`;
+  // A relative XDG_RUNTIME_DIR must be ignored (XDG spec), as the daemon does.
+  if (env.XDG_RUNTIME_DIR?.startsWith('/')) return `${env.XDG_RUNTIME_DIR}/stexec/stexecd.sock`;
   return RUN_SOCKET;
 }
 

@@ -26,6 +26,7 @@ test("default socket: $STEXEC_SOCKET, then $XDG_RUNTIME_DIR, then /run", () => {
   assert.equal(defaultSocketPath({ STEXEC_SOCKET: "/x/s", XDG_RUNTIME_DIR: "/r" }), "/x/s");
   assert.equal(defaultSocketPath({ XDG_RUNTIME_DIR: "/run/user/7" }), "/run/user/7/stexec/stexecd.sock");
   assert.equal(defaultSocketPath({ STEXEC_SOCKET: "", XDG_RUNTIME_DIR: "" }), "/run/stexec/stexecd.sock");
+  assert.equal(defaultSocketPath({ XDG_RUNTIME_DIR: "run/user/7" }), "/run/stexec/stexecd.sock");
   assert.equal(defaultSocketPath({}), RUN_SOCKET);
 });
 

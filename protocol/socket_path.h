@@ -1,0 +1,21 @@
+/*
+ * Where the daemon listens when no --socket is given, and where clients look
+ * (DESIGN.md §3): the one rule both sides follow.
+ */
+#ifndef STEXEC_SOCKET_PATH_H
+#define STEXEC_SOCKET_PATH_H
+
+#include <stddef.h>
+
+/* The system daemon's socket, the last default and the clients' fallback. */
+#define SOCKET_PATH_SYSTEM "/run/stexec/stexecd.sock"
+
+/*
+ * $STEXEC_SOCKET if set and not empty, else $XDG_RUNTIME_DIR/stexec/
+ * stexecd.sock if XDG_RUNTIME_DIR is an absolute path (the XDG spec says a
+ * relative one must be ignored), else SOCKET_PATH_SYSTEM. 0, or -1 when it
+ * does not fit in len bytes.
+ */
+int socket_path_default(char *buf, size_t len);
+
+#endif

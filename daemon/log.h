@@ -1,4 +1,7 @@
-/* Logging: readable lines on stderr (issue 5 adds journald priorities). */
+/*
+ * Logging: readable lines on stderr, with syslog priorities instead of level
+ * words when stderr is journald's stream (log.c).
+ */
 #ifndef STEXEC_LOG_H
 #define STEXEC_LOG_H
 

@@ -41,33 +41,7 @@
 
 #define INTERRUPTED "<tool_use_error>Interrupted by user</tool_use_error>"
 
-/*
- * d_start returns once the socket file exists, which is before the daemon
- * listens on it (bind, then listen): wait until a connect succeeds, so the
- * first c_open does not meet ECONNREFUSED.
- */
-static struct daemon *
-listening(struct daemon *d)
-{
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	long long until = e2e_now_ms() + 5000;
-	int fd, rc;
-
-	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", d->sock);
-	for (;;) {
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		cr_assert_geq(fd, 0);
-		rc = connect(fd, (struct sockaddr *)&sun, sizeof sun);
-		close(fd);
-		if (rc == 0)
-			return d;
-		cr_assert(e2e_now_ms() < until, "the daemon does not accept "
-		    "connections on %s: %s", d->sock, strerror(errno));
-		usleep(5000);
-	}
-}
-
-#define START(...) listening(d_start(__VA_ARGS__))
+#define START(...) d_start(__VA_ARGS__)
 
 /*
  * A failed assertion leaves the test before d_stop: stop the daemons this

@@ -96,7 +96,7 @@ static int	client_open(const char *, int *);
 static void	client_connect_error(char *, size_t, const char *,
 		    const char *, int, bool);
 static int64_t	client_now_ms(void);
-static enum client_kind client_classify(const json_t *, int64_t *);
+static enum client_kind client_classify(json_t *, int64_t *);
 static void	client_line(struct stexec *, const char *, size_t);
 static bool	client_accept_notification(struct stexec *, const json_t *);
 static void	client_track_reply(struct stexec *, int64_t, const json_t *);
@@ -499,43 +499,43 @@ out:
 	return c->fd < 0 ? -1 : (int)(c->enqueued - before);
 }
 
-/* Only what a daemon sends is of interest: replies and notifications. */
+/*
+ * Only what a daemon sends is of interest: replies (ours have integer ids),
+ * errors about a line it could not read (null id) and notifications, told
+ * apart by the protocol's own classifier.
+ */
 static enum client_kind
-client_classify(const json_t *root, int64_t *id)
+client_classify(json_t *root, int64_t *id)
 {
-	const json_t *version, *idv, *method, *error;
+	struct jsonrpc_msg msg;
+	enum client_kind kind = CLIENT_JUNK;
 
 	*id = -1;
-	if (!json_is_object(root))
-		return CLIENT_JUNK;
-	version = json_object_get(root, "jsonrpc");
-	if (!json_is_string(version) ||
-	    strcmp(json_string_value(version), "2.0") != 0)
-		return CLIENT_JUNK;
-	idv = json_object_get(root, "id");
-	method = json_object_get(root, "method");
-	if (idv == NULL) {
-		if (!json_is_string(method))
-			return CLIENT_JUNK;
-		return CLIENT_NOTIFICATION;
+	jsonrpc_decode_value(root, &msg);
+	switch (msg.kind) {
+	case JSONRPC_NOTIFICATION:
+		kind = CLIENT_NOTIFICATION;
+		break;
+	case JSONRPC_ERROR:
+	case JSONRPC_RESPONSE:
+		if (msg.kind == JSONRPC_ERROR && json_is_null(msg.id))
+			kind = CLIENT_NULL_ERROR;
+		else if (json_is_integer(msg.id)) {
+			*id = json_integer_value(msg.id);
+			kind = CLIENT_REPLY;
+		}
+		break;
+	default:
+		break; /* a request to us is not in the protocol */
 	}
-	if (method != NULL)
-		return CLIENT_JUNK; /* a request to us: not in the protocol */
-	error = json_object_get(root, "error");
-	if (json_is_null(idv) && json_is_object(error))
-		return CLIENT_NULL_ERROR;
-	if (!json_is_integer(idv))
-		return CLIENT_JUNK; /* not one of our ids */
-	if (json_object_get(root, "result") == NULL && !json_is_object(error))
-		return CLIENT_JUNK;
-	*id = json_integer_value(idv);
-	return CLIENT_REPLY;
+	jsonrpc_msg_clear(&msg);
+	return kind;
 }
 
 /*
- * One line from the daemon. It is parsed here rather than with
- * jsonrpc_decode() because tool output may hold NUL characters, sent as
- * \u0000, which only JSON_ALLOW_NUL accepts.
+ * One line from the daemon. It is parsed with JSON_ALLOW_NUL, not by
+ * jsonrpc_decode(), because tool output may hold NUL characters, sent as
+ * \u0000; client_classify then uses the protocol's classifier.
  */
 static void
 client_line(struct stexec *c, const char *line, size_t len)

@@ -60,11 +60,6 @@ struct exec_tool {
 	enum exec_reason killed_for;
 	bool killed;
 
-	/* The start of a UTF-8 sequence a chunk ended in, per stream: sent
-	 * with the next chunk, so a character is never split in two. */
-	char carry[2][4];
-	size_t ncarry[2];
-
 	json_t *context;      /* context modifiers seen, in order (S14) */
 	json_t *warnings;     /* meta.warnings */
 	json_t *result;       /* the tool_result params, once completed */
@@ -135,7 +130,6 @@ static void	exec_deliver(struct exec *);
 static void	exec_cascade(struct exec_tool *);
 static char	*exec_describe(const struct exec_tool *);
 static void	exec_apply_context(struct exec *, const json_t *);
-static void	exec_flush_carry(struct exec_tool *);
 static void	exec_check_drain(struct exec *);
 static void	exec_flush_state(struct exec *);
 static void	exec_after_event(struct exec *);
@@ -412,7 +406,17 @@ exec_leave(struct exec_tool *t)
 static void
 exec_spawn(struct exec_tool *t)
 {
-	struct exec_effect e = { .kind = EXEC_SPAWN };
+	struct exec_spawn spawn = {
+		.argv = t->argv,
+		.input = t->input,
+		.cwd = t->ex->cwd,
+		.env = tooldef_env(t->def),
+		.timeout_ms = t->timeout_ms,
+		.max_output = tooldef_max_result_bytes(t->def),
+		.stream_output = tooldef_stream_output(t->def),
+		.name = t->name,
+	};
+	struct exec_effect e = { .kind = EXEC_SPAWN, .spawn = &spawn };
 
 	t->status = EXEC_EXECUTING;
 	t->running = true;
@@ -702,49 +706,14 @@ void
 exec_output_chunk(struct exec_tool *t, int fd, const char *data, size_t len)
 {
 	struct exec_effect e = { .kind = EXEC_OUTPUT };
-	int i = fd == 2 ? 1 : 0;
-	size_t keep, have = t->ncarry[i];
-	char *joined = NULL;
 
-	if (t->discarded || t->status != EXEC_EXECUTING)
+	if (t->discarded || t->status != EXEC_EXECUTING || len == 0)
 		return;
-	if (have > 0) {
-		joined = xmalloc(have + len);
-		memcpy(joined, t->carry[i], have);
-		memcpy(joined + have, data, len);
-		data = joined;
-		len += have;
-	}
-	keep = len - utf8_cut(data, len, len);
-	t->ncarry[i] = keep;
-	memcpy(t->carry[i], data + len - keep, keep);
-	if (len > keep) {
-		e.tool = t;
-		e.fd = fd == 2 ? 2 : 1;
-		e.text = data;
-		e.text_len = len - keep;
-		exec_emit(t->ex, &e);
-	}
-	free(joined);
-}
-
-/* The tool is done: what it held back of a character goes out as is. */
-static void
-exec_flush_carry(struct exec_tool *t)
-{
-	struct exec_effect e = { .kind = EXEC_OUTPUT };
-	int i;
-
-	for (i = 0; i < 2; i++) {
-		if (t->ncarry[i] == 0)
-			continue;
-		e.tool = t;
-		e.fd = i + 1;
-		e.text = t->carry[i];
-		e.text_len = t->ncarry[i];
-		t->ncarry[i] = 0;
-		exec_emit(t->ex, &e);
-	}
+	e.tool = t;
+	e.fd = fd == 2 ? 2 : 1;
+	e.text = data;
+	e.text_len = len;
+	exec_emit(t->ex, &e);
 }
 
 /* S14: a relative cwd is resolved against the current one; null unsets. */
@@ -803,7 +772,6 @@ exec_exited(struct exec_tool *t, const struct exec_exit *x)
 		return;
 	}
 
-	exec_flush_carry(t);
 	if (t->killed) {
 		exec_complete_synthetic(t, t->killed_for);
 		exec_after_event(ex);
@@ -1146,24 +1114,6 @@ bool
 exec_tool_safe(const struct exec_tool *t)
 {
 	return t->safe;
-}
-
-struct tooldef *
-exec_tool_def(const struct exec_tool *t)
-{
-	return t->def;
-}
-
-const json_t *
-exec_tool_input(const struct exec_tool *t)
-{
-	return t->input;
-}
-
-char *const *
-exec_tool_argv(const struct exec_tool *t)
-{
-	return t->argv;
 }
 
 int64_t

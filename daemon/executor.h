@@ -35,7 +35,7 @@ enum exec_status {
 };
 
 enum exec_effect_kind {
-	EXEC_SPAWN,      /* start the tool's process (accessors below) */
+	EXEC_SPAWN,      /* start the tool's process as spawn says */
 	EXEC_KILL,       /* kill its process group; exec_exited follows */
 	EXEC_NOTIFY,     /* method + params; the session adds sessionId, seq */
 	EXEC_DRAIN_DONE, /* answer the drain with this cookie */
@@ -43,9 +43,23 @@ enum exec_effect_kind {
 	                    text}: the session encodes the raw text itself */
 };
 
+/* Everything EXEC_SPAWN needs to start a tool's process. */
+struct exec_spawn {
+	char *const *argv;
+	const json_t *input;   /* written to stdin as compact JSON */
+	const char *cwd;       /* the session's, as context modifiers left it */
+	const json_t *env;     /* the tool's own variables over the session's
+	                          (exec_env); NULL when it has none */
+	int64_t timeout_ms;    /* <= 0: none */
+	size_t max_output;     /* kept whole up to this, then head + tail */
+	bool stream_output;
+	const char *name;
+};
+
 struct exec_effect {
 	enum exec_effect_kind kind;
 	struct exec_tool *tool; /* SPAWN, KILL */
+	const struct exec_spawn *spawn; /* SPAWN: valid during the call */
 	const char *method;     /* NOTIFY */
 	json_t *params;         /* NOTIFY: borrowed for the call */
 	void *cookie;           /* DRAIN_DONE */
@@ -92,7 +106,10 @@ int exec_add(struct exec *, const char *id, const char *name,
     struct tooldef *def, const json_t *input, struct exec_added *out);
 /* A line the tool wrote to its progress fd, parsed (S6, S14). */
 void exec_progress_line(struct exec_tool *, const char *line, size_t len);
-/* A chunk of stdout or stderr of a streamOutput tool. */
+/*
+ * A chunk of stdout or stderr of a streamOutput tool, as the caller cut it
+ * (at character boundaries: see utf8_carry): one EXEC_OUTPUT effect.
+ */
 void exec_output_chunk(struct exec_tool *, int fd, const char *data,
     size_t len);
 /*
@@ -163,9 +180,7 @@ const char *exec_tool_name(const struct exec_tool *);
 uint64_t exec_tool_turn(const struct exec_tool *);
 const char *exec_status_name(enum exec_status);
 bool exec_tool_safe(const struct exec_tool *);
-struct tooldef *exec_tool_def(const struct exec_tool *);
-const json_t *exec_tool_input(const struct exec_tool *);
-char *const *exec_tool_argv(const struct exec_tool *);
+/* Its timeout, fixed when it was added (S16). */
 int64_t exec_tool_timeout_ms(const struct exec_tool *);
 /* The I/O layer's handle for the tool's process. */
 void exec_tool_set_handle(struct exec_tool *, void *);

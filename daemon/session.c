@@ -70,6 +70,16 @@ struct sub {
 	struct sub *prev, *snext;
 };
 
+/*
+ * What the session holds for a tool with a process (its exec_tool handle):
+ * the supervisor's handle, and per stream the start of a character a
+ * streamed chunk ended in, which the encoder must not split.
+ */
+struct session_tool {
+	struct proc *proc;
+	struct utf8_carry carry[2];
+};
+
 struct session {
 	char id[24];
 	uid_t uid;
@@ -145,11 +155,12 @@ static void	session_wait(struct session *, struct ticket *, json_t *,
 static void	session_wake(struct session *);
 static void	session_note_free(struct note *);
 static void	session_unshare(const void *, size_t, void *);
-static void	session_spawn(struct session *, struct exec_tool *);
+static void	session_spawn(struct session *, struct exec_tool *,
+		    const struct exec_spawn *);
 static bool	session_our_var(const char *);
 static char	**session_env_strings(struct session *);
 static char	**session_envp(struct session *, struct exec_tool *,
-		    struct buf *);
+		    const json_t *, struct buf *);
 static void	session_trim(struct session *);
 static void	session_pressure(struct session *);
 static struct note *session_note_at(struct session *, uint64_t);
@@ -162,6 +173,8 @@ static void	session_idle_update(struct session *);
 static void	session_idle_cb(evutil_socket_t, short, void *);
 static void	session_proc_line(void *, const char *, size_t);
 static void	session_proc_chunk(void *, int, const char *, size_t);
+static struct proc *session_proc(struct exec_tool *);
+static void	session_tool_done(struct exec_tool *, bool);
 static void	session_proc_exit(void *, const struct proc_exit *);
 static void	session_keep_output(struct session *, struct exec_tool *,
 		    const struct exec_exit *);
@@ -213,8 +226,9 @@ session_tools_running(void)
 long
 session_tool_pid(struct exec_tool *t)
 {
-	return exec_tool_handle(t) != NULL ?
-	    (long)proc_pid(exec_tool_handle(t)) : 0;
+	struct session_tool *st = exec_tool_handle(t);
+
+	return st != NULL ? (long)proc_pid(st->proc) : 0;
 }
 
 struct session *
@@ -434,10 +448,10 @@ session_effect(void *arg, const struct exec_effect *e)
 
 	switch (e->kind) {
 	case EXEC_SPAWN:
-		session_spawn(s, e->tool);
+		session_spawn(s, e->tool, e->spawn);
 		break;
 	case EXEC_KILL:
-		proc_kill(exec_tool_handle(e->tool));
+		proc_kill(session_proc(e->tool));
 		break;
 	case EXEC_NOTIFY:
 		session_note(s, e->method, e->params);
@@ -513,9 +527,10 @@ session_env_strings(struct session *s)
  * Free the vector (not its strings) and vars afterwards.
  */
 static char **
-session_envp(struct session *s, struct exec_tool *t, struct buf *vars)
+session_envp(struct session *s, struct exec_tool *t, const json_t *tenv,
+    struct buf *vars)
 {
-	const json_t *tenv = tooldef_env(exec_tool_def(t)), *v;
+	const json_t *v;
 	char **base = session_env_strings(s), **envp;
 	size_t n = 0, i, k, *offs, nvars = 0;
 	const char *key;
@@ -555,29 +570,29 @@ session_envp(struct session *s, struct exec_tool *t, struct buf *vars)
 }
 
 static void
-session_spawn(struct session *s, struct exec_tool *t)
+session_spawn(struct session *s, struct exec_tool *t,
+    const struct exec_spawn *req)
 {
 	struct proc_spec spec = { 0 };
-	struct tooldef *def = exec_tool_def(t);
+	struct session_tool *st = xcalloc(1, sizeof *st);
 	struct buf vars = { 0 };
-	struct proc *p;
 	char **envp, *input;
 
-	envp = session_envp(s, t, &vars);
-	input = json_dumps(exec_tool_input(t), JSON_COMPACT);
-	spec.argv = exec_tool_argv(t);
+	envp = session_envp(s, t, req->env, &vars);
+	input = json_dumps(req->input, JSON_COMPACT);
+	spec.argv = req->argv;
 	spec.envp = envp;
-	spec.cwd = exec_cwd(s->ex);
+	spec.cwd = req->cwd;
 	spec.input = input;
 	spec.input_len = strlen(input);
-	spec.timeout_ms = exec_tool_timeout_ms(t);
-	spec.max_output = tooldef_max_result_bytes(def);
-	spec.stream_output = tooldef_stream_output(def);
-	spec.name = exec_tool_name(t);
-	p = proc_spawn(&spec, &session_proc_ops, t);
-	exec_tool_set_handle(t, p);
+	spec.timeout_ms = req->timeout_ms;
+	spec.max_output = req->max_output;
+	spec.stream_output = req->stream_output;
+	spec.name = req->name;
+	st->proc = proc_spawn(&spec, &session_proc_ops, t);
+	exec_tool_set_handle(t, st);
 	if (s->paused)
-		proc_pause(p, true);
+		proc_pause(st->proc, true);
 	free(input);
 	free(envp);
 	buf_free(&vars);
@@ -598,10 +613,42 @@ session_proc_line(void *arg, const char *line, size_t len)
 	exec_progress_line(arg, line, len);
 }
 
+static struct proc *
+session_proc(struct exec_tool *t)
+{
+	return ((struct session_tool *)exec_tool_handle(t))->proc;
+}
+
+/* Streamed output goes to the core cut at character boundaries. */
 static void
 session_proc_chunk(void *arg, int fd, const char *data, size_t len)
 {
-	exec_output_chunk(arg, fd, data, len);
+	struct session_tool *st = exec_tool_handle(arg);
+	struct buf tmp = { 0 };
+	const char *send;
+	size_t n;
+
+	send = utf8_carry_feed(&st->carry[fd == 2], data, len, &tmp, &n);
+	exec_output_chunk(arg, fd, send, n);
+	buf_free(&tmp);
+}
+
+/*
+ * The process is gone: what a stream held back of a character goes out as
+ * is (repaired when encoded); then the tool forgets its process.
+ */
+static void
+session_tool_done(struct exec_tool *t, bool flush)
+{
+	struct session_tool *st = exec_tool_handle(t);
+	int i;
+
+	for (i = 0; flush && i < 2; i++)
+		if (st->carry[i].len > 0)
+			exec_output_chunk(t, i + 1, st->carry[i].bytes,
+			    st->carry[i].len);
+	exec_tool_set_handle(t, NULL);
+	free(st);
 }
 
 /* The supervisor's words for how a process ended, in the core's. */
@@ -645,6 +692,7 @@ session_proc_exit(void *arg, const struct proc_exit *px)
 		}
 	session_completed++;
 	session_keep_output(s, t, &x);
+	session_tool_done(t, true);
 	exec_exited(t, &x);
 	if (s->closing && !exec_busy(s->ex))
 		session_finish(s);
@@ -1127,7 +1175,7 @@ session_pressure(struct session *s)
 	log_debug("session %s: %s its tools' output", s->id,
 	    pause ? "pausing" : "resuming");
 	for (i = 0; i < s->nrunning; i++)
-		proc_pause(exec_tool_handle(s->running[i]), pause);
+		proc_pause(session_proc(s->running[i]), pause);
 }
 
 int
@@ -1383,6 +1431,7 @@ session_shutdown(void)
 	while ((s = session_list) != NULL) {
 		while (s->nrunning > 0) {
 			t = s->running[--s->nrunning];
+			session_tool_done(t, false);
 			exec_exited(t, &killed);
 		}
 		session_finish(s);

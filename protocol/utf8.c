@@ -114,6 +114,25 @@ utf8_cut(const char *s, size_t len, size_t max)
 	return n;
 }
 
+const char *
+utf8_carry_feed(struct utf8_carry *c, const char *data, size_t len,
+    struct buf *tmp, size_t *out_len)
+{
+	size_t keep;
+
+	if (c->len > 0) {
+		buf_add(tmp, c->bytes, c->len);
+		buf_add(tmp, data, len);
+		data = tmp->data;
+		len = tmp->len;
+	}
+	keep = len - utf8_cut(data, len, len);
+	memcpy(c->bytes, data + len - keep, keep);
+	c->len = keep;
+	*out_len = len - keep;
+	return data;
+}
+
 void
 utf8_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap)
 {

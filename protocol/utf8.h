@@ -25,6 +25,22 @@ void utf8_repair(struct buf *b, const char *s, size_t len);
  * does not end inside a character: where to cut a text to fit max bytes.
  */
 size_t utf8_cut(const char *s, size_t len, size_t max);
+/*
+ * A byte stream cut into chunks at arbitrary places, re-cut at character
+ * boundaries: the start of a character a chunk ends in is held back and
+ * goes out with the next chunk, so that no character is split in two.
+ */
+struct utf8_carry {
+	char bytes[4];
+	size_t len;
+};
+
+/*
+ * Feed a chunk. Returns what may go out now, *out_len bytes: data itself,
+ * or the carry and data joined in tmp (buf_free it afterwards).
+ */
+const char *utf8_carry_feed(struct utf8_carry *, const char *data,
+    size_t len, struct buf *tmp, size_t *out_len);
 /* vsnprintf, but a text that does not fit is cut at a character boundary. */
 void utf8_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));

@@ -128,3 +128,41 @@ Test(utf8_repair_json, bad_strings_and_keys_are_repaired)
 	json_decref(fixed);
 	json_decref(v);
 }
+
+/* Feed one chunk; what may go out now, as a string. */
+static char *
+carry_feed(struct utf8_carry *c, const char *data)
+{
+	struct buf tmp = { 0 };
+	const char *out;
+	size_t n;
+	char *copy;
+
+	out = utf8_carry_feed(c, data, strlen(data), &tmp, &n);
+	copy = strndup(out, n);
+	buf_free(&tmp);
+	return copy;
+}
+
+Test(utf8_carry, a_character_split_between_chunks_stays_whole)
+{
+	struct utf8_carry out = { 0 }, err = { 0 };
+	char *s;
+
+	/* "\xe2\x82\xac" is the euro sign: the first chunk ends inside it. */
+	cr_assert_str_eq(s = carry_feed(&out, "a\xe2\x82"), "a");
+	free(s);
+	cr_assert_eq(out.len, 2);
+	cr_assert_str_eq(s = carry_feed(&out, "\xac b"), "\xe2\x82\xac b");
+	free(s);
+	cr_assert_eq(out.len, 0);
+	/* A sequence never finished stays in the carry for the caller. */
+	cr_assert_str_eq(s = carry_feed(&err, "x\xf0\x9f"), "x");
+	free(s);
+	cr_assert_eq(err.len, 2);
+	cr_assert_eq(memcmp(err.bytes, "\xf0\x9f", 2), 0);
+	/* Bytes that cannot start a character are not held back. */
+	cr_assert_str_eq(s = carry_feed(&err, "\xff"), "\xf0\x9f\xff");
+	free(s);
+	cr_assert_eq(err.len, 0);
+}

@@ -442,85 +442,45 @@ proc_highfd(int fd)
 	return nfd;
 }
 
-static void
-proc_start(struct proc *p)
+/*
+ * The four pipes of a tool (0: stdin, 1: stdout, 2: stderr, 3: progress):
+ * our ends non-blocking in p (proc_spawn_failed closes them), the child's
+ * above 3 in child[], so that its dup2s to 0..3 cannot clobber one another.
+ * 0, or an errno.
+ */
+static int
+proc_pipes(struct proc *p, int child[4])
 {
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	sigset_t mask, dfl;
-	int fds[4][2], child[4], dirfd = -1, error = 0, i;
-	char *path = NULL, *msg;
-	pid_t pid;
+	int fds[2], i;
 
-	p->state = PROC_RUNNING;
-	if (p->argv[0] == NULL) {
-		proc_spawn_failed(p, xstrdup("no command to run"));
-		return;
-	}
-	if (p->cwd != NULL) {
-		dirfd = open(p->cwd, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (dirfd == -1 ||
-		    faccessat(dirfd, ".", X_OK, AT_EACCESS) != 0) {
-			xasprintf(&msg, "cannot chdir to %s: %s", p->cwd,
-			    strerror(errno));
-			if (dirfd != -1)
-				close(dirfd);
-			proc_spawn_failed(p, msg);
-			return;
-		}
-	}
-	if ((error = proc_resolve(p, dirfd == -1 ? AT_FDCWD : dirfd,
-	    &path)) != 0) {
-		xasprintf(&msg, "cannot run %s: %s", p->argv[0],
-		    strerror(error));
-		if (dirfd != -1)
-			close(dirfd);
-		proc_spawn_failed(p, msg);
-		return;
-	}
-
-	/* 0: stdin, 1: stdout, 2: stderr, 3: progress. */
 	for (i = 0; i < 4; i++) {
-		if (pipe2(fds[i], O_CLOEXEC) != 0) {
-			error = errno;
-			while (i-- > 0) {
-				close(fds[i][0]);
-				close(fds[i][1]);
-			}
-			xasprintf(&msg, "cannot create a pipe: %s",
-			    strerror(error));
-			if (dirfd != -1)
-				close(dirfd);
-			free(path);
-			proc_spawn_failed(p, msg);
-			return;
+		if (pipe2(fds, O_CLOEXEC) != 0)
+			return errno;
+		if (i == 0) {
+			child[0] = proc_highfd(fds[0]);
+			p->in_fd = fds[1];
+		} else {
+			child[i] = proc_highfd(fds[1]);
+			p->pipes[i - 1].fd = fds[0];
 		}
-	}
-	child[0] = proc_highfd(fds[0][0]);
-	p->in_fd = fds[0][1];
-	for (i = 1; i < 4; i++) {
-		child[i] = proc_highfd(fds[i][1]);
-		p->pipes[i - 1].fd = fds[i][0];
-	}
-	for (i = 0; i < 4; i++) {
 		if (child[i] == -1)
-			error = EMFILE;
-	}
-	if (error != 0) {
-		for (i = 0; i < 4; i++) {
-			if (child[i] != -1)
-				close(child[i]);
-		}
-		xasprintf(&msg, "cannot create a pipe: %s", strerror(error));
-		if (dirfd != -1)
-			close(dirfd);
-		free(path);
-		proc_spawn_failed(p, msg);
-		return;
+			return EMFILE;
 	}
 	fcntl(p->in_fd, F_SETFL, O_NONBLOCK);
 	for (i = 0; i < 3; i++)
 		fcntl(p->pipes[i].fd, F_SETFL, O_NONBLOCK);
+	return 0;
+}
+
+/* posix_spawn path in its own process group with child[] as 0..3. */
+static int
+proc_exec(struct proc *p, const char *path, const int child[4], int dirfd,
+    pid_t *pid)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t mask, dfl;
+	int error, i;
 
 	posix_spawn_file_actions_init(&fa);
 	for (i = 0; i < 4; i++)
@@ -542,18 +502,46 @@ proc_start(struct proc *p)
 	sigdelset(&dfl, SIGSTOP);
 	posix_spawnattr_setsigdefault(&attr, &dfl);
 
-	error = posix_spawn(&pid, path, &fa, &attr, p->argv, p->envp);
+	error = posix_spawn(pid, path, &fa, &attr, p->argv, p->envp);
 
 	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
+	return error;
+}
+
+static void
+proc_start(struct proc *p)
+{
+	int child[4] = { -1, -1, -1, -1 }, dirfd = -1, error, i;
+	char *path = NULL, *msg = NULL;
+	pid_t pid;
+
+	p->state = PROC_RUNNING;
+	if (p->argv[0] == NULL)
+		msg = xstrdup("no command to run");
+	else if (p->cwd != NULL && ((dirfd = open(p->cwd, O_PATH |
+	    O_DIRECTORY | O_CLOEXEC)) == -1 ||
+	    faccessat(dirfd, ".", X_OK, AT_EACCESS) != 0))
+		xasprintf(&msg, "cannot chdir to %s: %s", p->cwd,
+		    strerror(errno));
+	else if ((error = proc_resolve(p, dirfd == -1 ? AT_FDCWD : dirfd,
+	    &path)) != 0)
+		xasprintf(&msg, "cannot run %s: %s", p->argv[0],
+		    strerror(error));
+	else if ((error = proc_pipes(p, child)) != 0)
+		xasprintf(&msg, "cannot create a pipe: %s", strerror(error));
+	else if ((error = proc_exec(p, path, child, dirfd, &pid)) != 0)
+		xasprintf(&msg, "cannot run %s: %s", p->argv[0],
+		    strerror(error));
+
+	/* The one cleanup: what the child needed, whether it started or not. */
 	for (i = 0; i < 4; i++)
-		close(child[i]);
+		if (child[i] != -1)
+			close(child[i]);
 	if (dirfd != -1)
 		close(dirfd);
 	free(path);
-	if (error != 0) {
-		xasprintf(&msg, "cannot run %s: %s", p->argv[0],
-		    strerror(error));
+	if (msg != NULL) {
 		proc_spawn_failed(p, msg);
 		return;
 	}

@@ -23,9 +23,56 @@
 
 extern char **environ;
 
+/* Daemons started and not yet stopped, for e2e_fini. */
+static struct daemon *e2e_live[16];
+
 static bool	e2e_has_tag(pid_t, const char *);
 static int	e2e_scan(struct daemon *, bool);
 static void	c_fill(struct client *, int);
+static void	e2e_track(struct daemon *, bool);
+
+const char *
+e2e_str(const json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+long long
+e2e_int(const json_t *o, const char *key)
+{
+	return json_integer_value(json_object_get(o, key));
+}
+
+const char *
+e2e_content(const json_t *result_params)
+{
+	return e2e_str(json_object_get(result_params, "result"), "content");
+}
+
+const char *
+e2e_reason(const json_t *result_params)
+{
+	return e2e_str(json_object_get(result_params, "meta"), "reason");
+}
+
+bool
+e2e_is_error(const json_t *result_params)
+{
+	return json_is_true(json_object_get(json_object_get(result_params,
+	    "result"), "is_error"));
+}
+
+int
+e2e_code(const json_t *error)
+{
+	return (int)e2e_int(error, "code");
+}
+
+void
+c_ping(struct client *c)
+{
+	json_decref(c_call(c, "ping", NULL));
+}
 
 long long
 e2e_now_ms(void)
@@ -38,8 +85,8 @@ e2e_now_ms(void)
 
 /*
  * Run the daemon (behind wrapper, if any) on d's paths, then wait until it
- * accepts a connection: the socket file appears at bind(2), a moment before
- * listen(2), and a stale one may be there from the start.
+ * accepts a connection (a stale socket file may be there from the start:
+ * d_restart).
  */
 static void
 d_spawn(struct daemon *d, const char *const *wrapper, const char *arg,
@@ -118,6 +165,44 @@ d_spawn(struct daemon *d, const char *const *wrapper, const char *arg,
 	}
 }
 
+static void
+e2e_track(struct daemon *d, bool live)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof e2e_live / sizeof *e2e_live; i++)
+		if (e2e_live[i] == (live ? NULL : d)) {
+			e2e_live[i] = live ? d : NULL;
+			return;
+		}
+}
+
+void
+e2e_fini(void)
+{
+	struct daemon *d;
+	size_t i;
+	int k;
+
+	for (i = 0; i < sizeof e2e_live / sizeof *e2e_live; i++) {
+		if ((d = e2e_live[i]) == NULL)
+			continue;
+		e2e_live[i] = NULL;
+		if (!d->exited) {
+			kill(d->pid, SIGTERM);
+			for (k = 0; k < 500 && waitpid(d->pid, NULL, WNOHANG) !=
+			    d->pid; k++)
+				usleep(10000);
+			if (k == 500) {
+				kill(d->pid, SIGKILL);
+				waitpid(d->pid, NULL, 0);
+			}
+			d->exited = true;
+		}
+		d_kill_leftovers(d);
+	}
+}
+
 static struct daemon *
 d_startv(const char *const *wrapper, const char *arg, va_list ap)
 {
@@ -130,6 +215,7 @@ d_startv(const char *const *wrapper, const char *arg, va_list ap)
 	snprintf(d->log, sizeof d->log, "%s/daemon.log", d->dir);
 	snprintf(d->tag, sizeof d->tag, "%ld-%ld", (long)getpid(),
 	    (long)e2e_now_ms());
+	e2e_track(d, true);
 	d_spawn(d, wrapper, arg, ap);
 	return d;
 }
@@ -328,6 +414,7 @@ d_stop(struct daemon *d)
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
 	if (system(cmd) != 0)
 		cr_log_warn("cannot remove %s", d->dir);
+	e2e_track(d, false);
 	free(d);
 }
 

@@ -102,6 +102,24 @@ json_t *e2e_filter(json_t *list, const char *method);
 char *e2e_results(json_t *list);
 /* The ToolDef JSON text -> object, failing the test on bad JSON. */
 json_t *e2e_json(const char *);
+/* o[key] as a string (NULL if absent or not one) and as an integer. */
+const char *e2e_str(const json_t *o, const char *key);
+long long e2e_int(const json_t *o, const char *key);
+/* Of tool_result params: result.content, meta.reason, result.is_error. */
+const char *e2e_content(const json_t *result_params);
+const char *e2e_reason(const json_t *result_params);
+bool e2e_is_error(const json_t *result_params);
+/* A JSON-RPC error object's code. */
+int e2e_code(const json_t *error);
+/* A ping answered: the daemon still serves this client. */
+void c_ping(struct client *);
+/*
+ * For TestSuite(..., .fini = e2e_fini): a failed assertion leaves the test
+ * before d_stop, so stop every daemon this test process started and did not
+ * stop (SIGTERM, then SIGKILL), and through it every tool. PDEATHSIG would
+ * kill them anyway when the process ends, but not gracefully.
+ */
+void e2e_fini(void);
 /* Milliseconds since the epoch. */
 long long e2e_now_ms(void);
 /* A whole file, NUL-terminated (malloc'd), or NULL. */

@@ -20,6 +20,9 @@
 
 #include "e2e.h"
 
+/* A failed assertion stops the daemons it left running (e2e.h). */
+TestSuite(cli, .fini = e2e_fini);
+
 extern char **environ;
 
 struct cli_proc {

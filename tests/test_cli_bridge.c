@@ -15,6 +15,9 @@
 
 #include "e2e.h"
 
+/* A failed assertion stops the daemons it left running (e2e.h). */
+TestSuite(cli_bridge, .fini = e2e_fini);
+
 extern char **environ;
 
 struct bridge {

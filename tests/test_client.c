@@ -18,6 +18,9 @@
 #include "e2e.h"
 #include "stexec/client.h"
 
+/* A failed assertion stops the daemons it left running (e2e.h). */
+TestSuite(client, .fini = e2e_fini);
+
 struct fake {
 	char dir[64];
 	char path[96];

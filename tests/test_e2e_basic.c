@@ -7,6 +7,9 @@
 
 #include "e2e.h"
 
+/* A failed assertion stops the daemons it left running (e2e.h). */
+TestSuite(e2e_basic, .fini = e2e_fini);
+
 Test(e2e_basic, a_turn_over_the_wire)
 {
 	struct daemon *d = d_start(NULL);

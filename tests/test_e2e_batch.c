@@ -9,6 +9,9 @@
 
 #include "e2e.h"
 
+/* A failed assertion stops the daemons it left running (e2e.h). */
+TestSuite(e2e_batch, .fini = e2e_fini);
+
 /* The reply in arr whose id is the integer id. */
 static json_t *
 batch_reply(json_t *arr, int id)

@@ -27,6 +27,10 @@
 
 #define nitems(a) (sizeof(a) / sizeof((a)[0]))
 
+/* A failed assertion stops the daemons it left running (e2e.h). */
+TestSuite(patterns, .fini = e2e_fini);
+TestSuite(results, .fini = e2e_fini);
+
 extern char **environ;
 
 /* A rule tool on /command with this pattern (JSON-escaped). */

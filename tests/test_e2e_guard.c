@@ -30,6 +30,9 @@
 	"wait\"}"
 #define SPREAD_PROCS 5
 
+/* A failed assertion stops the daemons it left running (e2e.h). */
+TestSuite(guard, .fini = e2e_fini);
+
 static void
 no_core_dumps(void)
 {

@@ -27,6 +27,9 @@
 /* Longer than every buffer a message passes through (the longest: 1024). */
 #define HOSTILE_BYTES 3000
 
+/* A failed assertion stops the daemons it left running (e2e.h). */
+TestSuite(hostile, .fini = e2e_fini);
+
 /* x, é, €, 😀: one character of each UTF-8 width. */
 static const char *const widths[] = { "x", "\xc3\xa9", "\xe2\x82\xac",
 	"\xf0\x9f\x98\x80" };
@@ -52,12 +55,6 @@ hostile_text(const char *ch, int offset)
 	}
 	s[len] = '\0';
 	return s;
-}
-
-static void
-ping(struct client *c)
-{
-	json_decref(c_call(c, "ping", NULL));
 }
 
 /*
@@ -106,9 +103,9 @@ hostile_run(json_t *create, hostile_fn fn)
 			    (int)(w * 4 + (size_t)off)));
 			free(text);
 		}
-	ping(c);
+	c_ping(c);
 	other = c_open(d);
-	ping(other);
+	c_ping(other);
 	c_close(other);
 	c_close(c);
 	json_decref(sid);

@@ -25,11 +25,11 @@
 #define ERR_NOT_PERMITTED -32003
 #define ERR_LIMIT -32004
 
-static int
-code_of(const json_t *err)
-{
-	return (int)json_integer_value(json_object_get(err, "code"));
-}
+/* A failed assertion stops the daemons it left running (e2e.h). */
+TestSuite(conns, .fini = e2e_fini);
+TestSuite(idle, .fini = e2e_fini);
+TestSuite(outputs, .fini = e2e_fini);
+TestSuite(uids, .fini = e2e_fini);
 
 static const char *
 message_of(const json_t *err)
@@ -60,13 +60,6 @@ run_tool(struct client *c, const char *sid, const char *id, const char *name,
 	json_decref(list);
 	cr_assert(found != NULL, "no tool_result for %s", id);
 	return found;
-}
-
-static const char *
-content_of(const json_t *result)
-{
-	return json_string_value(json_object_get(json_object_get(result,
-	    "result"), "content"));
 }
 
 /* The ids of the caller's sessions, as one comma-separated string. */
@@ -133,7 +126,7 @@ accepted(struct client *c, char *msg, size_t len)
 		json_decref(r);
 		return 1;
 	}
-	cr_assert_eq(code_of(json_object_get(r, "error")), ERR_LIMIT,
+	cr_assert_eq(e2e_code(json_object_get(r, "error")), ERR_LIMIT,
 	    "refused with %s", json_dumps(r, JSON_COMPACT));
 	cr_assert(json_is_null(json_object_get(r, "id")));
 	snprintf(msg, len, "%s", message_of(json_object_get(r, "error")));
@@ -205,7 +198,7 @@ Test(conns, idle_connections_cannot_starve_a_tool)
 	json_decref(list);
 	cr_assert_eq(json_array_size(r), 3);
 	for (k = 0; k < 3; k++)
-		cr_assert_str_eq(content_of(json_array_get(r, (size_t)k)),
+		cr_assert_str_eq(e2e_content(json_array_get(r, (size_t)k)),
 		    "fine\n", "a tool failed: %s", json_dumps(json_array_get(r,
 		    (size_t)k), JSON_COMPACT));
 	json_decref(r);
@@ -369,7 +362,7 @@ Test(uids, a_root_daemon_refuses_sessions_of_other_uids)
 	cr_assert_eq(chmod(d->dir, 0711), 0);
 	nobody = c_adopt(d_connect_as(d, 65534));
 	err = c_call_error(nobody, "createSession", NULL);
-	cr_assert_eq(code_of(err), ERR_NOT_PERMITTED);
+	cr_assert_eq(e2e_code(err), ERR_NOT_PERMITTED);
 	cr_assert_str_eq(message_of(err), "Not permitted: this daemon runs "
 	    "as uid 0 and its tools would run as that user, not as uid 65534 "
 	    "(--allow-other-uids)");
@@ -382,7 +375,7 @@ Test(uids, a_root_daemon_refuses_sessions_of_other_uids)
 	sid = c_session(root, NULL);
 	r = run_tool(root, json_string_value(sid), "id", "bash",
 	    "{\"command\":\"id -u\"}");
-	cr_assert_str_eq(content_of(r), "0\n");
+	cr_assert_str_eq(e2e_content(r), "0\n");
 	json_decref(r);
 	json_decref(sid);
 	c_close(root);
@@ -395,7 +388,7 @@ Test(uids, a_root_daemon_refuses_sessions_of_other_uids)
 	sid = c_session(nobody, NULL);
 	r = run_tool(nobody, json_string_value(sid), "id", "bash",
 	    "{\"command\":\"id -u\"}");
-	cr_assert_str_eq(content_of(r), "0\n");
+	cr_assert_str_eq(e2e_content(r), "0\n");
 	json_decref(r);
 	json_decref(sid);
 	c_close(nobody);
@@ -461,7 +454,7 @@ Test(outputs, the_budget_removes_the_oldest_and_says_so)
 	for (i = 0; i < 4; i++) {
 		snprintf(id, sizeof id, "b%zu", i);
 		r = run_tool(c, s, id, "big", NULL);
-		cr_assert(path_of(r) != NULL, "no file: %s", content_of(r));
+		cr_assert(path_of(r) != NULL, "no file: %s", e2e_content(r));
 		paths[i] = strdup(path_of(r));
 		json_decref(r);
 	}
@@ -589,9 +582,9 @@ Test(outputs, no_file_beyond_the_budget_and_leftovers_count)
 
 	r = run_tool(c, json_string_value(sid), "x", "big", NULL);
 	cr_assert(path_of(r) == NULL);
-	cr_assert(strstr(content_of(r), "the whole output could not be saved "
+	cr_assert(strstr(e2e_content(r), "the whole output could not be saved "
 	    "(the whole output is larger than --output-budget: File too "
-	    "large)") != NULL, "content: %s", content_of(r));
+	    "large)") != NULL, "content: %s", e2e_content(r));
 	json_decref(r);
 	cr_assert_eq(count_files(d), 0);
 	json_decref(sid);

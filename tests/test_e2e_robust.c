@@ -36,6 +36,18 @@
 
 #define NO_SUCH_SESSION "s-0123456789abcdef"
 
+/* A failed assertion stops the daemons it left running (e2e.h). */
+TestSuite(framing, .fini = e2e_fini);
+TestSuite(kill, .fini = e2e_fini);
+TestSuite(leftovers, .fini = e2e_fini);
+TestSuite(lifecycle, .fini = e2e_fini);
+TestSuite(memory, .fini = e2e_fini);
+TestSuite(output, .fini = e2e_fini);
+TestSuite(ownership, .fini = e2e_fini);
+TestSuite(params, .fini = e2e_fini);
+TestSuite(resume, .fini = e2e_fini);
+TestSuite(valgrind, .fini = e2e_fini);
+
 extern char **environ;
 
 static const char *
@@ -51,12 +63,6 @@ seq_of(json_t *msg)
 {
 	return json_integer_value(json_object_get(json_object_get(msg,
 	    "params"), "seq"));
-}
-
-static int
-code_of(json_t *err)
-{
-	return (int)json_integer_value(json_object_get(err, "code"));
 }
 
 /* Send every byte, in as few writes as the socket takes. */
@@ -114,7 +120,7 @@ expect_error(json_t *msg, int code, const char *id_json, const char *what)
 	char *text = json_dumps(msg, JSON_COMPACT);
 
 	cr_assert(err != NULL, "%s: not an error: %s", what, text);
-	cr_assert_eq(code_of(err), code, "%s: want code %d: %s", what, code,
+	cr_assert_eq(e2e_code(err), code, "%s: want code %d: %s", what, code,
 	    text);
 	cr_assert(json_is_string(json_object_get(err, "message")),
 	    "%s: no message: %s", what, text);
@@ -135,8 +141,8 @@ expect_bad_param(struct client *c, const char *method, json_t *params,
 	const char *got = json_string_value(json_object_get(json_object_get(e,
 	    "data"), "field"));
 
-	cr_assert_eq(code_of(e), ERR_INVALID_PARAMS, "%s %s: code %d, want "
-	    "-32602", method, text, code_of(e));
+	cr_assert_eq(e2e_code(e), ERR_INVALID_PARAMS, "%s %s: code %d, want "
+	    "-32602", method, text, e2e_code(e));
 	cr_assert(msg != NULL && strstr(msg, field) != NULL, "%s %s: the "
 	    "message \"%s\" does not name %s", method, text, msg, field);
 	cr_assert(got != NULL && strcmp(got, field) == 0, "%s %s: data.field "
@@ -152,17 +158,11 @@ expect_code(struct client *c, const char *method, json_t *params, int code)
 	char *text = json_dumps(params, JSON_COMPACT);
 	json_t *e = c_call_error(c, method, params);
 
-	cr_assert_eq(code_of(e), code, "%s %s: code %d, want %d (%s)", method,
-	    text, code_of(e), code, json_string_value(json_object_get(e,
+	cr_assert_eq(e2e_code(e), code, "%s %s: code %d, want %d (%s)", method,
+	    text, e2e_code(e), code, json_string_value(json_object_get(e,
 	    "message")));
 	json_decref(e);
 	free(text);
-}
-
-static void
-ping(struct client *c)
-{
-	json_decref(c_call(c, "ping", NULL));
 }
 
 /* Another client, new to the daemon, is served. */
@@ -171,7 +171,7 @@ second_client_ok(struct daemon *d)
 {
 	struct client *c = c_open(d);
 
-	ping(c);
+	c_ping(c);
 	c_close(c);
 }
 
@@ -198,20 +198,6 @@ result_of(json_t *list, const char *id)
 	}
 	cr_assert_fail("no tool_result for %s", id);
 	return NULL;
-}
-
-static const char *
-reason_of(json_t *result_params)
-{
-	return json_string_value(json_object_get(json_object_get(
-	    result_params, "meta"), "reason"));
-}
-
-static const char *
-content_of(json_t *result_params)
-{
-	return json_string_value(json_object_get(json_object_get(
-	    result_params, "result"), "content"));
 }
 
 /* Seqs in list run first, first + 1, ... with no gap and no repeat. */
@@ -257,7 +243,7 @@ Test(framing, malformed_json_is_a_parse_error_and_the_connection_stays)
 		expect_error(r, ERR_PARSE, "null", bad[i]);
 		json_decref(r);
 		/* The same connection goes on after the newline. */
-		ping(c);
+		c_ping(c);
 	}
 	second_client_ok(d);
 	c_close(c);
@@ -295,7 +281,7 @@ Test(framing, json_that_is_not_a_request_is_invalid)
 		expect_error(r, ERR_INVALID_REQUEST, bad[i].id, bad[i].line);
 		json_decref(r);
 	}
-	ping(c);
+	c_ping(c);
 	second_client_ok(d);
 	c_close(c);
 	d_stop(d);
@@ -318,7 +304,7 @@ Test(framing, unknown_method_is_method_not_found)
 	r = raw_reply(c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"PING\"}");
 	expect_error(r, ERR_METHOD_NOT_FOUND, "2", "PING");
 	json_decref(r);
-	ping(c);
+	c_ping(c);
 	second_client_ok(d);
 	c_close(c);
 	d_stop(d);
@@ -405,16 +391,16 @@ Test(framing, pipelined_requests_are_all_answered_in_order)
 		    "reply %d has id %lld", i, (long long)json_integer_value(
 		    json_object_get(r, "id")));
 		if (i % 4 == 1)
-			cr_assert_eq(code_of(json_object_get(r, "error")),
+			cr_assert_eq(e2e_code(json_object_get(r, "error")),
 			    ERR_METHOD_NOT_FOUND);
 		else if (i % 4 == 2)
-			cr_assert_eq(code_of(json_object_get(r, "error")),
+			cr_assert_eq(e2e_code(json_object_get(r, "error")),
 			    ERR_UNKNOWN_SESSION);
 		else
 			cr_assert(json_object_get(r, "result") != NULL);
 		json_decref(r);
 	}
-	ping(c);
+	c_ping(c);
 	second_client_ok(d);
 	c_close(c);
 	d_stop(d);
@@ -485,7 +471,7 @@ Test(framing, overlong_line_closes_only_that_connection)
 	c_close(c2);
 
 	/* The other client and its session are untouched. */
-	ping(other);
+	c_ping(other);
 	json_decref(c_add(other, s, "a", "bash", "{\"command\":\"echo ok\"}"));
 	list = drain(other, s);
 	got = e2e_results(list);
@@ -556,7 +542,7 @@ Test(params, wrong_types_and_ranges_name_the_field)
 	/* A ToolDef that does not parse: the field is the tool's path. */
 	e = c_call_error(c, "createSession", json_pack("{s:[{s:s}]}",
 	    "tools", "name", "x"));
-	cr_assert_eq(code_of(e), ERR_INVALID_PARAMS);
+	cr_assert_eq(e2e_code(e), ERR_INVALID_PARAMS);
 	f = json_string_value(json_object_get(json_object_get(e, "data"),
 	    "field"));
 	cr_assert(f != NULL && strncmp(f, "tools[0]", 8) == 0,
@@ -611,7 +597,7 @@ Test(params, unknown_session_everywhere)
 	r = c_call(c, "listSessions", NULL);
 	cr_assert_eq(json_array_size(json_object_get(r, "sessions")), 0);
 	json_decref(r);
-	ping(c);
+	c_ping(c);
 	second_client_ok(d);
 	json_decref(sid);
 	c_close(c);
@@ -630,7 +616,7 @@ Test(params, duplicate_tool_use_id_in_a_turn)
 	e = c_call_error(c, "addTool", json_pack("{s:s, s:{s:s, s:s, s:{s:s}}}",
 	    "sessionId", s, "toolUse", "id", "a", "name", "bash", "input",
 	    "command", "echo two"));
-	cr_assert_eq(code_of(e), ERR_DUPLICATE);
+	cr_assert_eq(e2e_code(e), ERR_DUPLICATE);
 	cr_assert(strstr(json_string_value(json_object_get(e, "message")),
 	    "a") != NULL);
 	json_decref(e);
@@ -641,7 +627,7 @@ Test(params, duplicate_tool_use_id_in_a_turn)
 	got = e2e_results(list);
 	/* Exactly one result for a: the duplicates were not added. */
 	cr_assert_str_eq(got, "a:ok");
-	cr_assert_str_eq(content_of(result_of(list, "a")), "one\n");
+	cr_assert_str_eq(e2e_content(result_of(list, "a")), "one\n");
 	free(got);
 	json_decref(list);
 
@@ -652,7 +638,7 @@ Test(params, duplicate_tool_use_id_in_a_turn)
 	list = drain(c, s);
 	got = e2e_results(list);
 	cr_assert_str_eq(got, "a:ok");
-	cr_assert_str_eq(content_of(result_of(list, "a")), "three\n");
+	cr_assert_str_eq(e2e_content(result_of(list, "a")), "three\n");
 	free(got);
 	json_decref(list);
 	second_client_ok(d);
@@ -803,7 +789,7 @@ Test(lifecycle, a_second_daemon_refuses_a_live_socket)
 	/* It left the first one's socket alone, and its clients. */
 	cr_assert_eq(stat(d->sock, &after), 0);
 	cr_assert_eq(before.st_ino, after.st_ino, "the socket was replaced");
-	ping(c);
+	c_ping(c);
 	json_decref(c_call(c, "status", json_pack("{s:O}", "sessionId", sid)));
 	json_decref(sid);
 	second_client_ok(d);
@@ -825,7 +811,7 @@ Test(lifecycle, a_stale_socket_is_replaced_on_restart)
 	cr_assert(S_ISSOCK(st.st_mode));
 	d_restart(d, NULL);
 	c = c_open(d);
-	ping(c);
+	c_ping(c);
 	/* A new daemon: the old one's sessions are gone. */
 	expect_code(c, "status", json_pack("{s:O}", "sessionId", sid),
 	    ERR_UNKNOWN_SESSION);
@@ -921,8 +907,8 @@ Test(resume, a_client_that_reconnects_with_since_misses_nothing)
 	for (i = 6; i <= 40; i++)
 		cr_assert(seen[i], "progress %zu is missing", i);
 	res = result_of(after, "p");
-	cr_assert_str_eq(reason_of(res), "ok");
-	cr_assert_str_eq(content_of(res), "finished\n");
+	cr_assert_str_eq(e2e_reason(res), "ok");
+	cr_assert_str_eq(e2e_content(res), "finished\n");
 
 	/* events returns the very objects that were pushed, page by page. */
 	pulled = pull(c, s, last, 7);
@@ -975,7 +961,7 @@ Test(resume, since_older_than_retention_is_a_replay_gap)
 	c2 = c_open(d);
 	e = c_call_error(c2, "subscribe", json_pack("{s:s, s:i}", "sessionId",
 	    s, "since", 1));
-	cr_assert_eq(code_of(e), ERR_LIMIT, "code %d", code_of(e));
+	cr_assert_eq(e2e_code(e), ERR_LIMIT, "code %d", e2e_code(e));
 	oldest = json_integer_value(json_object_get(json_object_get(e, "data"),
 	    "oldestSeq"));
 	cr_assert_gt(oldest, 2, "data.oldestSeq missing or too old: %s",
@@ -983,7 +969,7 @@ Test(resume, since_older_than_retention_is_a_replay_gap)
 	json_decref(e);
 	e = c_call_error(c2, "events", json_pack("{s:s, s:i}", "sessionId", s,
 	    "since", 1));
-	cr_assert_eq(code_of(e), ERR_LIMIT);
+	cr_assert_eq(e2e_code(e), ERR_LIMIT);
 	cr_assert_eq(json_integer_value(json_object_get(json_object_get(e,
 	    "data"), "oldestSeq")), oldest);
 	json_decref(e);
@@ -1003,8 +989,8 @@ Test(resume, since_older_than_retention_is_a_replay_gap)
 	cr_assert(r != NULL);
 	cr_assert_eq(seq_of(r), oldest);
 	json_decref(r);
-	ping(c2);
-	ping(c);
+	c_ping(c2);
+	c_ping(c);
 	json_decref(sid);
 	c_close(c2);
 	c_close(c);
@@ -1032,7 +1018,7 @@ Test(resume, events_without_since_starts_at_the_oldest_retained)
 	}
 	e = c_call_error(c, "events", json_pack("{s:s, s:i}", "sessionId", s,
 	    "since", 0));
-	cr_assert_eq(code_of(e), ERR_LIMIT, "turn 1 is still retained");
+	cr_assert_eq(e2e_code(e), ERR_LIMIT, "turn 1 is still retained");
 	oldest = json_integer_value(json_object_get(json_object_get(e, "data"),
 	    "oldestSeq"));
 	json_decref(e);
@@ -1051,7 +1037,7 @@ Test(resume, events_without_since_starts_at_the_oldest_retained)
 	    (long long)seq_of(json_array_get(list, 0)), (long long)oldest);
 	free(text);
 	json_decref(r);
-	ping(c);
+	c_ping(c);
 	second_client_ok(d);
 	json_decref(sid);
 	c_close(c);
@@ -1082,7 +1068,7 @@ Test(output, nul_bytes_in_tool_output_are_kept)
 	list = drain(c, s);
 
 	res = result_of(list, "n");
-	cr_assert_str_eq(reason_of(res), "ok");
+	cr_assert_str_eq(e2e_reason(res), "ok");
 	v = json_object_get(json_object_get(res, "result"), "content");
 	len = json_string_length(v);
 	cr_assert(len == 9 && memcmp(json_string_value(v), "a\0b\nerr\0x",
@@ -1143,7 +1129,7 @@ Test(memory, a_gigabyte_of_output_is_cut_and_saved_with_bounded_memory)
 	    max_rss >> 20);
 	res = json_object_get(msg, "params");
 	meta = json_object_get(res, "meta");
-	cr_assert_str_eq(reason_of(res), "ok");
+	cr_assert_str_eq(e2e_reason(res), "ok");
 	cr_assert(json_is_true(json_object_get(meta, "truncated")));
 	path = json_string_value(json_object_get(meta, "fullOutputPath"));
 	cr_assert(path != NULL, "no fullOutputPath");
@@ -1231,7 +1217,7 @@ Test(memory, a_subscriber_that_does_not_read_gets_backpressure_not_loss)
 				    "at byte %lld", total + (long long)k);
 			total += (long long)n;
 		} else if (strcmp(method_of(msg), "tool_result") == 0) {
-			cr_assert_str_eq(reason_of(p), "ok");
+			cr_assert_str_eq(e2e_reason(p), "ok");
 			cr_assert(json_is_true(json_object_get(json_object_get(p,
 			    "meta"), "truncated")));
 			done = true;
@@ -1240,7 +1226,7 @@ Test(memory, a_subscriber_that_does_not_read_gets_backpressure_not_loss)
 	}
 	cr_assert_eq(total, SPEW_BYTES, "%lld bytes of progress, want %lld",
 	    total, SPEW_BYTES);
-	ping(c);
+	c_ping(c);
 	second_client_ok(d);
 	json_decref(sid);
 	c_close(ctl);
@@ -1270,10 +1256,10 @@ Test(kill, a_tool_that_ignores_sigterm_is_killed_after_the_grace)
 	/* S18: a killed tool's result comes once its processes are dead. */
 	cr_assert_eq(d_leftovers(d), 0, "the result came before the kill");
 	res = json_object_get(msg, "params");
-	cr_assert_str_eq(reason_of(res), "interrupted");
+	cr_assert_str_eq(e2e_reason(res), "interrupted");
 	cr_assert(json_is_true(json_object_get(json_object_get(res, "result"),
 	    "is_error")));
-	cr_assert_str_eq(content_of(res),
+	cr_assert_str_eq(e2e_content(res),
 	    "<tool_use_error>Interrupted by user</tool_use_error>");
 	cr_log_info("interrupt of a TERM-ignoring tool took %lld ms", took);
 	/* The 200 ms grace, not the default 2000. */
@@ -1301,9 +1287,9 @@ Test(kill, a_timed_out_tool_that_ignores_sigterm_is_killed_after_the_grace)
 	list = drain(c, s);
 	took = e2e_now_ms() - t0;
 	res = result_of(list, "slow");
-	cr_assert_str_eq(reason_of(res), "timeout");
-	cr_assert(strstr(content_of(res), "timed out after 300 ms") != NULL,
-	    "content: %s", content_of(res));
+	cr_assert_str_eq(e2e_reason(res), "timeout");
+	cr_assert(strstr(e2e_content(res), "timed out after 300 ms") != NULL,
+	    "content: %s", e2e_content(res));
 	cr_assert_geq(took, 450, "done after %lld ms", took);
 	cr_assert_lt(took, 2300, "done after %lld ms", took);
 	cr_assert_eq(d_leftovers(d), 0);
@@ -1339,9 +1325,9 @@ Test(leftovers, a_background_process_holding_stdout_does_not_hold_the_result)
 	got = e2e_results(list);
 	cr_assert_str_eq(got, "bg:ok,dbl:ok,sid:ok");
 	free(got);
-	cr_assert_str_eq(content_of(result_of(list, "bg")), "one\n");
-	cr_assert_str_eq(content_of(result_of(list, "dbl")), "two\n");
-	cr_assert_str_eq(content_of(result_of(list, "sid")), "three\n");
+	cr_assert_str_eq(e2e_content(result_of(list, "bg")), "one\n");
+	cr_assert_str_eq(e2e_content(result_of(list, "dbl")), "two\n");
+	cr_assert_str_eq(e2e_content(result_of(list, "sid")), "three\n");
 	cr_log_info("three tools with leftovers took %lld ms", took);
 	cr_assert_lt(took, 20000, "the leftovers held the results %lld ms",
 	    took);

@@ -59,67 +59,17 @@ struct t {
 /* Criterion runs each test in a process of its own. */
 static struct t T_;
 
-/*
- * After a failed assertion the test never reaches d_stop: stop the daemon
- * here, so that it (and through it every tool) does not outlive the test.
- */
-static void
-t_cleanup(void)
-{
-	int status, i;
-
-	if (T_.d == NULL)
-		return;
-	kill(T_.d->pid, SIGTERM);
-	for (i = 0; i < 500; i++) {
-		if (waitpid(T_.d->pid, &status, WNOHANG) == T_.d->pid)
-			break;
-		usleep(10000);
-	}
-	if (i == 500) {
-		kill(T_.d->pid, SIGKILL);
-		waitpid(T_.d->pid, &status, 0);
-	}
-	T_.d = NULL;
-}
-
-TestSuite(S1, .fini = t_cleanup, .timeout = 90);
-TestSuite(S2, .fini = t_cleanup, .timeout = 90);
-TestSuite(S3, .fini = t_cleanup, .timeout = 90);
-TestSuite(S4, .fini = t_cleanup, .timeout = 90);
-TestSuite(S5, .fini = t_cleanup, .timeout = 90);
-TestSuite(S6, .fini = t_cleanup, .timeout = 90);
-TestSuite(S7, .fini = t_cleanup, .timeout = 90);
-TestSuite(S8, .fini = t_cleanup, .timeout = 90);
-TestSuite(S9, .fini = t_cleanup, .timeout = 90);
-TestSuite(S10, .fini = t_cleanup, .timeout = 90);
-TestSuite(S15, .fini = t_cleanup, .timeout = 90);
-
-/*
- * d_start returns once the socket file exists, which bind() creates before
- * the daemon listen()s: a connect in between is refused. Wait until one
- * is accepted.
- */
-static struct client *
-t_connect(struct daemon *d)
-{
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	long long until = e2e_now_ms() + WAIT_MS;
-	int fd, k;
-
-	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", d->sock);
-	for (;;) {
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		cr_assert(fd >= 0);
-		k = connect(fd, (struct sockaddr *)&sun, sizeof sun);
-		close(fd);
-		if (k == 0)
-			break;
-		cr_assert(e2e_now_ms() < until, "the daemon never accepted");
-		usleep(5000);
-	}
-	return c_open(d);
-}
+TestSuite(S1, .fini = e2e_fini, .timeout = 90);
+TestSuite(S2, .fini = e2e_fini, .timeout = 90);
+TestSuite(S3, .fini = e2e_fini, .timeout = 90);
+TestSuite(S4, .fini = e2e_fini, .timeout = 90);
+TestSuite(S5, .fini = e2e_fini, .timeout = 90);
+TestSuite(S6, .fini = e2e_fini, .timeout = 90);
+TestSuite(S7, .fini = e2e_fini, .timeout = 90);
+TestSuite(S8, .fini = e2e_fini, .timeout = 90);
+TestSuite(S9, .fini = e2e_fini, .timeout = 90);
+TestSuite(S10, .fini = e2e_fini, .timeout = 90);
+TestSuite(S15, .fini = e2e_fini, .timeout = 90);
 
 /* A tool running its input's `command` with /bin/sh -c. */
 static json_t *
@@ -146,7 +96,7 @@ t_open(struct daemon *d, int max_parallel, const char *extra)
 	json_t *tools = json_array(), *p;
 
 	t->d = d;
-	t->c = t_connect(d);
+	t->c = c_open(d);
 	t->log = json_array();
 	t->adds = json_object();
 	json_array_append_new(tools,
@@ -227,18 +177,6 @@ t_sync(struct t *t)
 	t_flush(t);
 }
 
-static const char *
-jstr(const json_t *o, const char *key)
-{
-	return json_string_value(json_object_get(o, key));
-}
-
-static long long
-jint(const json_t *o, const char *key)
-{
-	return json_integer_value(json_object_get(o, key));
-}
-
 /*
  * The params of the n-th (1-based) logged notification with this method
  * (and toolUseId and status, unless NULL), or NULL.
@@ -252,11 +190,11 @@ t_find_n(struct t *t, const char *method, const char *id,
 
 	json_array_foreach(t->log, i, m) {
 		p = json_object_get(m, "params");
-		if (strcmp(jstr(m, "method"), method) != 0 ||
-		    (id != NULL && (jstr(p, "toolUseId") == NULL ||
-		    strcmp(jstr(p, "toolUseId"), id) != 0)) ||
-		    (status != NULL && (jstr(p, "status") == NULL ||
-		    strcmp(jstr(p, "status"), status) != 0)))
+		if (strcmp(e2e_str(m, "method"), method) != 0 ||
+		    (id != NULL && (e2e_str(p, "toolUseId") == NULL ||
+		    strcmp(e2e_str(p, "toolUseId"), id) != 0)) ||
+		    (status != NULL && (e2e_str(p, "status") == NULL ||
+		    strcmp(e2e_str(p, "status"), status) != 0)))
 			continue;
 		if (--n == 0)
 			return p;
@@ -310,26 +248,7 @@ static long long
 seq(const json_t *p)
 {
 	cr_assert(p != NULL);
-	return jint(p, "seq");
-}
-
-static const char *
-content(const json_t *result_params)
-{
-	return jstr(json_object_get(result_params, "result"), "content");
-}
-
-static const char *
-reason(const json_t *result_params)
-{
-	return jstr(json_object_get(result_params, "meta"), "reason");
-}
-
-static bool
-is_error(const json_t *result_params)
-{
-	return json_is_true(json_object_get(json_object_get(result_params,
-	    "result"), "is_error"));
+	return e2e_int(p, "seq");
 }
 
 /* addTool; the answer's status (valid until the test ends). */
@@ -342,7 +261,7 @@ t_add_input(struct t *t, const char *id, const char *name, json_t *input)
 
 	t_flush(t);
 	json_object_set_new(t->adds, id, r);
-	return jstr(r, "status");
+	return e2e_str(r, "status");
 }
 
 static const char *
@@ -368,7 +287,7 @@ t_drain(struct t *t)
 {
 	json_t *r = c_call(t->c, "drain", json_pack("{s:s}", "sessionId",
 	    t->sid));
-	long long n = jint(r, "results");
+	long long n = e2e_int(r, "results");
 
 	json_decref(r);
 	t_flush(t);
@@ -393,11 +312,11 @@ t_results(struct t *t, long long turn)
 
 	json_array_foreach(t->log, i, m) {
 		p = json_object_get(m, "params");
-		if (strcmp(jstr(m, "method"), "tool_result") != 0 ||
-		    jint(p, "turn") != turn)
+		if (strcmp(e2e_str(m, "method"), "tool_result") != 0 ||
+		    e2e_int(p, "turn") != turn)
 			continue;
 		cr_assert(asprintf(&next, "%s%s%s:%s", out, *out ? "," : "",
-		    jstr(p, "toolUseId"), reason(p)) >= 0);
+		    e2e_str(p, "toolUseId"), e2e_reason(p)) >= 0);
 		free(out);
 		out = next;
 	}
@@ -424,11 +343,11 @@ t_exec_order(struct t *t)
 
 	json_array_foreach(t->log, i, m) {
 		p = json_object_get(m, "params");
-		if (strcmp(jstr(m, "method"), "tool_status") != 0 ||
-		    strcmp(jstr(p, "status"), "executing") != 0)
+		if (strcmp(e2e_str(m, "method"), "tool_status") != 0 ||
+		    strcmp(e2e_str(p, "status"), "executing") != 0)
 			continue;
 		cr_assert(asprintf(&next, "%s%s%s", out, *out ? "," : "",
-		    jstr(p, "toolUseId")) >= 0);
+		    e2e_str(p, "toolUseId")) >= 0);
 		free(out);
 		out = next;
 	}
@@ -447,8 +366,8 @@ t_status(struct t *t, const char *id)
 	t_flush(t);
 	snprintf(out, sizeof out, "(absent)");
 	json_array_foreach(json_object_get(r, "tools"), i, tool)
-		if (strcmp(jstr(tool, "id"), id) == 0)
-			snprintf(out, sizeof out, "%s", jstr(tool, "status"));
+		if (strcmp(e2e_str(tool, "id"), id) == 0)
+			snprintf(out, sizeof out, "%s", e2e_str(tool, "status"));
 	json_decref(r);
 	return out;
 }
@@ -624,12 +543,12 @@ Test(S1, unknown_tool_completes_at_once_with_the_exact_error)
 	cr_assert_eq(t_drain(t), 3);
 	t_expect_results(t, 1, "a:ok,x:unknown_tool,c:ok");
 	x = t_find(t, "tool_result", "x", NULL);
-	cr_assert_str_eq(content(x), "<tool_use_error>Error: No such tool "
+	cr_assert_str_eq(e2e_content(x), "<tool_use_error>Error: No such tool "
 	    "available: mcp__srv__no-such.tool</tool_use_error>");
-	cr_assert(is_error(x));
-	cr_assert_str_eq(jstr(json_object_get(x, "result"), "tool_use_id"),
+	cr_assert(e2e_is_error(x));
+	cr_assert_str_eq(e2e_str(json_object_get(x, "result"), "tool_use_id"),
 	    "x");
-	cr_assert_str_eq(jstr(json_object_get(x, "result"), "type"),
+	cr_assert_str_eq(e2e_str(json_object_get(x, "result"), "type"),
 	    "tool_result");
 	cr_assert(json_is_null(json_object_get(json_object_get(x, "meta"),
 	    "exitCode")));
@@ -652,7 +571,7 @@ Test(S1, unknown_tool_first_in_the_turn_is_delivered_at_once)
 	cr_assert_str_eq(t_add(t, "u", "unsafe", GATE("go_u") "echo u"),
 	    "executing");
 	/* Its result does not wait for anything: it is first. */
-	cr_assert_str_eq(content(t_await(t, "tool_result", "x", NULL)),
+	cr_assert_str_eq(e2e_content(t_await(t, "tool_result", "x", NULL)),
 	    "<tool_use_error>Error: No such tool available: Bash"
 	    "</tool_use_error>");
 	cr_assert_null(t_find(t, "tool_status", "u", "completed"));
@@ -729,9 +648,9 @@ Test(S2, invalid_input_gets_the_exact_error_and_spawns_nothing)
 		snprintf(id, sizeof id, "i%zu", i);
 		snprintf(ran, sizeof ran, "%s.ran", id);
 		r = t_find(t, "tool_result", id, NULL);
-		c = content(r);
+		c = e2e_content(r);
 		len = strlen(c);
-		cr_assert(is_error(r));
+		cr_assert(e2e_is_error(r));
 		cr_assert(strncmp(c, pre, strlen(pre)) == 0 &&
 		    len > strlen(pre) + strlen(post) &&
 		    strcmp(c + len - strlen(post), post) == 0,
@@ -741,7 +660,7 @@ Test(S2, invalid_input_gets_the_exact_error_and_spawns_nothing)
 		    "a process was started for %s", id);
 		cr_assert(!t_exists(t, ran), "%s ran", id);
 	}
-	cr_assert_str_eq(content(t_find(t, "tool_result", "ok", NULL)),
+	cr_assert_str_eq(e2e_content(t_find(t, "tool_result", "ok", NULL)),
 	    "fine\n");
 	cr_assert(t_exists(t, "ok.ran"));
 	t_close(t);
@@ -798,11 +717,11 @@ Test(S2, missing_or_null_command_field_is_invalid_input)
 	t_expect_results(t, 1,
 	    "missing:invalid_input,null:invalid_input,given:ok");
 	r = t_find(t, "tool_result", "missing", NULL);
-	cr_assert(strncmp(content(r), "<tool_use_error>InputValidationError: ",
-	    38) == 0, "content %s", content(r));
+	cr_assert(strncmp(e2e_content(r), "<tool_use_error>InputValidationError: ",
+	    38) == 0, "content %s", e2e_content(r));
 	cr_assert(!t_exists(t, "missing.ran"));
 	cr_assert(!t_exists(t, "null.ran"));
-	cr_assert_str_eq(content(t_find(t, "tool_result", "given", NULL)),
+	cr_assert_str_eq(e2e_content(t_find(t, "tool_result", "given", NULL)),
 	    "hello\n");
 	t_close(t);
 }
@@ -851,7 +770,7 @@ Test(S2, safety_rule_is_decided_at_add_and_unsafe_when_unevaluable)
 	t_flush(t);
 	json_array_foreach(json_object_get(st, "tools"), j, tool)
 		cr_assert_eq(json_is_true(json_object_get(tool,
-		    "concurrencySafe")), t_add_safe(t, jstr(tool, "id")));
+		    "concurrencySafe")), t_add_safe(t, e2e_str(tool, "id")));
 	json_decref(st);
 
 	t_go(t, "go");
@@ -1008,7 +927,7 @@ Test(S3, max_parallel_defaults_to_ten)
 Test(S3, max_parallel_must_be_1_to_256)
 {
 	struct daemon *d = d_start(NULL);
-	struct client *c = t_connect(d);
+	struct client *c = c_open(d);
 	json_t *e;
 	static const int bad[] = { 0, 257, -1 };
 	size_t i;
@@ -1018,10 +937,10 @@ Test(S3, max_parallel_must_be_1_to_256)
 	for (i = 0; i < sizeof bad / sizeof *bad; i++) {
 		e = c_call_error(c, "createSession", json_pack("{s:i}",
 		    "maxParallel", bad[i]));
-		cr_assert_eq(jint(e, "code"), -32602, "maxParallel %d",
+		cr_assert_eq(e2e_int(e, "code"), -32602, "maxParallel %d",
 		    bad[i]);
-		cr_assert(strstr(jstr(e, "message"), "maxParallel") != NULL,
-		    "message %s", jstr(e, "message"));
+		cr_assert(strstr(e2e_str(e, "message"), "maxParallel") != NULL,
+		    "message %s", e2e_str(e, "message"));
 		json_decref(e);
 	}
 	json_decref(c_call(c, "createSession", json_pack("{s:i}",
@@ -1191,9 +1110,9 @@ Test(S5, results_come_in_add_order_whatever_order_tools_finish_in)
 	    seq(ra));
 	cr_assert_lt(seq(ra), seq(rb));
 	cr_assert_lt(seq(rb), seq(rc));
-	cr_assert_str_eq(content(ra), "a\n");
-	cr_assert_str_eq(content(rb), "b\n");
-	cr_assert_str_eq(content(rc), "c\n");
+	cr_assert_str_eq(e2e_content(ra), "a\n");
+	cr_assert_str_eq(e2e_content(rb), "b\n");
+	cr_assert_str_eq(e2e_content(rc), "c\n");
 	cr_assert_eq(t_drain(t), 3);
 	t_expect_results(t, 1, "a:ok,b:ok,c:ok");
 	t_close(t);
@@ -1216,9 +1135,9 @@ Test(S5, failed_and_unknown_tools_keep_their_place)
 	cr_assert_lt(seq(t_find(t, "tool_status", "c", "completed")),
 	    seq(t_find(t, "tool_status", "a", "completed")));
 	rb = t_find(t, "tool_result", "b", NULL);
-	cr_assert(is_error(rb));
-	cr_assert_str_eq(content(rb), "b\nExit code 4");
-	cr_assert_eq(jint(json_object_get(rb, "meta"), "exitCode"), 4);
+	cr_assert(e2e_is_error(rb));
+	cr_assert_str_eq(e2e_content(rb), "b\nExit code 4");
+	cr_assert_eq(e2e_int(json_object_get(rb, "meta"), "exitCode"), 4);
 	t_close(t);
 }
 
@@ -1238,7 +1157,7 @@ Test(S6, progress_is_not_held_behind_an_earlier_running_tool)
 	w = e2e_json("{\"step\":1}");
 	cr_assert(json_equal(json_object_get(p1, "data"), w));
 	json_decref(w);
-	cr_assert_eq(jint(p1, "turn"), 1);
+	cr_assert_eq(e2e_int(p1, "turn"), 1);
 	cr_assert_null(t_find(t, "tool_status", "a", "completed"));
 	t_go(t, "go_b");
 	p2 = t_await_n(t, "progress", "b", NULL, 2);
@@ -1274,7 +1193,7 @@ Test(S6, progress_arrives_while_the_tool_runs_in_order_before_its_result)
 	cr_assert_null(t_find(t, "tool_status", "t", "completed"));
 	t_go(t, "go");
 	r = t_await(t, "tool_result", "t", NULL);
-	cr_assert_str_eq(content(r), "out\n");
+	cr_assert_str_eq(e2e_content(r), "out\n");
 	cr_assert_eq(t_count(t, "progress", "t", NULL), 5);
 	for (i = 0; i < 5; i++) {
 		w = e2e_json(want[i]);
@@ -1334,20 +1253,20 @@ Test(S6, streamed_output_is_progress_before_the_result)
 	t_add(t, "s", "stream", "echo line1; " GATE("go")
 	    "echo line2 >&2; echo line3");
 	p = t_await(t, "progress", "s", NULL);
-	cr_assert_str_eq(jstr(json_object_get(p, "data"), "stream"),
+	cr_assert_str_eq(e2e_str(json_object_get(p, "data"), "stream"),
 	    "stdout");
-	cr_assert_str_eq(jstr(json_object_get(p, "data"), "text"),
+	cr_assert_str_eq(e2e_str(json_object_get(p, "data"), "text"),
 	    "line1\n");
 	t_go(t, "go");
 	r = t_await(t, "tool_result", "s", NULL);
-	cr_assert_str_eq(content(r), "line1\nline3\nline2\n");
+	cr_assert_str_eq(e2e_content(r), "line1\nline3\nline2\n");
 	json_array_foreach(t->log, i, m) {
 		p = json_object_get(m, "params");
-		if (strcmp(jstr(m, "method"), "progress") != 0)
+		if (strcmp(e2e_str(m, "method"), "progress") != 0)
 			continue;
 		cr_assert_lt(seq(p), seq(r));
-		strncat(strcmp(jstr(json_object_get(p, "data"), "stream"),
-		    "stdout") == 0 ? out : err, jstr(json_object_get(p, "data"),
+		strncat(strcmp(e2e_str(json_object_get(p, "data"), "stream"),
+		    "stdout") == 0 ? out : err, e2e_str(json_object_get(p, "data"),
 		    "text"), 100);
 	}
 	cr_assert_str_eq(out, "line1\nline3\n");
@@ -1377,9 +1296,9 @@ Test(S7, a_flagged_error_cancels_queued_and_cancel_tools_block_ones_finish)
 	r = t_await(t, "tool_result", "c", NULL);
 	/* Killed ones are reported only once dead (S18). */
 	t_expect_dead(t, "c");
-	cr_assert_str_eq(content(r), want);
-	cr_assert_str_eq(reason(r), "sibling_error");
-	cr_assert(is_error(r));
+	cr_assert_str_eq(e2e_content(r), want);
+	cr_assert_str_eq(e2e_reason(r), "sibling_error");
+	cr_assert(e2e_is_error(r));
 	/* b (block) runs on; u is done without ever starting. */
 	t_await(t, "tool_status", "u", "completed");
 	t_sync(t);
@@ -1392,13 +1311,13 @@ Test(S7, a_flagged_error_cancels_queued_and_cancel_tools_block_ones_finish)
 	cr_assert_eq(t_drain(t), 5);
 	t_expect_results(t, 1, "c:sibling_error,b:ok,f:exit,u:sibling_error,"
 	    "late:sibling_error");
-	cr_assert_str_eq(content(t_find(t, "tool_result", "b", NULL)),
+	cr_assert_str_eq(e2e_content(t_find(t, "tool_result", "b", NULL)),
 	    "b-real\n");
 	r = t_find(t, "tool_result", "f", NULL);
-	cr_assert_str_eq(content(r), "boom\nExit code 3");
-	cr_assert_eq(jint(json_object_get(r, "meta"), "exitCode"), 3);
-	cr_assert_str_eq(content(t_find(t, "tool_result", "u", NULL)), want);
-	cr_assert_str_eq(content(t_find(t, "tool_result", "late", NULL)),
+	cr_assert_str_eq(e2e_content(r), "boom\nExit code 3");
+	cr_assert_eq(e2e_int(json_object_get(r, "meta"), "exitCode"), 3);
+	cr_assert_str_eq(e2e_content(t_find(t, "tool_result", "u", NULL)), want);
+	cr_assert_str_eq(e2e_content(t_find(t, "tool_result", "late", NULL)),
 	    want);
 	cr_assert_null(t_find(t, "tool_status", "u", "executing"));
 	cr_assert_null(t_find(t, "tool_status", "late", "executing"));
@@ -1472,7 +1391,7 @@ Test(S7, desc_names_the_failing_tool_and_its_summary)
 		    fid, vid);
 		t_expect_results(t, (long long)i + 1, want_res);
 		want = sibling_content(cases[i].desc);
-		cr_assert_str_eq(content(t_find(t, "tool_result", vid, NULL)),
+		cr_assert_str_eq(e2e_content(t_find(t, "tool_result", vid, NULL)),
 		    want, "case %zu, input %s", i, cases[i].input);
 		free(want);
 	}
@@ -1522,14 +1441,14 @@ Test(S7, every_kind_of_error_of_a_flagged_tool_triggers_it)
 		t_expect_results(t, (long long)i + 1, want_res);
 		/* The input has no command/file_path/pattern: DESC = name. */
 		want = sibling_content(cases[i].tool);
-		cr_assert_str_eq(content(t_find(t, "tool_result", vid, NULL)),
+		cr_assert_str_eq(e2e_content(t_find(t, "tool_result", vid, NULL)),
 		    want);
 		free(want);
 		cr_assert(!t_exists(t, vran), "%s ran", vid);
 	}
 	r = t_find(t, "tool_result", "f2", NULL);
-	cr_assert(strstr(content(r), "timed out after 300 ms") != NULL,
-	    "timeout content: %s", content(r));
+	cr_assert(strstr(e2e_content(r), "timed out after 300 ms") != NULL,
+	    "timeout content: %s", e2e_content(r));
 	/* A flagged tool that succeeds affects nobody. */
 	t_add_input(t, "fine", "ok_flag", json_object());
 	t_add(t, "after", "unsafe", "echo after");
@@ -1554,7 +1473,7 @@ Test(S7, errors_of_tools_without_the_flag_affect_nobody)
 	t_go(t, "go_c");
 	cr_assert_eq(t_drain(t), 5);
 	t_expect_results(t, 1, "c:ok,e:exit,k:signal,u:exit,w:ok");
-	cr_assert_str_eq(content(t_find(t, "tool_result", "w", NULL)),
+	cr_assert_str_eq(e2e_content(t_find(t, "tool_result", "w", NULL)),
 	    "w\n");
 	t_close(t);
 }
@@ -1572,7 +1491,7 @@ Test(S7, a_cancelled_sibling_that_ignores_sigterm_is_reported_once_dead)
 	r = t_await(t, "tool_result", "c", NULL);
 	t_expect_dead(t, "c");
 	cr_assert_eq(d_leftovers(t->d), 0);
-	cr_assert_str_eq(reason(r), "sibling_error");
+	cr_assert_str_eq(e2e_reason(r), "sibling_error");
 	cr_assert_eq(t_drain(t), 2);
 	t_expect_results(t, 1, "c:sibling_error,f:exit");
 	t_close(t);
@@ -1593,14 +1512,14 @@ Test(S8, interrupt_kills_cancel_tools_block_tools_finish_queued_never_start)
 	t_num(t, "c", "child");
 	r = c_call(t->c, "abort", json_pack("{s:s, s:s}", "sessionId", t->sid,
 	    "reason", "interrupt"));
-	cr_assert_eq(jint(r, "turn"), 1);
+	cr_assert_eq(e2e_int(r, "turn"), 1);
 	json_decref(r);
 
 	r = t_await(t, "tool_result", "c", NULL);
 	t_expect_dead(t, "c");
-	cr_assert_str_eq(content(r), INTERRUPTED);
-	cr_assert_str_eq(reason(r), "interrupted");
-	cr_assert(is_error(r));
+	cr_assert_str_eq(e2e_content(r), INTERRUPTED);
+	cr_assert_str_eq(e2e_reason(r), "interrupted");
+	cr_assert(e2e_is_error(r));
 	/* Added after the interrupt in the same turn: never starts. */
 	cr_assert_str_eq(t_add(t, "late", "safe", RAN), "completed");
 	t_await(t, "tool_status", "u", "completed");
@@ -1612,11 +1531,11 @@ Test(S8, interrupt_kills_cancel_tools_block_tools_finish_queued_never_start)
 	cr_assert_eq(t_drain(t), 4);
 	t_expect_results(t, 1, "c:interrupted,b:ok,u:interrupted,"
 	    "late:interrupted");
-	cr_assert_str_eq(content(t_find(t, "tool_result", "b", NULL)),
+	cr_assert_str_eq(e2e_content(t_find(t, "tool_result", "b", NULL)),
 	    "b-real\n");
-	cr_assert_str_eq(content(t_find(t, "tool_result", "u", NULL)),
+	cr_assert_str_eq(e2e_content(t_find(t, "tool_result", "u", NULL)),
 	    INTERRUPTED);
-	cr_assert_str_eq(content(t_find(t, "tool_result", "late", NULL)),
+	cr_assert_str_eq(e2e_content(t_find(t, "tool_result", "late", NULL)),
 	    INTERRUPTED);
 	cr_assert(!t_exists(t, "u.ran") && !t_exists(t, "late.ran"));
 	cr_assert_null(t_find(t, "tool_status", "u", "executing"));
@@ -1640,8 +1559,8 @@ Test(S8, the_configured_interrupt_message_is_used)
 	t_abort(t, "interrupt");
 	cr_assert_eq(t_drain(t), 2);
 	t_expect_results(t, 1, "c:interrupted,q:interrupted");
-	cr_assert_str_eq(content(t_find(t, "tool_result", "c", NULL)), msg);
-	cr_assert_str_eq(content(t_find(t, "tool_result", "q", NULL)), msg);
+	cr_assert_str_eq(e2e_content(t_find(t, "tool_result", "c", NULL)), msg);
+	cr_assert_str_eq(e2e_content(t_find(t, "tool_result", "q", NULL)), msg);
 	t_close(t);
 }
 
@@ -1657,7 +1576,7 @@ Test(S8, interrupting_the_builtin_bash_kills_it_before_the_result)
 	r = t_await(t, "tool_result", "b", NULL);
 	cr_assert_eq(d_leftovers(t->d), 0,
 	    "the interrupted result came before the processes died");
-	cr_assert_str_eq(content(r), INTERRUPTED);
+	cr_assert_str_eq(e2e_content(r), INTERRUPTED);
 	cr_assert_eq(t_drain(t), 1);
 	t_close(t);
 }
@@ -1696,8 +1615,8 @@ Test(S9, hard_abort_kills_block_tools_too)
 	t_abort(t, "cancel");
 	r = t_await(t, "tool_result", "b", NULL);
 	t_expect_dead(t, "b");
-	cr_assert_str_eq(content(r), INTERRUPTED);
-	cr_assert_str_eq(reason(r), "interrupted");
+	cr_assert_str_eq(e2e_content(r), INTERRUPTED);
+	cr_assert_str_eq(e2e_reason(r), "interrupted");
 	r = t_await(t, "tool_result", "c", NULL);
 	t_expect_dead(t, "c");
 	cr_assert_eq(d_leftovers(t->d), 0);
@@ -1705,7 +1624,7 @@ Test(S9, hard_abort_kills_block_tools_too)
 	cr_assert_eq(t_drain(t), 4);
 	t_expect_results(t, 1, "b:interrupted,c:interrupted,u:interrupted,"
 	    "late:interrupted");
-	cr_assert_str_eq(content(t_find(t, "tool_result", "late", NULL)),
+	cr_assert_str_eq(e2e_content(t_find(t, "tool_result", "late", NULL)),
 	    INTERRUPTED);
 	cr_assert(!t_exists(t, "u.ran") && !t_exists(t, "late.ran"));
 	t_close(t);
@@ -1723,7 +1642,7 @@ Test(S9, hard_abort_of_a_tool_ignoring_sigterm_waits_for_its_death)
 	r = t_await(t, "tool_result", "b", NULL);
 	t_expect_dead(t, "b");
 	cr_assert_eq(d_leftovers(t->d), 0);
-	cr_assert_str_eq(reason(r), "interrupted");
+	cr_assert_str_eq(e2e_reason(r), "interrupted");
 	cr_assert_eq(t_drain(t), 1);
 	t_close(t);
 }
@@ -1743,7 +1662,7 @@ Test(S9, hard_abort_after_an_interrupt_kills_the_block_tools_left)
 	t_abort(t, "cancel");
 	r = t_await(t, "tool_result", "b", NULL);
 	t_expect_dead(t, "b");
-	cr_assert_str_eq(content(r), INTERRUPTED);
+	cr_assert_str_eq(e2e_content(r), INTERRUPTED);
 	cr_assert_eq(t_drain(t), 2);
 	t_expect_results(t, 1, "b:interrupted,c:interrupted");
 	t_close(t);
@@ -1762,10 +1681,10 @@ t_expect_paired(struct t *t, json_t *added /* "turn/id" -> true */)
 
 	json_array_foreach(t->log, i, m) {
 		p = json_object_get(m, "params");
-		if (strcmp(jstr(m, "method"), "tool_result") != 0)
+		if (strcmp(e2e_str(m, "method"), "tool_result") != 0)
 			continue;
-		snprintf(k, sizeof k, "%lld/%s", jint(p, "turn"),
-		    jstr(p, "toolUseId"));
+		snprintf(k, sizeof k, "%lld/%s", e2e_int(p, "turn"),
+		    e2e_str(p, "toolUseId"));
 		cr_assert_null(json_object_get(seen, k),
 		    "a second tool_result for %s", k);
 		cr_assert_not_null(json_object_get(added, k),
@@ -1801,7 +1720,7 @@ Test(S10, every_kind_of_tool_gets_exactly_one_result)
 	ev = c_call_error(t->c, "addTool", json_pack("{s:s, s:{s:s, s:s, "
 	    "s:{s:s}}}", "sessionId", t->sid, "toolUse", "id", "ok", "name",
 	    "safe", "input", "command", "echo again"));
-	cr_assert_eq(jint(ev, "code"), -32002);
+	cr_assert_eq(e2e_int(ev, "code"), -32002);
 	json_decref(ev);
 	t_await(t, "permission_request", "p", NULL);
 	json_decref(c_call(t->c, "respondPermission", json_pack("{s:s, s:s, "
@@ -1822,7 +1741,7 @@ Test(S10, every_kind_of_tool_gets_exactly_one_result)
 	    t->sid, "since", 0));
 	count = 0;
 	json_array_foreach(json_object_get(ev, "notifications"), i, n)
-		if (strcmp(jstr(n, "method"), "tool_result") == 0)
+		if (strcmp(e2e_str(n, "method"), "tool_result") == 0)
 			count++;
 	cr_assert_eq(count, 8);
 	json_decref(ev);

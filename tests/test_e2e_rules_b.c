@@ -43,66 +43,15 @@
 
 #define START(...) d_start(__VA_ARGS__)
 
-/*
- * A failed assertion leaves the test before d_stop: stop the daemons this
- * test process started (its children), or they and their tools would live
- * on, holding the test runner's output open.
- */
-static void
-stop_strays(void)
-{
-	char path[64];
-	long long ppid, pid;
-	struct dirent *de;
-	DIR *dir;
-	FILE *f;
-	int i;
-
-	if ((dir = opendir("/proc")) == NULL)
-		return;
-	while ((de = readdir(dir)) != NULL) {
-		if ((pid = atoll(de->d_name)) <= 0)
-			continue;
-		snprintf(path, sizeof path, "/proc/%lld/stat", pid);
-		if ((f = fopen(path, "re")) == NULL)
-			continue;
-		if (fscanf(f, "%*d (%*[^)]) %*c %lld", &ppid) == 1 &&
-		    ppid == (long long)getpid()) {
-			kill((pid_t)pid, SIGTERM);
-			for (i = 0; i < 500 && waitpid((pid_t)pid, NULL,
-			    WNOHANG) == 0; i++)
-				usleep(10000);
-			if (i == 500) {
-				kill((pid_t)pid, SIGKILL);
-				waitpid((pid_t)pid, NULL, 0);
-			}
-		}
-		fclose(f);
-	}
-	closedir(dir);
-}
-
-TestSuite(S11, .fini = stop_strays);
-TestSuite(S12, .fini = stop_strays);
-TestSuite(S13, .fini = stop_strays);
-TestSuite(S14, .fini = stop_strays);
-TestSuite(S16, .fini = stop_strays);
-TestSuite(S17, .fini = stop_strays);
-TestSuite(S18, .fini = stop_strays);
-TestSuite(S19, .fini = stop_strays);
-TestSuite(S20, .fini = stop_strays);
-
-static const char *
-jstr(json_t *o, const char *key)
-{
-	return json_string_value(json_object_get(o, key));
-}
-
-static json_int_t
-jint(json_t *o, const char *key)
-{
-	return json_integer_value(json_object_get(o, key));
-}
+TestSuite(S11, .fini = e2e_fini);
+TestSuite(S12, .fini = e2e_fini);
+TestSuite(S13, .fini = e2e_fini);
+TestSuite(S14, .fini = e2e_fini);
+TestSuite(S16, .fini = e2e_fini);
+TestSuite(S17, .fini = e2e_fini);
+TestSuite(S18, .fini = e2e_fini);
+TestSuite(S19, .fini = e2e_fini);
+TestSuite(S20, .fini = e2e_fini);
 
 /*
  * A session whose cwd is the daemon's temporary directory, so tools and the
@@ -142,12 +91,12 @@ add(struct client *c, json_t *sid, const char *id, const char *name,
 	json_t *r = c_call(c, "addTool", json_pack(
 	    "{s:O, s:{s:s, s:s, s:{s:s}}}", "sessionId", sid, "toolUse",
 	    "id", id, "name", name, "input", "command", cmd));
-	json_int_t turn = jint(r, "turn");
+	json_int_t turn = e2e_int(r, "turn");
 
 	if (want != NULL)
-		cr_assert_str_eq(jstr(r, "status"), want,
+		cr_assert_str_eq(e2e_str(r, "status"), want,
 		    "tool %s is %s right after addTool, expected %s", id,
-		    jstr(r, "status"), want);
+		    e2e_str(r, "status"), want);
 	json_decref(r);
 	return turn;
 }
@@ -165,7 +114,7 @@ call_s_error(struct client *c, const char *method, json_t *sid)
 {
 	json_t *e = c_call_error(c, method, json_pack("{s:O}", "sessionId",
 	    sid));
-	json_int_t code = jint(e, "code");
+	json_int_t code = e2e_int(e, "code");
 
 	json_decref(e);
 	return code;
@@ -181,8 +130,8 @@ status_of(struct client *c, json_t *sid, const char *id)
 
 	out[0] = '\0';
 	json_array_foreach(json_object_get(r, "tools"), i, t)
-		if (strcmp(jstr(t, "id"), id) == 0)
-			snprintf(out, sizeof out, "%s", jstr(t, "status"));
+		if (strcmp(e2e_str(t, "id"), id) == 0)
+			snprintf(out, sizeof out, "%s", e2e_str(t, "status"));
 	json_decref(r);
 	cr_assert(out[0] != '\0', "status does not list tool %s", id);
 	return out;
@@ -224,7 +173,7 @@ reply_to(struct client *c, int id, int ms)
 			json_array_append_new(c->queue, msg);
 			continue;
 		}
-		cr_assert_eq(jint(msg, "id"), id, "a reply to another request");
+		cr_assert_eq(e2e_int(msg, "id"), id, "a reply to another request");
 		return msg;
 	}
 }
@@ -256,7 +205,7 @@ until_result(struct client *c, json_t *log, const char *id, int ms)
 		    "%d ms", id, ms);
 		p = until_method(c, log, "tool_result",
 		    (int)(until - e2e_now_ms()));
-		if (strcmp(jstr(p, "toolUseId"), id) == 0)
+		if (strcmp(e2e_str(p, "toolUseId"), id) == 0)
 			return p;
 	}
 }
@@ -270,8 +219,8 @@ result_in(json_t *list, const char *id)
 
 	json_array_foreach(list, i, msg) {
 		p = json_object_get(msg, "params");
-		if (strcmp(jstr(msg, "method"), "tool_result") == 0 &&
-		    strcmp(jstr(p, "toolUseId"), id) == 0)
+		if (strcmp(e2e_str(msg, "method"), "tool_result") == 0 &&
+		    strcmp(e2e_str(p, "toolUseId"), id) == 0)
 			return p;
 	}
 	cr_assert_fail("no tool_result for %s", id);
@@ -288,31 +237,12 @@ index_of(json_t *list, const char *method, const char *id)
 	size_t i;
 
 	json_array_foreach(list, i, msg) {
-		tid = jstr(json_object_get(msg, "params"), "toolUseId");
-		if (strcmp(jstr(msg, "method"), method) == 0 && (id == NULL ||
+		tid = e2e_str(json_object_get(msg, "params"), "toolUseId");
+		if (strcmp(e2e_str(msg, "method"), method) == 0 && (id == NULL ||
 		    (tid != NULL && strcmp(tid, id) == 0)))
 			return (long)i;
 	}
 	return -1;
-}
-
-static const char *
-content_of(json_t *result_params)
-{
-	return jstr(json_object_get(result_params, "result"), "content");
-}
-
-static const char *
-reason_of(json_t *result_params)
-{
-	return jstr(json_object_get(result_params, "meta"), "reason");
-}
-
-static bool
-is_error(json_t *result_params)
-{
-	return json_is_true(json_object_get(json_object_get(result_params,
-	    "result"), "is_error"));
 }
 
 /* "id:reason,..." of the tool_results of turn in a list (free it). */
@@ -324,7 +254,7 @@ results_of_turn(json_t *list, json_int_t turn)
 	size_t i;
 
 	json_array_foreach(list, i, msg)
-		if (jint(json_object_get(msg, "params"), "turn") == turn)
+		if (e2e_int(json_object_get(msg, "params"), "turn") == turn)
 			json_array_append(keep, msg);
 	out = e2e_results(keep);
 	json_decref(keep);
@@ -343,13 +273,13 @@ drain(struct client *c, json_t *sid, json_int_t turn, json_t *log)
 	json_t *r = call_s(c, "drain", sid), *all = json_array(), *p;
 	char *got;
 
-	cr_assert_eq(jint(r, "turn"), turn, "drained turn %lld, expected %lld",
-	    (long long)jint(r, "turn"), (long long)turn);
+	cr_assert_eq(e2e_int(r, "turn"), turn, "drained turn %lld, expected %lld",
+	    (long long)e2e_int(r, "turn"), (long long)turn);
 	json_decref(r);
 	do
 		p = until_method(c, all, "turn_end", 5000);
-	while (jint(p, "turn") != turn);
-	cr_assert_str_eq(jstr(p, "reason"), "drained");
+	while (e2e_int(p, "turn") != turn);
+	cr_assert_str_eq(e2e_str(p, "reason"), "drained");
 	if (log != NULL) {
 		json_array_extend(log, all);
 		got = results_of_turn(log, turn);
@@ -486,15 +416,15 @@ Test(S11, discard_delivers_nothing_more_of_the_turn)
 	/* Progress flows before the discard, so its absence later means
 	 * something. */
 	p = until_method(c, log, "progress", 5000);
-	cr_assert_str_eq(jstr(p, "toolUseId"), "a");
+	cr_assert_str_eq(e2e_str(p, "toolUseId"), "a");
 
 	r = call_s(c, "discard", sid);
-	cr_assert_eq(jint(r, "discardedTurn"), 1);
-	cr_assert_eq(jint(r, "turn"), 2);
+	cr_assert_eq(e2e_int(r, "discardedTurn"), 1);
+	cr_assert_eq(e2e_int(r, "turn"), 2);
 	json_decref(r);
 	p = until_method(c, log, "turn_end", 5000);
-	cr_assert_eq(jint(p, "turn"), 1);
-	cr_assert_str_eq(jstr(p, "reason"), "discarded");
+	cr_assert_eq(e2e_int(p, "turn"), 1);
+	cr_assert_str_eq(e2e_str(p, "reason"), "discarded");
 
 	/* The cancel tool is killed, the block tool goes on to its end. */
 	wait_pid_dead(number_in(d, "a.pid"), 5000);
@@ -508,17 +438,17 @@ Test(S11, discard_delivers_nothing_more_of_the_turn)
 
 	json_array_foreach(log, i, msg) {
 		p = json_object_get(msg, "params");
-		if (jint(p, "turn") != 1)
+		if (e2e_int(p, "turn") != 1)
 			continue;
-		cr_assert(strcmp(jstr(msg, "method"), "tool_result") != 0,
+		cr_assert(strcmp(e2e_str(msg, "method"), "tool_result") != 0,
 		    "a tool_result of the discarded turn: %s",
-		    jstr(p, "toolUseId"));
-		if (strcmp(jstr(msg, "method"), "progress") == 0)
-			cr_assert_str_eq(jstr(p, "data"), "early",
+		    e2e_str(p, "toolUseId"));
+		if (strcmp(e2e_str(msg, "method"), "progress") == 0)
+			cr_assert_str_eq(e2e_str(p, "data"), "early",
 			    "progress of the discarded turn after discard");
-		if (strcmp(jstr(msg, "method"), "tool_status") == 0)
-			cr_assert(strcmp(jstr(p, "toolUseId"), "q") != 0 ||
-			    strcmp(jstr(p, "status"), "executing") != 0,
+		if (strcmp(e2e_str(msg, "method"), "tool_status") == 0)
+			cr_assert(strcmp(e2e_str(p, "toolUseId"), "q") != 0 ||
+			    strcmp(e2e_str(p, "status"), "executing") != 0,
 			    "the queued tool started");
 	}
 	cr_assert(!exists(d, "q_ran"), "a queued tool of a discarded turn ran");
@@ -528,9 +458,9 @@ Test(S11, discard_delivers_nothing_more_of_the_turn)
 	    i < json_array_size(log); i++) {
 		msg = json_array_get(log, i);
 		p = json_object_get(msg, "params");
-		cr_assert(jint(p, "turn") != 1 || jstr(p, "toolUseId") == NULL,
+		cr_assert(e2e_int(p, "turn") != 1 || e2e_str(p, "toolUseId") == NULL,
 		    "%s of tool %s of the discarded turn after its turn_end",
-		    jstr(msg, "method"), jstr(p, "toolUseId"));
+		    e2e_str(msg, "method"), e2e_str(p, "toolUseId"));
 	}
 
 	json_decref(log);
@@ -550,7 +480,7 @@ Test(S11, block_tool_of_discarded_turn_blocks_the_next_turn)
 	    "; " STAMP("b_end"), "executing");
 	wait_file(d, "b_start", 5000);
 	r = call_s(c, "discard", sid);
-	cr_assert_eq(jint(r, "turn"), 2);
+	cr_assert_eq(e2e_int(r, "turn"), 2);
 	json_decref(r);
 
 	cr_assert_eq(add(c, sid, "x", "u_cancel", STAMP("x_start"), "queued"),
@@ -590,7 +520,7 @@ Test(S11, killed_cancel_tool_blocks_next_turn_until_dead)
 	    "[ \"$(cut -d' ' -f3 /proc/$p/stat)\" != Z ]; then echo alive; "
 	    "else echo dead; fi", NULL);
 	drain_expect(c, sid, 2, log, "x:ok");
-	cr_assert_str_eq(content_of(result_in(log, "x")), "dead\n",
+	cr_assert_str_eq(e2e_content(result_in(log, "x")), "dead\n",
 	    "an unsafe tool started while a killed tool of the discarded turn "
 	    "still ran");
 
@@ -617,14 +547,14 @@ Test(S11, pending_drain_gets_state_conflict)
 	    "of the turn runs");
 
 	r = call_s(c, "discard", sid);
-	cr_assert_eq(jint(r, "discardedTurn"), 1);
+	cr_assert_eq(e2e_int(r, "discardedTurn"), 1);
 	json_decref(r);
 	r = reply_to(c2, id, 5000);
 	cr_assert_not_null(r, "the pending drain got no reply");
 	err = json_object_get(r, "error");
 	cr_assert_not_null(err, "the pending drain of a discarded turn "
 	    "succeeded");
-	cr_assert_eq(jint(err, "code"), -32005);
+	cr_assert_eq(e2e_int(err, "code"), -32005);
 	json_decref(r);
 	json_decref(c_wait(c, "turn_end", 5000));
 
@@ -642,22 +572,22 @@ Test(S11, discard_empty_turn_starts_next)
 	json_t *sid = session(c, d), *r, *n;
 
 	r = call_s(c, "discard", sid);
-	cr_assert_eq(jint(r, "discardedTurn"), 1);
-	cr_assert_eq(jint(r, "turn"), 2);
+	cr_assert_eq(e2e_int(r, "discardedTurn"), 1);
+	cr_assert_eq(e2e_int(r, "turn"), 2);
 	json_decref(r);
 	n = c_wait(c, "turn_end", 5000);
-	cr_assert_eq(jint(json_object_get(n, "params"), "turn"), 1);
-	cr_assert_str_eq(jstr(json_object_get(n, "params"), "reason"),
+	cr_assert_eq(e2e_int(json_object_get(n, "params"), "turn"), 1);
+	cr_assert_str_eq(e2e_str(json_object_get(n, "params"), "reason"),
 	    "discarded");
 	json_decref(n);
 	r = call_s(c, "status", sid);
-	cr_assert_eq(jint(r, "turn"), 2);
+	cr_assert_eq(e2e_int(r, "turn"), 2);
 	json_decref(r);
 	/* The same tool-use id is fine in a new turn. */
 	cr_assert_eq(add(c, sid, "a", "u_block", "true", NULL), 2);
 	r = call_s(c, "discard", sid);
-	cr_assert_eq(jint(r, "discardedTurn"), 2);
-	cr_assert_eq(jint(r, "turn"), 3);
+	cr_assert_eq(e2e_int(r, "discardedTurn"), 2);
+	cr_assert_eq(e2e_int(r, "turn"), 3);
 	json_decref(r);
 	cr_assert_eq(add(c, sid, "a", "u_block", "true", NULL), 3);
 	drain_expect(c, sid, 3, NULL, "a:ok");
@@ -679,19 +609,19 @@ Test(S12, empty_turn_drains_at_once)
 	r = call_s(c, "drain", sid);
 	cr_assert_lt(e2e_now_ms() - t0, 1000, "drain of an empty turn took "
 	    "%lld ms", e2e_now_ms() - t0);
-	cr_assert_eq(jint(r, "turn"), 1);
-	cr_assert_eq(jint(r, "results"), 0);
+	cr_assert_eq(e2e_int(r, "turn"), 1);
+	cr_assert_eq(e2e_int(r, "results"), 0);
 	json_decref(r);
 	/* On the wire before the reply: already in the queue. */
 	i = index_of(c->queue, "turn_end", NULL);
 	cr_assert_geq(i, 0, "the drain reply came before turn_end");
 	n = json_object_get(json_array_get(c->queue, (size_t)i), "params");
-	cr_assert_eq(jint(n, "turn"), 1);
-	cr_assert_str_eq(jstr(n, "reason"), "drained");
+	cr_assert_eq(e2e_int(n, "turn"), 1);
+	cr_assert_str_eq(e2e_str(n, "reason"), "drained");
 	json_array_clear(c->queue);
 
 	r = call_s(c, "drain", sid);
-	cr_assert_eq(jint(r, "turn"), 2);
+	cr_assert_eq(e2e_int(r, "turn"), 2);
 	json_decref(r);
 	cr_assert_eq(add(c, sid, "a", "u_block", "echo a", NULL), 3);
 	drain_expect(c, sid, 3, NULL, "a:ok");
@@ -720,8 +650,8 @@ Test(S12, reply_follows_last_result_and_turn_end)
 	r = reply_to(c, id, 10000);
 	cr_assert_not_null(r, "no drain reply");
 	cr_assert_null(json_object_get(r, "error"), "drain failed");
-	cr_assert_eq(jint(json_object_get(r, "result"), "turn"), 1);
-	cr_assert_eq(jint(json_object_get(r, "result"), "results"), 2);
+	cr_assert_eq(e2e_int(json_object_get(r, "result"), "turn"), 1);
+	cr_assert_eq(e2e_int(json_object_get(r, "result"), "results"), 2);
 	json_decref(r);
 
 	/* The queue holds exactly what came before the reply. */
@@ -734,9 +664,9 @@ Test(S12, reply_follows_last_result_and_turn_end)
 	cr_assert_geq(te, 0, "turn_end came after the drain reply");
 	cr_assert_lt(ra, rb);
 	cr_assert_lt(rb, te, "turn_end before the last tool_result");
-	cr_assert_str_eq(jstr(json_object_get(json_array_get(q, (size_t)te),
+	cr_assert_str_eq(e2e_str(json_object_get(json_array_get(q, (size_t)te),
 	    "params"), "reason"), "drained");
-	cr_assert_str_eq(content_of(result_in(q, "a")), "A\n");
+	cr_assert_str_eq(e2e_content(result_in(q, "a")), "A\n");
 	json_array_clear(q);
 
 	cr_assert_eq(add(c, sid, "c", "u_block", "true", NULL), 2,
@@ -765,18 +695,18 @@ Test(S12, tools_added_while_draining_join_the_turn)
 	r = reply_to(c, id, 10000);
 	cr_assert_not_null(r, "no drain reply");
 	cr_assert_null(json_object_get(r, "error"), "drain failed");
-	cr_assert_eq(jint(json_object_get(r, "result"), "turn"), 1);
-	cr_assert_eq(jint(json_object_get(r, "result"), "results"), 3);
+	cr_assert_eq(e2e_int(json_object_get(r, "result"), "turn"), 1);
+	cr_assert_eq(e2e_int(json_object_get(r, "result"), "results"), 3);
 	json_decref(r);
 	q = c->queue;
 	cr_assert_lt(index_of(q, "tool_result", "c"),
 	    index_of(q, "turn_end", NULL));
 	cr_assert_geq(index_of(q, "tool_result", "c"), 0);
-	cr_assert_str_eq(content_of(result_in(q, "b")), "B\n");
+	cr_assert_str_eq(e2e_content(result_in(q, "b")), "B\n");
 	json_array_clear(q);
 
 	r = call_s(c, "status", sid);
-	cr_assert_eq(jint(r, "turn"), 2);
+	cr_assert_eq(e2e_int(r, "turn"), 2);
 	cr_assert_eq(json_array_size(json_object_get(r, "tools")), 0);
 	json_decref(r);
 
@@ -825,10 +755,10 @@ Test(S13, request_when_s3_allows_and_no_process_before_allow)
 
 	touch(d, "go");
 	p = until_method(c, log, "permission_request", 5000);
-	cr_assert_str_eq(jstr(p, "toolUseId"), "p");
-	cr_assert_str_eq(jstr(p, "name"), "u_perm");
-	cr_assert_eq(jint(p, "turn"), 1);
-	cr_assert_str_eq(jstr(json_object_get(p, "input"), "command"),
+	cr_assert_str_eq(e2e_str(p, "toolUseId"), "p");
+	cr_assert_str_eq(e2e_str(p, "name"), "u_perm");
+	cr_assert_eq(e2e_int(p, "turn"), 1);
+	cr_assert_str_eq(e2e_str(json_object_get(p, "input"), "command"),
 	    STAMP("p_start") "; echo P; " STAMP("p_end"));
 	cr_assert_str_eq(status_of(c, sid, "p"), "waiting_permission");
 	/* Waiting for permission counts as executing: the safe s may not
@@ -842,12 +772,12 @@ Test(S13, request_when_s3_allows_and_no_process_before_allow)
 
 	json_decref(respond(c, sid, "p", "allow", NULL, false));
 	drain_expect(c, sid, 1, log, "x:ok,p:ok,s:ok");
-	cr_assert_str_eq(content_of(result_in(log, "p")), "P\n");
+	cr_assert_str_eq(e2e_content(result_in(log, "p")), "P\n");
 	cr_assert_lt(index_of(log, "permission_request", "p"),
 	    index_of(log, "tool_status", "p"));
 	cr_assert_geq(number_in(d, "s_start"), number_in(d, "p_end"));
 	r = call_s(c, "status", sid);
-	cr_assert_eq(jint(r, "turn"), 2);
+	cr_assert_eq(e2e_int(r, "turn"), 2);
 	json_decref(r);
 
 	json_decref(log);
@@ -871,7 +801,7 @@ Test(S13, deny_hard_aborts_the_turn)
 	wait_file(d, "r_ready", 5000);
 	add(c, sid, "p", "s_perm", "touch p_ran", "waiting_permission");
 	p = until_method(c, log, "permission_request", 5000);
-	cr_assert_str_eq(jstr(p, "toolUseId"), "p");
+	cr_assert_str_eq(e2e_str(p, "toolUseId"), "p");
 	add(c, sid, "q", "u_block", "touch q_ran", "queued");
 
 	json_decref(respond(c, sid, "p", "deny", "not allowed here", false));
@@ -880,12 +810,12 @@ Test(S13, deny_hard_aborts_the_turn)
 	    "q:interrupted,z:interrupted");
 
 	p = result_in(log, "p");
-	cr_assert(is_error(p));
-	cr_assert_str_eq(content_of(p), "not allowed here");
-	cr_assert_str_eq(content_of(result_in(log, "r")), INTERRUPTED);
-	cr_assert(is_error(result_in(log, "r")));
-	cr_assert_str_eq(content_of(result_in(log, "q")), INTERRUPTED);
-	cr_assert_str_eq(content_of(result_in(log, "z")), INTERRUPTED);
+	cr_assert(e2e_is_error(p));
+	cr_assert_str_eq(e2e_content(p), "not allowed here");
+	cr_assert_str_eq(e2e_content(result_in(log, "r")), INTERRUPTED);
+	cr_assert(e2e_is_error(result_in(log, "r")));
+	cr_assert_str_eq(e2e_content(result_in(log, "q")), INTERRUPTED);
+	cr_assert_str_eq(e2e_content(result_in(log, "z")), INTERRUPTED);
 	cr_assert(!pid_alive(number_in(d, "r.pid")), "the block tool lives on");
 	cr_assert(!exists(d, "p_ran"), "a denied tool ran");
 	cr_assert(!exists(d, "q_ran"), "a queued tool of an aborted turn ran");
@@ -911,8 +841,8 @@ Test(S13, deny_without_message_gives_interrupt_message)
 	json_decref(respond(c, sid, "p", "deny", NULL, false));
 	drain_expect(c, sid, 1, log, "p:permission_denied");
 	p = result_in(log, "p");
-	cr_assert(is_error(p));
-	cr_assert_str_eq(content_of(p), "Stopped: no.");
+	cr_assert(e2e_is_error(p));
+	cr_assert_str_eq(e2e_content(p), "Stopped: no.");
 	cr_assert(!exists(d, "p_ran"));
 
 	json_decref(log);
@@ -935,13 +865,13 @@ Test(S13, waiting_tool_is_treated_as_queued_by_abort)
 	json_decref(c_call(c, "abort", json_pack("{s:O, s:s}", "sessionId",
 	    sid, "reason", "interrupt")));
 	e = respond(c, sid, "p", "allow", NULL, true);
-	cr_assert_eq(jint(e, "code"), -32005);
+	cr_assert_eq(e2e_int(e, "code"), -32005);
 	json_decref(e);
 	drain_expect(c, sid, 1, log, "p:interrupted");
-	cr_assert_str_eq(content_of(result_in(log, "p")), INTERRUPTED);
+	cr_assert_str_eq(e2e_content(result_in(log, "p")), INTERRUPTED);
 	cr_assert_eq(index_of(log, "tool_status", NULL),
 	    index_of(log, "tool_status", "p"));
-	cr_assert_str_eq(jstr(json_object_get(json_array_get(log,
+	cr_assert_str_eq(e2e_str(json_object_get(json_array_get(log,
 	    (size_t)index_of(log, "tool_status", "p")), "params"), "status"),
 	    "completed", "a tool interrupted while waiting was started");
 	cr_assert(!exists(d, "p_ran"));
@@ -971,11 +901,11 @@ Test(S13, waiting_tool_is_cancelled_by_sibling_error)
 	/* Completed, still in the current turn: no longer waiting. */
 	until_result(c, log, "p", 10000);
 	e = respond(c, sid, "p", "allow", NULL, true);
-	cr_assert_eq(jint(e, "code"), -32005);
+	cr_assert_eq(e2e_int(e, "code"), -32005);
 	json_decref(e);
 	drain_expect(c, sid, 1, log, "f:exit,p:sibling_error");
 	/* DESC: the first 40 characters of the command, then an ellipsis. */
-	cr_assert_str_eq(content_of(result_in(log, "p")), "<tool_use_error>"
+	cr_assert_str_eq(e2e_content(result_in(log, "p")), "<tool_use_error>"
 	    "Cancelled: parallel tool call s_fail(while [ ! -e go ]; do sleep "
 	    "0.01; done; \xe2\x80\xa6) errored</tool_use_error>");
 	cr_assert(!exists(d, "p_ran"));
@@ -999,7 +929,7 @@ Test(S13, discard_drops_waiting_tool)
 	json_decref(c_wait(c, "permission_request", 5000));
 	json_decref(call_s(c, "discard", sid));
 	e = respond(c, sid, "p", "allow", NULL, true);
-	cr_assert_eq(jint(e, "code"), -32602, "a tool of a discarded turn "
+	cr_assert_eq(e2e_int(e, "code"), -32602, "a tool of a discarded turn "
 	    "is not in the current turn");
 	json_decref(e);
 	/* An unsafe tool of the next turn is not held back by it. */
@@ -1028,16 +958,16 @@ Test(S13, respond_permission_errors)
 	json_decref(c_wait(c, "permission_request", 5000));
 
 	e = respond(c, sid, "nope", "allow", NULL, true);
-	cr_assert_eq(jint(e, "code"), -32602);
-	cr_assert_str_eq(jstr(json_object_get(e, "data"), "field"),
+	cr_assert_eq(e2e_int(e, "code"), -32602);
+	cr_assert_str_eq(e2e_str(json_object_get(e, "data"), "field"),
 	    "toolUseId");
 	json_decref(e);
 	e = respond(c, sid, "x", "allow", NULL, true);
-	cr_assert_eq(jint(e, "code"), -32005, "a tool never asked");
+	cr_assert_eq(e2e_int(e, "code"), -32005, "a tool never asked");
 	json_decref(e);
 	json_decref(respond(c, sid, "p", "allow", NULL, false));
 	e = respond(c, sid, "p", "deny", NULL, true);
-	cr_assert_eq(jint(e, "code"), -32005, "a tool already answered");
+	cr_assert_eq(e2e_int(e, "code"), -32005, "a tool already answered");
 	json_decref(e);
 	drain_expect(c, sid, 1, NULL, "x:ok,p:ok");
 
@@ -1068,7 +998,7 @@ assert_context(json_t *result, struct daemon *d, const char *sub,
 {
 	char *want = context_text(d, sub, vars);
 
-	cr_assert_str_eq(content_of(result), want);
+	cr_assert_str_eq(e2e_content(result), want);
 	free(want);
 }
 
@@ -1159,7 +1089,7 @@ Test(S14, killed_tool_context_is_not_applied)
 	/* The progress line follows the context line on fd 3: once it is
 	 * here, the daemon has read the context. */
 	p = until_method(c, log, "progress", 5000);
-	cr_assert_str_eq(jstr(p, "toolUseId"), "k");
+	cr_assert_str_eq(e2e_str(p, "toolUseId"), "k");
 	json_decref(c_call(c, "abort", json_pack("{s:O, s:s}", "sessionId",
 	    sid, "reason", "interrupt")));
 	drain_expect(c, sid, 1, log, "k:interrupted");
@@ -1195,7 +1125,7 @@ Test(S14, safe_tool_context_is_ignored_with_a_warning)
 	add(c, sid, "v", "u_block", SHOW_CONTEXT, NULL);
 	drain_expect(c, sid, 1, log, "s:ok,v:ok");
 	p = result_in(log, "s");
-	cr_assert_str_eq(content_of(p), "safe\n");
+	cr_assert_str_eq(e2e_content(p), "safe\n");
 	w = json_object_get(json_object_get(p, "meta"), "warnings");
 	json_array_foreach(w, i, s)
 		if (json_is_string(s) && strstr(json_string_value(s),
@@ -1237,13 +1167,13 @@ Test(S16, timeout_term_then_kill_after_grace)
 	cr_assert_eq(d_leftovers(d), 0, "the timeout result came before the "
 	    "process was dead");
 	meta = json_object_get(p, "meta");
-	cr_assert_str_eq(reason_of(p), "timeout");
-	cr_assert(is_error(p));
-	cr_assert(strstr(content_of(p), "started\n") == content_of(p),
-	    "the output before the timeout is lost: %s", content_of(p));
-	cr_assert_not_null(strstr(content_of(p), "timed out after 500 ms"),
-	    "content: %s", content_of(p));
-	cr_assert_eq(jint(meta, "signal"), 9, "it died of SIGKILL");
+	cr_assert_str_eq(e2e_reason(p), "timeout");
+	cr_assert(e2e_is_error(p));
+	cr_assert(strstr(e2e_content(p), "started\n") == e2e_content(p),
+	    "the output before the timeout is lost: %s", e2e_content(p));
+	cr_assert_not_null(strstr(e2e_content(p), "timed out after 500 ms"),
+	    "content: %s", e2e_content(p));
+	cr_assert_eq(e2e_int(meta, "signal"), 9, "it died of SIGKILL");
 
 	start = stamp_ms(d, "t_start");
 	term = stamp_ms(d, "term_at");
@@ -1317,16 +1247,16 @@ Test(S16, timeout_runs_while_output_is_paused)
 			continue;
 		}
 		if (json_object_get(msg, "id") == NULL) {
-			last_seq = jint(json_object_get(msg, "params"), "seq");
-			if (strcmp(jstr(msg, "method"), "tool_result") == 0)
+			last_seq = e2e_int(json_object_get(msg, "params"), "seq");
+			if (strcmp(e2e_str(msg, "method"), "tool_result") == 0)
 				p = json_incref(json_object_get(msg, "params"));
 		}
 		json_decref(msg);
 	}
-	cr_assert_str_eq(reason_of(p), "timeout");
-	cr_assert_not_null(strstr(content_of(p), "timed out after 1500 ms"),
-	    "content ends: %s", content_of(p) + (strlen(content_of(p)) > 200 ?
-	    strlen(content_of(p)) - 200 : 0));
+	cr_assert_str_eq(e2e_reason(p), "timeout");
+	cr_assert_not_null(strstr(e2e_content(p), "timed out after 1500 ms"),
+	    "content ends: %s", e2e_content(p) + (strlen(e2e_content(p)) > 200 ?
+	    strlen(e2e_content(p)) - 200 : 0));
 	json_decref(p);
 	drain_expect(c, sid, 1, NULL, "");
 
@@ -1351,8 +1281,8 @@ Test(S16, timeout_from_input_is_clamped)
 	    "u_t", "input", "command", "sleep 30", "timeout", 100000)));
 	drain_expect(c, sid, 1, log, "t:timeout");
 	p = result_in(log, "t");
-	cr_assert_not_null(strstr(content_of(p), "timed out after 400 ms"),
-	    "content: %s", content_of(p));
+	cr_assert_not_null(strstr(e2e_content(p), "timed out after 400 ms"),
+	    "content: %s", e2e_content(p));
 
 	json_decref(log);
 	json_decref(sid);
@@ -1372,11 +1302,11 @@ Test(S16, timeout_cancels_siblings)
 	add(c, sid, "q", "u_block", "touch q_ran", NULL);
 	drain_expect(c, sid, 1, log, "t:timeout,q:sibling_error");
 	p = result_in(log, "t");
-	cr_assert_not_null(strstr(content_of(p), "timed out after 500 ms"),
-	    "content: %s", content_of(p));
+	cr_assert_not_null(strstr(e2e_content(p), "timed out after 500 ms"),
+	    "content: %s", e2e_content(p));
 	p = result_in(log, "q");
-	cr_assert(is_error(p));
-	cr_assert_str_eq(content_of(p), "<tool_use_error>Cancelled: parallel "
+	cr_assert(e2e_is_error(p));
+	cr_assert_str_eq(e2e_content(p), "<tool_use_error>Cancelled: parallel "
 	    "tool call u_slow(trap '' TERM; sleep 30) errored"
 	    "</tool_use_error>");
 	cr_assert(!exists(d, "q_ran"), "a cancelled sibling ran");
@@ -1403,13 +1333,13 @@ Test(S16, timeout_from_input_of_builtin_bash)
 	p = until_result(c, log, "t", 10000);
 	took = e2e_now_ms() - t0;
 	cr_assert_eq(d_leftovers(d), 0);
-	cr_assert_str_eq(reason_of(p), "timeout");
-	cr_assert_not_null(strstr(content_of(p), "timed out after 300 ms"),
-	    "content: %s", content_of(p));
+	cr_assert_str_eq(e2e_reason(p), "timeout");
+	cr_assert_not_null(strstr(e2e_content(p), "timed out after 300 ms"),
+	    "content: %s", e2e_content(p));
 	cr_assert_geq(took, 300);
 	cr_assert_lt(took, 10000, "a 300 ms timeout took %lld ms", took);
 	drain_expect(c, sid, 1, log, "t:timeout,q:sibling_error");
-	cr_assert_str_eq(content_of(result_in(log, "q")), "<tool_use_error>"
+	cr_assert_str_eq(e2e_content(result_in(log, "q")), "<tool_use_error>"
 	    "Cancelled: parallel tool call bash(trap '' TERM; sleep 30) "
 	    "errored</tool_use_error>");
 	cr_assert(!exists(d, "q_ran"));
@@ -1444,10 +1374,10 @@ Test(S17, large_output_is_kept_whole_in_a_file)
 	drain_expect(c, sid, 1, log, "big:ok");
 	p = result_in(log, "big");
 	meta = json_object_get(p, "meta");
-	content = content_of(p);
+	content = e2e_content(p);
 
 	cr_assert(json_is_true(json_object_get(meta, "truncated")));
-	path = jstr(meta, "fullOutputPath");
+	path = e2e_str(meta, "fullOutputPath");
 	cr_assert_not_null(path, "no meta.fullOutputPath");
 	real_out = realpath(d->out, NULL);
 	real_file = realpath(path, NULL);
@@ -1510,14 +1440,14 @@ Test(S17, output_at_the_limit_is_not_truncated)
 	drain_expect(c, sid, 1, log, "a:ok,b:ok");
 	p = result_in(log, "a");
 	meta = json_object_get(p, "meta");
-	cr_assert_eq(strlen(content_of(p)), 1000);
+	cr_assert_eq(strlen(e2e_content(p)), 1000);
 	cr_assert(json_is_false(json_object_get(meta, "truncated")));
 	cr_assert(json_is_null(json_object_get(meta, "fullOutputPath")));
 	p = result_in(log, "b");
 	meta = json_object_get(p, "meta");
 	cr_assert(json_is_true(json_object_get(meta, "truncated")));
-	cr_assert_not_null(strstr(content_of(p), "1001 bytes"), "content: %s",
-	    content_of(p));
+	cr_assert_not_null(strstr(e2e_content(p), "1001 bytes"), "content: %s",
+	    e2e_content(p));
 	cr_assert(json_is_string(json_object_get(meta, "fullOutputPath")));
 
 	json_decref(log);
@@ -1550,8 +1480,8 @@ Test(S18, interrupt_result_only_when_whole_group_is_dead)
 	p = until_result(c, log, "t", 10000);
 	cr_assert_eq(d_leftovers(d), 0, "the interrupted result came while "
 	    "processes of the tool lived");
-	cr_assert_str_eq(reason_of(p), "interrupted");
-	cr_assert_str_eq(content_of(p), INTERRUPTED);
+	cr_assert_str_eq(e2e_reason(p), "interrupted");
+	cr_assert_str_eq(e2e_content(p), INTERRUPTED);
 	drain_expect(c, sid, 1, log, "t:interrupted");
 
 	json_decref(log);
@@ -1577,8 +1507,8 @@ Test(S18, sibling_error_result_only_when_whole_group_is_dead)
 	p = until_result(c, log, "x", 10000);
 	cr_assert_eq(d_leftovers(d), 0, "the sibling_error result came while "
 	    "processes of the tool lived");
-	cr_assert_str_eq(reason_of(p), "sibling_error");
-	cr_assert_str_eq(content_of(p), "<tool_use_error>Cancelled: parallel "
+	cr_assert_str_eq(e2e_reason(p), "sibling_error");
+	cr_assert_str_eq(e2e_content(p), "<tool_use_error>Cancelled: parallel "
 	    "tool call s_fail(while [ ! -e ready ]; do sleep 0.01; don"
 	    "\xe2\x80\xa6) errored</tool_use_error>");
 	drain_expect(c, sid, 1, log, "x:sibling_error,f:exit");
@@ -1607,7 +1537,7 @@ Test(S18, interrupt_kills_setsid_escapee_before_result)
 	cr_assert_eq(d_leftovers(d), 0, "the interrupted result came while "
 	    "a setsid descendant lived");
 	cr_assert(!pid_alive(number_in(d, "esc.pid")));
-	cr_assert_str_eq(reason_of(p), "interrupted");
+	cr_assert_str_eq(e2e_reason(p), "interrupted");
 	drain_expect(c, sid, 1, log, "t:interrupted");
 
 	json_decref(log);
@@ -1640,10 +1570,10 @@ Test(S18, close_session_replies_when_all_is_dead)
 	/* PROTOCOL.md: a drain pending on a closed session gets -32005. */
 	r = reply_to(c2, id, 5000);
 	cr_assert_not_null(r, "the pending drain got no reply");
-	cr_assert_eq(jint(json_object_get(r, "error"), "code"), -32005);
+	cr_assert_eq(e2e_int(json_object_get(r, "error"), "code"), -32005);
 	json_decref(r);
 	n = c_wait(c, "session_closed", 5000);
-	cr_assert_str_eq(jstr(json_object_get(n, "params"), "sessionId"),
+	cr_assert_str_eq(e2e_str(json_object_get(n, "params"), "sessionId"),
 	    json_string_value(sid));
 	json_decref(n);
 	cr_assert_eq(call_s_error(c, "status", sid), -32001);
@@ -1707,7 +1637,7 @@ Test(S19, one_session_does_not_touch_another)
 	    sa, "reason", "cancel")));
 	add(ca, sa, "a4", "u_cancel", "sleep 30", NULL);
 	r = call_s(ca, "discard", sa);
-	cr_assert_eq(jint(r, "discardedTurn"), 2);
+	cr_assert_eq(e2e_int(r, "discardedTurn"), 2);
 	json_decref(r);
 	add(ca, sa, "a5", "s_cancel", "sleep 30", NULL);
 	r = call_s(ca, "discard", sa);
@@ -1715,7 +1645,7 @@ Test(S19, one_session_does_not_touch_another)
 
 	/* B is as it was. */
 	r = call_s(cb, "status", sb);
-	cr_assert_eq(jint(r, "turn"), 1);
+	cr_assert_eq(e2e_int(r, "turn"), 1);
 	json_decref(r);
 	cr_assert_str_eq(status_of(cb, sb, "b1"), "executing");
 	cr_assert_str_eq(status_of(cb, sb, "b2"), "queued");
@@ -1723,10 +1653,10 @@ Test(S19, one_session_does_not_touch_another)
 	got = drain(cb, sb, 1, log);
 	cr_assert_str_eq(got, "b1:ok,b2:ok,b3:ok");
 	free(got);
-	cr_assert_str_eq(content_of(result_in(log, "b1")), "b1\n");
+	cr_assert_str_eq(e2e_content(result_in(log, "b1")), "b1\n");
 	json_array_extend(log, cb->queue);
 	json_array_foreach(log, i, msg)
-		cr_assert_str_eq(jstr(json_object_get(msg, "params"),
+		cr_assert_str_eq(e2e_str(json_object_get(msg, "params"),
 		    "sessionId"), json_string_value(sb),
 		    "session B's client got a notification of session A");
 	cr_assert(!exists(d, "a2_ran"));
@@ -1839,8 +1769,8 @@ leftover_case(struct daemon *d, struct client *c, json_t *sid,
 		cr_log_warn("`%s`: %d leftover(s) still alive when the result "
 		    "arrived, gone within 500 ms", cmd, left);
 	cr_assert_lt(took, 5000, "the result of `%s` took %lld ms", cmd, took);
-	cr_assert_str_eq(reason_of(p), "ok");
-	cr_assert_str_eq(content_of(p), "done\n");
+	cr_assert_str_eq(e2e_reason(p), "ok");
+	cr_assert_str_eq(e2e_content(p), "done\n");
 	got = drain(c, sid, turn, log);
 	cr_assert_str_eq(got, "t:ok");
 	free(got);

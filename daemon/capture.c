@@ -60,6 +60,7 @@ struct capture {
 	struct buf tail;
 };
 
+static void capture_close_files(struct capture *);
 static void capture_fail(struct capture *, const char *, int);
 static void capture_write(struct capture *, int, const void *, size_t);
 static int capture_open_output(struct capture *);
@@ -106,10 +107,7 @@ capture_free(struct capture *c, bool keep_file)
 {
 	if (c == NULL)
 		return;
-	if (c->out_fd != -1)
-		close(c->out_fd);
-	if (c->err_fd != -1)
-		close(c->err_fd);
+	capture_close_files(c);
 	if (c->path != NULL && !keep_file)
 		unlink(c->path);
 	buf_free(&c->out.mem);
@@ -125,6 +123,18 @@ capture_free(struct capture *c, bool keep_file)
 	free(c);
 }
 
+/* The descriptors of the whole-output file, closed once. */
+static void
+capture_close_files(struct capture *c)
+{
+	if (c->out_fd != -1)
+		close(c->out_fd);
+	c->out_fd = -1;
+	if (c->err_fd != -1)
+		close(c->err_fd);
+	c->err_fd = -1;
+}
+
 /* Remember the first failure; from then on nothing more goes to disk. */
 static void
 capture_fail(struct capture *c, const char *what, int error)
@@ -132,12 +142,7 @@ capture_fail(struct capture *c, const char *what, int error)
 	if (c->error == NULL) {
 		xasprintf(&c->error, "%s: %s", what, strerror(error));
 	}
-	if (c->out_fd != -1)
-		close(c->out_fd);
-	c->out_fd = -1;
-	if (c->err_fd != -1)
-		close(c->err_fd);
-	c->err_fd = -1;
+	capture_close_files(c);
 }
 
 static void
@@ -415,12 +420,7 @@ capture_assemble(struct capture *c)
 	}
 	capture_range(c, 0, c->head_size, &c->head);
 	capture_range(c, c->total - c->tail_size, c->tail_size, &c->tail);
-	if (c->out_fd != -1)
-		close(c->out_fd);
-	c->out_fd = -1;
-	if (c->err_fd != -1)
-		close(c->err_fd);
-	c->err_fd = -1;
+	capture_close_files(c);
 	/* A file missing part of the content would lie: drop it. */
 	if (c->error != NULL && c->path != NULL) {
 		unlink(c->path);

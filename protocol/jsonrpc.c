@@ -31,6 +31,8 @@ static int	jsonrpc_add_str(struct buf *, const char *, size_t, bool);
 static size_t	jsonrpc_escape(unsigned char, char *);
 static bool	jsonrpc_plain8(const unsigned char *);
 static int	jsonrpc_add_string(struct buf *, const char *);
+static int	jsonrpc_add_call(struct buf *, size_t, const char *,
+		    const json_t *);
 static int	jsonrpc_add_body(struct buf *, const char *, size_t,
 		    bool);
 static int	jsonrpc_fail(struct buf *, size_t);
@@ -479,6 +481,23 @@ jsonrpc_fail(struct buf *out, size_t mark)
 	return -1;
 }
 
+/* The end of a request or notification: method, params, "}\n". */
+static int
+jsonrpc_add_call(struct buf *out, size_t mark, const char *method,
+    const json_t *params)
+{
+	buf_addstr(out, ",\"method\":");
+	if (jsonrpc_add_string(out, method) != 0)
+		return jsonrpc_fail(out, mark);
+	if (params != NULL) {
+		buf_addstr(out, ",\"params\":");
+		if (jsonrpc_add_value(out, params) != 0)
+			return jsonrpc_fail(out, mark);
+	}
+	buf_addstr(out, "}\n");
+	return 0;
+}
+
 /* params, when given, must be an object or array (JSON-RPC 2.0 §4.2). */
 int
 jsonrpc_request(struct buf *out, const json_t *id, const char *method,
@@ -493,16 +512,7 @@ jsonrpc_request(struct buf *out, const json_t *id, const char *method,
 	buf_addstr(out, "{\"jsonrpc\":\"2.0\",\"id\":");
 	if (jsonrpc_add_value(out, id) != 0)
 		return jsonrpc_fail(out, mark);
-	buf_addstr(out, ",\"method\":");
-	if (jsonrpc_add_string(out, method) != 0)
-		return jsonrpc_fail(out, mark);
-	if (params != NULL) {
-		buf_addstr(out, ",\"params\":");
-		if (jsonrpc_add_value(out, params) != 0)
-			return jsonrpc_fail(out, mark);
-	}
-	buf_addstr(out, "}\n");
-	return 0;
+	return jsonrpc_add_call(out, mark, method, params);
 }
 
 int
@@ -513,16 +523,8 @@ jsonrpc_notification(struct buf *out, const char *method,
 
 	if (params != NULL && !json_is_object(params) && !json_is_array(params))
 		return -1;
-	buf_addstr(out, "{\"jsonrpc\":\"2.0\",\"method\":");
-	if (jsonrpc_add_string(out, method) != 0)
-		return jsonrpc_fail(out, mark);
-	if (params != NULL) {
-		buf_addstr(out, ",\"params\":");
-		if (jsonrpc_add_value(out, params) != 0)
-			return jsonrpc_fail(out, mark);
-	}
-	buf_addstr(out, "}\n");
-	return 0;
+	buf_addstr(out, "{\"jsonrpc\":\"2.0\"");
+	return jsonrpc_add_call(out, mark, method, params);
 }
 
 int

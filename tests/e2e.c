@@ -1,5 +1,6 @@
 /* End-to-end test support: a real daemon, a blocking client. See e2e.h. */
 #include "e2e.h"
+#include "launch.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -21,7 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
 
 /* Daemons started and not yet stopped, for e2e_fini. */
 static struct daemon *e2e_live[16];
@@ -92,77 +92,31 @@ static void
 d_spawn(struct daemon *d, const char *const *wrapper, const char *arg,
     va_list ap)
 {
-	const char *daemon = getenv("STEXEC_DAEMON");
-	char *argv[96], tagvar[96], **envp;
-	pid_t parent = getpid();
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	size_t n = 0, ne = 0, i;
-	long long until;
-	int k, fd, status;
+	const char *args[96];
+	char tagvar[96], err[256];
+	size_t n = 0;
+	int status, k;
 
-	cr_assert(daemon != NULL, "STEXEC_DAEMON is not set");
-	for (; wrapper != NULL && *wrapper != NULL && n < 32; wrapper++)
-		argv[n++] = (char *)*wrapper;
-	argv[n++] = (char *)daemon;
-	argv[n++] = "--socket";
-	argv[n++] = d->sock;
-	argv[n++] = "--output-dir";
-	argv[n++] = d->out;
-	argv[n++] = "--log-level";
-	argv[n++] = "debug";
-	for (; arg != NULL && n < 94; arg = va_arg(ap, const char *))
-		argv[n++] = (char *)arg;
-	argv[n] = NULL;
-
-	/* The daemon's environment plus the tag every tool inherits. */
-	while (environ[ne] != NULL)
-		ne++;
-	envp = calloc(ne + 2, sizeof *envp);
-	for (i = 0; i < ne; i++)
-		envp[i] = environ[i];
+	args[n++] = "--log-level";
+	args[n++] = "debug";
+	for (; arg != NULL && n < 95; arg = va_arg(ap, const char *))
+		args[n++] = arg;
+	args[n] = NULL;
+	/* Every process the daemon starts inherits the tag. */
 	snprintf(tagvar, sizeof tagvar, "STEXEC_E2E_TAG=%s", d->tag);
-	envp[ne] = tagvar;
-	d->pid = fork();
-	cr_assert(d->pid >= 0, "fork: %s", strerror(errno));
-	if (d->pid == 0) {
-		/*
-		 * A failed assertion ends the test process without d_stop:
-		 * the daemon must not outlive it, holding the runner's pipes.
-		 */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 ||
-		    getppid() != parent)
-			_exit(126);
-		/* Appended to: a restarted daemon's log follows the first. */
-		fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-		    0600);
-		if (fd < 0 || dup2(fd, 2) < 0)
-			_exit(126);
-		/* execvpe: a wrapper may be named without its path. */
-		execvpe(argv[0], argv, envp);
-		_exit(127);
-	}
-	free(envp);
+	d->pid = launch_daemon(wrapper, d->sock, d->out, d->log, tagvar, args,
+	    err, sizeof err);
+	cr_assert(d->pid > 0, "%s", err);
 	d->exited = false;
-
 	/* Generous: a wrapper such as valgrind starts slowly. */
-	until = e2e_now_ms() + 30000;
-	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", d->sock);
-	for (;;) {
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		k = connect(fd, (struct sockaddr *)&sun, sizeof sun);
-		close(fd);
-		if (k == 0)
-			break;
-		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
-			d->exited = true;
-			d->status = status;
-			cr_assert_fail("the daemon exited (status %#x) before "
-			    "serving %s; see %s", status, d->sock, d->log);
-		}
-		cr_assert(e2e_now_ms() < until, "the daemon did not serve %s "
-		    "within 30 s; see %s", d->sock, d->log);
-		usleep(10000);
+	if ((k = launch_wait_serving(d->pid, d->sock, 30000, &status)) == -1) {
+		d->exited = true;
+		d->status = status;
+		cr_assert_fail("the daemon exited (status %#x) before serving "
+		    "%s; see %s", status, d->sock, d->log);
 	}
+	cr_assert(k == 0, "the daemon did not serve %s within 30 s; see %s",
+	    d->sock, d->log);
 }
 
 static void
@@ -181,22 +135,15 @@ void
 e2e_fini(void)
 {
 	struct daemon *d;
+	bool killed;
 	size_t i;
-	int k;
 
 	for (i = 0; i < sizeof e2e_live / sizeof *e2e_live; i++) {
 		if ((d = e2e_live[i]) == NULL)
 			continue;
 		e2e_live[i] = NULL;
 		if (!d->exited) {
-			kill(d->pid, SIGTERM);
-			for (k = 0; k < 500 && waitpid(d->pid, NULL, WNOHANG) !=
-			    d->pid; k++)
-				usleep(10000);
-			if (k == 500) {
-				kill(d->pid, SIGKILL);
-				waitpid(d->pid, NULL, 0);
-			}
+			launch_stop(d->pid, 5000, &killed);
 			d->exited = true;
 		}
 		d_kill_leftovers(d);
@@ -371,29 +318,17 @@ d_path(struct daemon *d, const char *name)
 int
 d_terminate(struct daemon *d)
 {
-	int status = 0, i;
+	bool killed;
 
 	if (d->exited)
 		return d->status;
-	kill(d->pid, SIGTERM);
 	/* 30 s: under valgrind the exit leak check takes a while. */
-	for (i = 0; i < 3000; i++) {
-		if (waitpid(d->pid, &status, WNOHANG) == d->pid)
-			break;
-		usleep(10000);
-	}
-	if (i == 3000) {
-		/* Leave no daemon behind a failed test. */
-		kill(d->pid, SIGKILL);
-		waitpid(d->pid, &status, 0);
-		d->exited = true;
-		d->status = status;
-		cr_assert_fail("the daemon did not exit on SIGTERM; see %s",
-		    d->log);
-	}
+	d->status = launch_stop(d->pid, 30000, &killed);
 	d->exited = true;
-	d->status = status;
-	return status;
+	/* Killed, it leaves nothing behind a failed test. */
+	cr_assert(!killed, "the daemon did not exit on SIGTERM; see %s",
+	    d->log);
+	return d->status;
 }
 
 void

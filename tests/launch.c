@@ -1,0 +1,125 @@
+/* Running the real stexecd for tests and benchmarks: see launch.h. */
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static long long
+launch_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+pid_t
+launch_daemon(const char *const *wrapper, const char *sock, const char *out,
+    const char *log, const char *env_extra, const char *const *args,
+    char *err, size_t errlen)
+{
+	const char *daemon = getenv("STEXEC_DAEMON");
+	char *argv[128], **envp;
+	pid_t parent = getpid(), pid;
+	size_t n = 0, ne = 0, i;
+	int fd;
+
+	if (daemon == NULL || *daemon == '\0') {
+		snprintf(err, errlen, "STEXEC_DAEMON is not set");
+		return -1;
+	}
+	for (; wrapper != NULL && *wrapper != NULL && n < 32; wrapper++)
+		argv[n++] = (char *)*wrapper;
+	argv[n++] = (char *)daemon;
+	argv[n++] = "--socket";
+	argv[n++] = (char *)sock;
+	argv[n++] = "--output-dir";
+	argv[n++] = (char *)out;
+	for (; args != NULL && *args != NULL && n < 126; args++)
+		argv[n++] = (char *)*args;
+	argv[n] = NULL;
+
+	while (environ[ne] != NULL)
+		ne++;
+	if ((envp = calloc(ne + 2, sizeof *envp)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (i = 0; i < ne; i++)
+		envp[i] = environ[i];
+	envp[ne] = (char *)env_extra;
+	if ((pid = fork()) < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		free(envp);
+		return -1;
+	}
+	if (pid == 0) {
+		/* The daemon must not outlive a caller that died. */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 ||
+		    getppid() != parent)
+			_exit(126);
+		/* Appended to: a restarted daemon's log follows the first. */
+		fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+		    0600);
+		if (fd < 0 || dup2(fd, 2) < 0)
+			_exit(126);
+		/* execvpe: a wrapper may be named without its path. */
+		execvpe(argv[0], argv, envp);
+		_exit(127);
+	}
+	free(envp);
+	return pid;
+}
+
+int
+launch_wait_serving(pid_t pid, const char *sock, int timeout_ms, int *status)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	long long until = launch_now_ms() + timeout_ms;
+	int fd, k;
+
+	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", sock);
+	for (;;) {
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		k = connect(fd, (struct sockaddr *)&sun, sizeof sun);
+		close(fd);
+		if (k == 0)
+			return 0;
+		if (waitpid(pid, status, WNOHANG) == pid)
+			return -1;
+		if (launch_now_ms() > until)
+			return -2;
+		usleep(5000);
+	}
+}
+
+int
+launch_stop(pid_t pid, int timeout_ms, bool *killed)
+{
+	long long until = launch_now_ms() + timeout_ms;
+	int status = 0;
+
+	*killed = false;
+	kill(pid, SIGTERM);
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		if (launch_now_ms() > until) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			*killed = true;
+			break;
+		}
+		usleep(2000);
+	}
+	return status;
+}

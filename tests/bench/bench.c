@@ -1,5 +1,6 @@
 /* Benchmark support: a private daemon, a raw line client, timing. */
 #include "bench.h"
+#include "launch.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -151,19 +152,15 @@ bench_raise_nofile(void)
 void
 bench_daemon_start(struct bench_daemon *d, const char *arg, ...)
 {
-	const char *daemon = getenv("STEXEC_DAEMON");
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	char *argv[64];
+	const char *args[64];
+	char err[256];
 	va_list ap;
-	int64_t until;
 	size_t n = 0;
-	int fd, k, status;
+	int k, status;
 
 	bench_main_pid = getpid();
 	/* A benchmark writes to closed sockets only by mistake: no signal. */
 	signal(SIGPIPE, SIG_IGN);
-	if (daemon == NULL || *daemon == '\0')
-		bench_fail("STEXEC_DAEMON is not set (run through meson)");
 	memset(d, 0, sizeof *d);
 	snprintf(d->dir, sizeof d->dir, "/tmp/stexec-bench-XXXXXX");
 	if (mkdtemp(d->dir) == NULL)
@@ -172,72 +169,34 @@ bench_daemon_start(struct bench_daemon *d, const char *arg, ...)
 	snprintf(d->out, sizeof d->out, "%s/out", d->dir);
 	snprintf(d->log, sizeof d->log, "%s/daemon.log", d->dir);
 
-	argv[n++] = (char *)daemon;
-	argv[n++] = "--socket";
-	argv[n++] = d->sock;
-	argv[n++] = "--output-dir";
-	argv[n++] = d->out;
 	va_start(ap, arg);
 	for (; arg != NULL && n < 62; arg = va_arg(ap, const char *))
-		argv[n++] = (char *)arg;
+		args[n++] = arg;
 	va_end(ap);
-	argv[n] = NULL;
-
-	d->pid = fork();
+	args[n] = NULL;
+	d->pid = launch_daemon(NULL, d->sock, d->out, d->log, NULL, args, err,
+	    sizeof err);
 	if (d->pid < 0)
-		bench_fail("fork: %s", strerror(errno));
-	if (d->pid == 0) {
-		/* The daemon must not outlive a bench that crashed. */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 ||
-		    getppid() != bench_main_pid)
-			_exit(126);
-		fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-		    0600);
-		if (fd < 0 || dup2(fd, 2) < 0)
-			_exit(126);
-		execv(argv[0], argv);
-		_exit(127);
-	}
+		bench_fail("%s", err);
 	bench_current = d;
-
-	/* Serving once a connect succeeds (bind comes before listen). */
-	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", d->sock);
-	until = bench_now_ns() + (int64_t)30 * 1000000000;
-	for (;;) {
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		k = connect(fd, (struct sockaddr *)&sun, sizeof sun);
-		close(fd);
-		if (k == 0)
-			break;
-		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
-			bench_current = NULL;
-			bench_fail("the daemon exited (status %#x) before "
-			    "serving; see %s", status, d->log);
-		}
-		if (bench_now_ns() > until)
-			bench_fail("the daemon did not serve within 30 s");
-		usleep(5000);
+	if ((k = launch_wait_serving(d->pid, d->sock, 30000, &status)) == -1) {
+		bench_current = NULL;
+		bench_fail("the daemon exited (status %#x) before serving; "
+		    "see %s", status, d->log);
 	}
+	if (k != 0)
+		bench_fail("the daemon did not serve within 30 s");
 }
 
 void
 bench_daemon_stop(struct bench_daemon *d)
 {
-	int64_t until = bench_now_ns() + (int64_t)60 * 1000000000;
-	int status = 0;
-	pid_t r;
+	bool killed;
+	int status = launch_stop(d->pid, 60000, &killed);
 
-	kill(d->pid, SIGTERM);
-	while ((r = waitpid(d->pid, &status, WNOHANG)) == 0) {
-		if (bench_now_ns() > until) {
-			fprintf(stderr, "bench: the daemon ignored SIGTERM "
-			    "for 60 s: SIGKILL\n");
-			kill(d->pid, SIGKILL);
-			waitpid(d->pid, &status, 0);
-			break;
-		}
-		usleep(2000);
-	}
+	if (killed)
+		fprintf(stderr, "bench: the daemon ignored SIGTERM for 60 s: "
+		    "SIGKILL\n");
 	bench_current = NULL;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		bench_fail("the daemon ended with status %#x; see %s", status,

@@ -30,6 +30,8 @@ static void schema_fail(struct schema_ctx *, const char *, ...)
 static size_t schema_push_key(struct buf *, const char *);
 static size_t schema_push_index(struct buf *, size_t);
 static void schema_pop(struct buf *, size_t);
+static bool	schema_out_of_bound(struct schema_ctx *, const char *,
+		    const json_t *, const char *);
 static bool schema_known_type(const char *);
 static bool schema_is_integer(const json_t *);
 static bool schema_is_count(const json_t *);
@@ -535,29 +537,41 @@ schema_validate_enum(struct schema_ctx *ctx, const json_t *values,
 	return false;
 }
 
+/*
+ * Fail with "<subject><relation><bound>", then " <unit> long" (plural
+ * unless the bound is 1) when a unit is given. Always false.
+ */
+static bool
+schema_out_of_bound(struct schema_ctx *ctx, const char *relation,
+    const json_t *bound, const char *unit)
+{
+	struct buf b = { 0 };
+
+	schema_subject(ctx, &b);
+	buf_addstr(&b, relation);
+	schema_format_number(&b, bound);
+	if (unit != NULL)
+		buf_printf(&b, " %s%s long", unit,
+		    json_number_value(bound) == 1 ? "" : "s");
+	schema_fail(ctx, "%s", b.data);
+	buf_free(&b);
+	return false;
+}
+
 static bool
 schema_validate_number(struct schema_ctx *ctx, const json_t *schema,
     const json_t *v)
 {
 	const json_t *min = json_object_get(schema, "minimum");
 	const json_t *max = json_object_get(schema, "maximum");
-	struct buf b = { 0 };
 
 	if (!json_is_number(v))
 		return true;
-	if (json_is_number(min) && schema_compare(v, min) < 0) {
-		schema_subject(ctx, &b);
-		buf_addstr(&b, " must be >= ");
-		schema_format_number(&b, min);
-	} else if (json_is_number(max) && schema_compare(v, max) > 0) {
-		schema_subject(ctx, &b);
-		buf_addstr(&b, " must be <= ");
-		schema_format_number(&b, max);
-	} else
-		return true;
-	schema_fail(ctx, "%s", b.data);
-	buf_free(&b);
-	return false;
+	if (json_is_number(min) && schema_compare(v, min) < 0)
+		return schema_out_of_bound(ctx, " must be >= ", min, NULL);
+	if (json_is_number(max) && schema_compare(v, max) > 0)
+		return schema_out_of_bound(ctx, " must be <= ", max, NULL);
+	return true;
 }
 
 static bool
@@ -566,30 +580,19 @@ schema_validate_string(struct schema_ctx *ctx, const json_t *schema,
 {
 	const json_t *min = json_object_get(schema, "minLength");
 	const json_t *max = json_object_get(schema, "maxLength");
-	struct buf b = { 0 };
 	double n;
 
 	if (!json_is_string(v))
 		return true;
 	n = (double)utf8_chars(json_string_value(v),
 	    json_string_length(v));
-	if (schema_is_count(min) && n < json_number_value(min)) {
-		schema_subject(ctx, &b);
-		buf_addstr(&b, " must be at least ");
-		schema_format_number(&b, min);
-		buf_addstr(&b, json_number_value(min) == 1 ? " character long" :
-		    " characters long");
-	} else if (schema_is_count(max) && n > json_number_value(max)) {
-		schema_subject(ctx, &b);
-		buf_addstr(&b, " must be at most ");
-		schema_format_number(&b, max);
-		buf_addstr(&b, json_number_value(max) == 1 ? " character long" :
-		    " characters long");
-	} else
-		return true;
-	schema_fail(ctx, "%s", b.data);
-	buf_free(&b);
-	return false;
+	if (schema_is_count(min) && n < json_number_value(min))
+		return schema_out_of_bound(ctx, " must be at least ", min,
+		    "character");
+	if (schema_is_count(max) && n > json_number_value(max))
+		return schema_out_of_bound(ctx, " must be at most ", max,
+		    "character");
+	return true;
 }
 
 /* Properties in schema order, then required, then additionalProperties. */

@@ -129,6 +129,9 @@ e2e_track(struct daemon *d, bool live)
 			e2e_live[i] = live ? d : NULL;
 			return;
 		}
+	/* An untracked daemon would outlive a failed assertion. */
+	cr_assert(!live, "more than %zu daemons at once: grow e2e_live",
+	    sizeof e2e_live / sizeof *e2e_live);
 }
 
 void

@@ -1275,6 +1275,41 @@ Test(S6, streamed_output_is_progress_before_the_result)
 	t_close(t);
 }
 
+/*
+ * A character cut between two reads of the pipe goes out whole, in the
+ * later progress; one the tool never finishes goes out repaired at exit.
+ */
+Test(S6, streamed_output_never_splits_a_character)
+{
+	struct t *t = t_open(d_start(NULL), 0, "[{\"name\":\"stream\","
+	    "\"command\":[\"/bin/sh\",\"-c\",\"{command}\"],"
+	    "\"streamOutput\":true}]");
+	json_t *r, *p, *m;
+	char out[256] = "", err[256] = "";
+	size_t i;
+
+	/* The euro sign is e2 82 ac: the gate holds its last byte back. */
+	t_add(t, "s", "stream", "printf 'a\\342\\202'; " GATE("go")
+	    "printf '\\254 b'; printf 'x\\360\\237' >&2");
+	p = t_await(t, "progress", "s", NULL);
+	cr_assert_str_eq(e2e_str(json_object_get(p, "data"), "text"), "a");
+	t_go(t, "go");
+	r = t_await(t, "tool_result", "s", NULL);
+	json_array_foreach(t->log, i, m) {
+		p = json_object_get(m, "params");
+		if (strcmp(e2e_str(m, "method"), "progress") != 0)
+			continue;
+		cr_assert_lt(seq(p), seq(r));
+		strncat(strcmp(e2e_str(json_object_get(p, "data"), "stream"),
+		    "stdout") == 0 ? out : err, e2e_str(json_object_get(p, "data"),
+		    "text"), 100);
+	}
+	cr_assert_str_eq(out, "a\xe2\x82\xac b");
+	cr_assert_str_eq(err, "x\xef\xbf\xbd\xef\xbf\xbd");
+	cr_assert_eq(t_drain(t), 1);
+	t_close(t);
+}
+
 /* ------------------------------------------------------------------ S7 */
 
 Test(S7, a_flagged_error_cancels_queued_and_cancel_tools_block_ones_finish)

@@ -27,11 +27,14 @@ enum exec_reason {
 	REASON_INTERRUPTED,
 	REASON_PERMISSION_DENIED,
 	REASON_SPAWN_FAILED,
+	REASON_MEMORY_LIMIT,   /* extension */
+	REASON_PROCESS_LIMIT,  /* extension */
 };
 
 static const char *exec_reason_names[] = {
 	"ok", "exit", "signal", "timeout", "unknown_tool", "invalid_input",
 	"sibling_error", "interrupted", "permission_denied", "spawn_failed",
+	"memory_limit", "process_limit",
 };
 
 enum exec_abort {
@@ -415,6 +418,9 @@ exec_spawn(struct exec_tool *t)
 		.max_output = tooldef_max_result_bytes(t->def),
 		.stream_output = tooldef_stream_output(t->def),
 		.name = t->name,
+		.safe = t->safe,
+		.sandbox = tooldef_sandbox(t->def),
+		.limits = tooldef_limits(t->def),
 	};
 	struct exec_effect e = { .kind = EXEC_SPAWN, .spawn = &spawn };
 
@@ -526,6 +532,14 @@ exec_exit_content(struct buf *b, const struct exec_tool *t,
 		buf_printf(b, "Error: timed out after %lld ms",
 		    (long long)t->timeout_ms);
 		break;
+	case REASON_MEMORY_LIMIT:
+		buf_printf(b, "Error: killed: over its memory limit of %llu "
+		    "bytes", (unsigned long long)x->limit);
+		break;
+	case REASON_PROCESS_LIMIT:
+		buf_printf(b, "Error: killed: over its limit of %llu "
+		    "processes", (unsigned long long)x->limit);
+		break;
 	default:
 		fatal("no exit content for reason %d", why);
 	}
@@ -575,6 +589,13 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	    "fullOutputPath", x != NULL && x->output.path != NULL ?
 	    json_string(x->output.path) : json_null(),
 	    "warnings", t->warnings);
+	/* Extensions: only what was measured. */
+	if (x != NULL && x->peak_memory > 0)
+		json_object_set_new(meta, "peakMemoryBytes",
+		    json_integer((json_int_t)x->peak_memory));
+	if (x != NULL && x->cpu_measured)
+		json_object_set_new(meta, "cpuMs",
+		    json_integer((json_int_t)x->cpu_ms));
 	p = exec_tool_params(t);
 	/* Output may hold NUL bytes: the content is given with its length. */
 	json_object_set_new(p, "result", json_pack("{s:s, s:s, s:s%, s:b}",
@@ -802,6 +823,10 @@ exec_exit_reason(const struct exec_exit *x)
 		return REASON_TIMEOUT;
 	case EXEC_END_SPAWN_FAILED:
 		return REASON_SPAWN_FAILED;
+	case EXEC_END_MEMORY_LIMIT:
+		return REASON_MEMORY_LIMIT;
+	case EXEC_END_PROCESS_LIMIT:
+		return REASON_PROCESS_LIMIT;
 	default:
 		/* Killed, but not by us: the daemon is going away. */
 		return REASON_INTERRUPTED;

@@ -54,6 +54,9 @@ struct exec_spawn {
 	size_t max_output;     /* kept whole up to this, then head + tail */
 	bool stream_output;
 	const char *name;
+	bool safe;             /* concurrency-safe for this input */
+	enum tooldef_sandbox sandbox;        /* the ToolDef's */
+	const struct tooldef_limits *limits; /* the ToolDef's; 0: none given */
 };
 
 struct exec_effect {
@@ -122,6 +125,8 @@ enum exec_end {
 	EXEC_END_TIMED_OUT,    /* killed by its timeout */
 	EXEC_END_KILLED,       /* killed on our request, or at shutdown */
 	EXEC_END_SPAWN_FAILED, /* never ran: see error */
+	EXEC_END_MEMORY_LIMIT, /* killed over its memory limit (limit) */
+	EXEC_END_PROCESS_LIMIT, /* killed over its process limit (limit) */
 };
 
 struct exec_exit {
@@ -132,6 +137,10 @@ struct exec_exit {
 	const char *error;     /* EXEC_END_SPAWN_FAILED: why */
 	struct output output;  /* valid during the call only */
 	const char *output_error; /* the whole content could not be saved */
+	uint64_t limit;        /* the limit it went over */
+	uint64_t peak_memory;  /* bytes; 0: not measured */
+	bool cpu_measured;
+	uint64_t cpu_ms;       /* user + system, when cpu_measured */
 };
 
 /* The tool's process has ended and every process of it is dead. */

@@ -25,11 +25,13 @@
 #include "outdir.h"
 #include "proc.h"
 #include "registry.h"
+#include "sandbox.h"
 #include "server.h"
 #include "session.h"
 #include "stexec/protocol.h"
 #include "utf8.h"
 #include "tooldef.h"
+#include "toolcg.h"
 #include "util.h"
 
 #ifndef STEXEC_LIBEXECDIR
@@ -59,6 +61,8 @@ struct options {
 	uint64_t output_budget;
 	bool other_uids;
 	size_t max_result_bytes;
+	bool safe_read_only;
+	struct tooldef_limits limits;
 };
 
 /* Descriptors the daemon holds besides connections and tools. */
@@ -76,6 +80,7 @@ static int	make_dirs(const char *);
 static void	on_signal(evutil_socket_t, short, void *);
 static int	activated_socket(void);
 static int	connection_cap(unsigned, unsigned *);
+static json_t	*main_enforcement(bool);
 
 static void
 usage(FILE *f, int status)
@@ -120,6 +125,14 @@ usage(FILE *f, int status)
 "  --allow-other-uids       let users other than the daemon's (and root)\n"
 "                           create sessions: their tools run as the\n"
 "                           daemon's user (default: refused, -32003)\n"
+"  --safe-read-only         run every tool that is concurrency-safe for its\n"
+"                           input and has no \"sandbox\" field read-only\n"
+"                           (Landlock): recommended\n"
+"  --memory-limit BYTES     per tool, for ToolDefs without limits.memoryBytes\n"
+"  --max-processes N        per tool, for ToolDefs without\n"
+"                           limits.maxProcesses\n"
+"  --cpu-percent N          per tool (100: one CPU), for ToolDefs without\n"
+"                           limits.cpuPercent (default: none of the three)\n"
 "  --log-level LEVEL        error, warn, info or debug (default info)\n"
 "  --version, --help\n",
 	    STEXEC_MAX_MESSAGE_DEFAULT);
@@ -165,6 +178,10 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "output-budget", required_argument, NULL, 'B' },
 		{ "allow-other-uids", no_argument, NULL, 'A' },
 		{ "max-result-bytes", required_argument, NULL, 'R' },
+		{ "safe-read-only", no_argument, NULL, 'O' },
+		{ "memory-limit", required_argument, NULL, 'L' },
+		{ "max-processes", required_argument, NULL, 'P' },
+		{ "cpu-percent", required_argument, NULL, 'c' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -257,6 +274,22 @@ parse_options(int argc, char **argv, struct options *o)
 			o->max_result_bytes = (size_t)parse_number(
 			    "--max-result-bytes", optarg, 1024, 2147483647);
 			break;
+		case 'O':
+			o->safe_read_only = true;
+			break;
+		case 'L':
+			o->limits.memory_bytes = (uint64_t)parse_number(
+			    "--memory-limit", optarg, TOOLDEF_MEMORY_MIN,
+			    (long)TOOLDEF_MEMORY_MAX);
+			break;
+		case 'P':
+			o->limits.max_processes = (uint64_t)parse_number(
+			    "--max-processes", optarg, 1, TOOLDEF_PROCESSES_MAX);
+			break;
+		case 'c':
+			o->limits.cpu_percent = (uint64_t)parse_number(
+			    "--cpu-percent", optarg, 1, TOOLDEF_CPU_PERCENT_MAX);
+			break;
 		case 'l':
 			if ((level = log_parse_level(optarg)) < 0) {
 				fprintf(stderr, "stexecd: --log-level: expected "
@@ -333,6 +366,34 @@ base_environment(void)
 		free(key);
 	}
 	return env;
+}
+
+/*
+ * What initialize reports is enforced (extension): the read-only sandbox,
+ * supervision and limits, as this host and these options have them.
+ */
+static json_t *
+main_enforcement(bool safe_read_only)
+{
+	json_t *e = toolcg_capabilities();
+
+	if (sandbox_abi() > 0) {
+		json_object_set_new(e, "sandbox", json_pack("{s:s, s:i, s:b}",
+		    "readOnly", "landlock", "landlockAbi", sandbox_abi(),
+		    "safeReadOnly", safe_read_only));
+		log_info("read-only tools run under Landlock ABI %d%s",
+		    sandbox_abi(), safe_read_only ? "; so do safe tools "
+		    "without a sandbox field" : "");
+	} else {
+		json_object_set_new(e, "sandbox", json_pack("{s:n, s:s, s:b}",
+		    "readOnly", "why", sandbox_error() != NULL ?
+		    sandbox_error() : "unknown", "safeReadOnly",
+		    safe_read_only));
+		log_warn("no read-only sandbox: %s; read-only tools will be "
+		    "refused", sandbox_error() != NULL ? sandbox_error() :
+		    "unknown");
+	}
+	return e;
 }
 
 /* Disk, not tmpfs: whole outputs can be large. */
@@ -546,10 +607,13 @@ main(int argc, char **argv)
 	scfg.other_uids = o.other_uids;
 	scfg.base = main_base;
 	scfg.idle_timeout_s = o.session_idle_s;
+	scfg.safe_read_only = o.safe_read_only;
+	scfg.limits = o.limits;
 	session_init(&scfg);
 	conn_init(main_base, o.max_message, &methods_conn_ops);
 	conn_set_limits(max_conns, o.max_conns_per_uid);
 	mcfg.max_message = o.max_message;
+	mcfg.enforcement = main_enforcement(o.safe_read_only);
 	methods_init(&mcfg);
 
 	activated = (fd = activated_socket()) >= 0;
@@ -593,6 +657,7 @@ main(int argc, char **argv)
 		event_free(sigs[i]);
 	registry_free();
 	json_decref(scfg.base_env);
+	json_decref(mcfg.enforcement);
 	free(o.tools_dirs);
 	free(outdir);
 	event_base_free(main_base);

@@ -224,13 +224,14 @@ static void
 methods_initialize(struct call *call)
 {
 	conn_reply(call->c, call->id, json_pack("{s:{s:s, s:s}, s:i, "
-	    "s:{s:b, s:b, s:b, s:b, s:b, s:I, s:I}}",
+	    "s:{s:b, s:b, s:b, s:b, s:b, s:I, s:I, s:O*}}",
 	    "server", "name", "stexecd", "version", STEXEC_VERSION,
 	    "protocolVersion", STEXEC_PROTOCOL_VERSION,
 	    "capabilities", "subscribe", 1, "events", 1, "permissions", 1,
 	    "contextModifiers", 1, "streamOutput", 1, "maxMessage",
 	    (json_int_t)methods_cfg.max_message, "maxResultBytes",
-	    (json_int_t)tooldef_result_ceiling()));
+	    (json_int_t)tooldef_result_ceiling(), "enforcement",
+	    methods_cfg.enforcement));
 }
 
 static void

@@ -10,6 +10,7 @@ struct conn;
 struct methods_config {
 	size_t max_message;
 	uint64_t start_ms;  /* CLOCK_MONOTONIC at startup */
+	json_t *enforcement; /* initialize's capabilities.enforcement */
 };
 
 void methods_init(const struct methods_config *);

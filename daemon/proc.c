@@ -1,5 +1,5 @@
 /*
- * Supervised tool processes: posix_spawn into a new process group, pipes read
+ * Supervised tool processes: spawned (spawn.h) into a new process group, pipes read
  * without blocking, the timeout and kill escalation, leftovers killed and
  * reaped before the one exit callback.
  */
@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +23,11 @@
 #include <event2/event.h>
 
 #include "capture.h"
+#include "log.h"
 #include "reaper.h"
+#include "sandbox.h"
 #include "sentinel.h"
+#include "spawn.h"
 #include "util.h"
 
 #define PROC_TOKEN "STEXEC_PROC_TOKEN"
@@ -40,10 +42,15 @@
 /* Polls for the leftovers to be reaped; then the result goes anyway. */
 #define PROC_POLL_MS 5
 #define PROC_POLL_MAX 2000
-/* Held by a running tool: stdin, 3 pipes, the output and spill files. */
-#define PROC_FDS_PER_TOOL 6
-/* Held for a moment by a spawn: 4 child ends, the cwd, the /proc scans. */
-#define PROC_FDS_SPAWN 8
+/* Held by a running tool: stdin, 3 pipes, output and spill files, cgroup. */
+#define PROC_FDS_PER_TOOL 7
+/*
+ * Held for a moment by a spawn: 4 child ends, the cwd, the /proc scans,
+ * the sandbox's ruleset and its directory, the v1 cgroups to join.
+ */
+#define PROC_FDS_SPAWN (8 + 2 + SPAWN_MAX_JOIN)
+/* How often the events of a tool with limits are read. */
+#define PROC_LIMIT_POLL_MS 50
 
 enum proc_state {
 	PROC_QUEUED,   /* waiting for a max_procs slot */
@@ -74,6 +81,13 @@ struct proc {
 	int64_t timeout_ms;
 	size_t max_output;
 	bool stream_output;
+	char *tmpdir;       /* read-only: its private TMPDIR, once made */
+	bool tmpdir_made;
+	struct toolcg_limits limits;
+	struct toolcg *cg;  /* its cgroups, if it has any */
+	struct event *limit_timer;
+	enum toolcg_hit hit;
+	uint64_t hit_limit;
 	struct proc_ops ops;
 	void *arg;
 
@@ -114,7 +128,7 @@ struct proc_scan {
 
 static char **proc_pack(char *const *, const char *, const char *);
 static char **proc_copy_argv(char *const *);
-static char **proc_copy_env(char *const *, uint64_t);
+static char **proc_copy_env(char *const *, uint64_t, const char *);
 static void proc_free_strv(char **);
 static const char *proc_getenv(char *const *, const char *);
 static int proc_resolve(struct proc *, int, char **);
@@ -135,6 +149,8 @@ static void proc_line(struct proc *, const char *, size_t);
 static void proc_close_pipe(struct proc_pipe *);
 static bool proc_pipes_closed(struct proc *);
 static void proc_timer_cb(evutil_socket_t, short, void *);
+static void proc_limit_cb(evutil_socket_t, short, void *);
+static bool proc_over_limit(struct proc *);
 static void proc_exited(pid_t, int, void *);
 static void proc_end_cb(evutil_socket_t, short, void *);
 static bool proc_reap_leftovers(struct proc *);
@@ -202,13 +218,16 @@ proc_init(struct event_base *base, const struct proc_config *cfg, char *err,
 		return -1;
 	}
 	proc_new_instance();
+	sandbox_init();
 	if (proc_cfg.guard && sentinel_start(base, proc_instance,
 	    proc_replay_groups, !proc_cfg.no_cgroup, err, errlen) != 0) {
+		sandbox_shutdown();
 		reaper_free();
 		free(proc_output_dir);
 		proc_output_dir = NULL;
 		return -1;
 	}
+	toolcg_init();
 	proc_done_ev = event_new(base, -1, 0, proc_done_cb, NULL);
 	if (proc_done_ev == NULL)
 		fatal("event_new failed");
@@ -226,6 +245,7 @@ proc_shutdown(void)
 	if (proc_base == NULL)
 		return;
 	TAILQ_FOREACH(p, &proc_all, all_entry) {
+		toolcg_kill(p->cg);
 		if (p->pgid > 0)
 			kill(-p->pgid, SIGKILL);
 	}
@@ -241,6 +261,8 @@ proc_shutdown(void)
 	event_free(proc_done_ev);
 	proc_done_ev = NULL;
 	reaper_free();
+	sandbox_shutdown();
+	toolcg_shutdown();
 	free(proc_output_dir);
 	proc_output_dir = NULL;
 	proc_base = NULL;
@@ -258,8 +280,11 @@ proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
 		fatal("proc_spawn before proc_init");
 	p = xcalloc(1, sizeof *p);
 	p->token = ++proc_next_token;
+	if (spec->read_only)
+		xasprintf(&p->tmpdir, "%s/tmp.%s%" PRIu64, proc_output_dir,
+		    proc_instance, p->token);
 	p->argv = proc_copy_argv(spec->argv);
-	p->envp = proc_copy_env(spec->envp, p->token);
+	p->envp = proc_copy_env(spec->envp, p->token, p->tmpdir);
 	p->cwd = spec->cwd != NULL ? xstrdup(spec->cwd) : NULL;
 	p->name = xstrdup(spec->name != NULL ? spec->name : "proc");
 	if (spec->input_len > 0) {
@@ -268,6 +293,7 @@ proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
 		p->input_len = spec->input_len;
 	}
 	p->timeout_ms = spec->timeout_ms;
+	p->limits = spec->limits;
 	p->max_output = spec->max_output;
 	p->stream_output = spec->stream_output;
 	p->ops = *ops;
@@ -280,7 +306,8 @@ proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
 	}
 	p->timer = evtimer_new(proc_base, proc_timer_cb, p);
 	p->end_timer = evtimer_new(proc_base, proc_end_cb, p);
-	if (p->timer == NULL || p->end_timer == NULL)
+	p->limit_timer = event_new(proc_base, -1, EV_PERSIST, proc_limit_cb, p);
+	if (p->timer == NULL || p->end_timer == NULL || p->limit_timer == NULL)
 		fatal("evtimer_new failed");
 	TAILQ_INSERT_TAIL(&proc_all, p, all_entry);
 
@@ -353,15 +380,25 @@ proc_copy_argv(char *const *argv)
 	return proc_pack(argv, NULL, NULL);
 }
 
-/* The given environment, then our token (replacing any inherited one). */
+/*
+ * The given environment, then TMPDIR when given and our token (replacing
+ * any inherited ones).
+ */
 static char **
-proc_copy_env(char *const *envp, uint64_t token)
+proc_copy_env(char *const *envp, uint64_t token, const char *tmpdir)
 {
-	char tok[64];
+	char tok[64], *tmp, **with_tmp = NULL, **v;
 
+	if (tmpdir != NULL) {
+		xasprintf(&tmp, "TMPDIR=%s", tmpdir);
+		envp = with_tmp = proc_pack(envp, "TMPDIR=", tmp);
+		free(tmp);
+	}
 	snprintf(tok, sizeof tok, "%s=%s%" PRIu64, PROC_TOKEN, proc_instance,
 	    token);
-	return proc_pack(envp, PROC_TOKEN "=", tok);
+	v = proc_pack(envp, PROC_TOKEN "=", tok);
+	free(with_tmp);
+	return v;
 }
 
 static void
@@ -472,74 +509,82 @@ proc_pipes(struct proc *p, int child[4])
 	return 0;
 }
 
-/* posix_spawn path in its own process group with child[] as 0..3. */
-static int
-proc_exec(struct proc *p, const char *path, const int child[4], int dirfd,
-    pid_t *pid)
+/*
+ * A read-only tool's private TMPDIR and the ruleset that confines it to
+ * that; NULL, or why it cannot run.
+ */
+static char *
+proc_confine(struct proc *p, struct spawn_req *req)
 {
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	sigset_t mask, dfl;
-	int error, i;
+	char *msg = NULL;
 
-	posix_spawn_file_actions_init(&fa);
-	for (i = 0; i < 4; i++)
-		posix_spawn_file_actions_adddup2(&fa, child[i], i);
-	if (dirfd != -1)
-		posix_spawn_file_actions_addfchdir_np(&fa, dirfd);
-	/* Everything is CLOEXEC; this also covers fds libraries leak. */
-	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
-
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setflags(&attr, (short)(POSIX_SPAWN_SETPGROUP |
-	    POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF));
-	posix_spawnattr_setpgroup(&attr, 0);
-	sigemptyset(&mask);
-	posix_spawnattr_setsigmask(&attr, &mask);
-	/* Dispositions the daemon ignores (SIGPIPE) would be inherited. */
-	sigfillset(&dfl);
-	sigdelset(&dfl, SIGKILL);
-	sigdelset(&dfl, SIGSTOP);
-	posix_spawnattr_setsigdefault(&attr, &dfl);
-
-	error = posix_spawn(pid, path, &fa, &attr, p->argv, p->envp);
-
-	posix_spawnattr_destroy(&attr);
-	posix_spawn_file_actions_destroy(&fa);
-	return error;
+	if (sandbox_abi() == 0)
+		xasprintf(&msg, "cannot run %s read-only: %s", p->argv[0],
+		    sandbox_error() != NULL ? sandbox_error() :
+		    "no sandbox");
+	else if (mkdir(p->tmpdir, 0700) != 0)
+		xasprintf(&msg, "cannot create %s: %s", p->tmpdir,
+		    strerror(errno));
+	else {
+		p->tmpdir_made = true;
+		if ((req->landlock_fd = sandbox_ruleset(p->tmpdir)) == -1)
+			xasprintf(&msg, "cannot build the read-only sandbox "
+			    "for %s: %s", p->argv[0], strerror(errno));
+	}
+	return msg;
 }
 
 static void
 proc_start(struct proc *p)
 {
-	int child[4] = { -1, -1, -1, -1 }, dirfd = -1, error, i;
+	struct spawn_req req;
+	int error, i;
 	char *path = NULL, *msg = NULL;
-	pid_t pid;
+	const char *step;
+	pid_t pid = -1;
+
+	memset(&req, 0, sizeof req);
+	for (i = 0; i < 4; i++)
+		req.fds[i] = -1;
+	req.dirfd = req.cgroup_fd = req.landlock_fd = -1;
+	req.argv = p->argv;
+	req.envp = p->envp;
 
 	p->state = PROC_RUNNING;
 	if (p->argv[0] == NULL)
 		msg = xstrdup("no command to run");
-	else if (p->cwd != NULL && ((dirfd = open(p->cwd, O_PATH |
+	else if (p->cwd != NULL && ((req.dirfd = open(p->cwd, O_PATH |
 	    O_DIRECTORY | O_CLOEXEC)) == -1 ||
-	    faccessat(dirfd, ".", X_OK, AT_EACCESS) != 0))
+	    faccessat(req.dirfd, ".", X_OK, AT_EACCESS) != 0))
 		xasprintf(&msg, "cannot chdir to %s: %s", p->cwd,
 		    strerror(errno));
-	else if ((error = proc_resolve(p, dirfd == -1 ? AT_FDCWD : dirfd,
-	    &path)) != 0)
+	else if ((error = proc_resolve(p, req.dirfd == -1 ? AT_FDCWD :
+	    req.dirfd, &path)) != 0)
 		xasprintf(&msg, "cannot run %s: %s", p->argv[0],
 		    strerror(error));
-	else if ((error = proc_pipes(p, child)) != 0)
+	else if (p->tmpdir != NULL && (msg = proc_confine(p, &req)) != NULL)
+		;
+	else if ((p->cg = toolcg_new(p->token, &p->limits, &req, &msg)) ==
+	    NULL && msg != NULL)
+		;
+	else if ((error = proc_pipes(p, req.fds)) != 0)
 		xasprintf(&msg, "cannot create a pipe: %s", strerror(error));
-	else if ((error = proc_exec(p, path, child, dirfd, &pid)) != 0)
-		xasprintf(&msg, "cannot run %s: %s", p->argv[0],
-		    strerror(error));
+	else {
+		req.path = path;
+		if ((pid = spawn_start(&req, &step)) == -1)
+			xasprintf(&msg, "%s %s: %s", step, p->argv[0],
+			    strerror(errno));
+	}
 
 	/* The one cleanup: what the child needed, whether it started or not. */
 	for (i = 0; i < 4; i++)
-		if (child[i] != -1)
-			close(child[i]);
-	if (dirfd != -1)
-		close(dirfd);
+		if (req.fds[i] != -1)
+			close(req.fds[i]);
+	if (req.dirfd != -1)
+		close(req.dirfd);
+	if (req.landlock_fd != -1)
+		close(req.landlock_fd);
+	toolcg_spawned(p->cg, &req);
 	free(path);
 	if (msg != NULL) {
 		proc_spawn_failed(p, msg);
@@ -581,6 +626,8 @@ proc_start(struct proc *p)
 	}
 	if (p->timeout_ms > 0)
 		proc_add_timer(p->timer, p->timeout_ms);
+	if (toolcg_watched(p->cg))
+		proc_add_timer(p->limit_timer, PROC_LIMIT_POLL_MS);
 }
 
 /* Never started: report it from the loop like any other end. */
@@ -622,10 +669,15 @@ proc_elapsed_ms(const struct timespec *since)
 	    (now.tv_nsec - since->tv_nsec) / 1000000;
 }
 
-/* Signal the group while it may exist; a gone group's id may be reused. */
+/*
+ * Signal the group while it may exist; a gone group's id may be reused.
+ * KILL also goes to the whole cgroup, escapees included.
+ */
 static void
 proc_signal_group(struct proc *p, int sig)
 {
+	if (sig == SIGKILL)
+		toolcg_kill(p->cg);
 	if (p->pgid <= 0)
 		return;
 	if (kill(-p->pgid, sig) == -1 && errno == ESRCH)
@@ -864,6 +916,30 @@ proc_timer_cb(evutil_socket_t fd, short events, void *arg)
 	proc_add_timer(p->timer, proc_cfg.kill_grace_ms);
 }
 
+/*
+ * Went over a limit (the kernel has refused it memory or a process, or
+ * killed part of it): kill all of it now, once.
+ */
+static bool
+proc_over_limit(struct proc *p)
+{
+	if (p->hit == TOOLCG_HIT_NONE &&
+	    (p->hit = toolcg_hit(p->cg, &p->hit_limit)) != TOOLCG_HIT_NONE)
+		proc_signal_group(p, SIGKILL);
+	return p->hit != TOOLCG_HIT_NONE;
+}
+
+static void
+proc_limit_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct proc *p = arg;
+
+	(void)fd;
+	(void)events;
+	if (p->state != PROC_RUNNING || proc_over_limit(p))
+		evtimer_del(p->limit_timer);
+}
+
 /* From the reaper: the main process has been reaped. */
 static void
 proc_exited(pid_t pid, int status, void *arg)
@@ -876,8 +952,9 @@ proc_exited(pid_t pid, int status, void *arg)
 	p->pid = 0;
 	p->state = PROC_GRACE;
 	evtimer_del(p->timer);
+	evtimer_del(p->limit_timer);
 	proc_close_stdin(p);
-	if (p->killed || proc_pipes_closed(p))
+	if (proc_over_limit(p) || p->killed || proc_pipes_closed(p))
 		proc_add_timer(p->end_timer, 0);
 	else
 		proc_add_timer(p->end_timer, proc_cfg.leftover_grace_ms);
@@ -928,6 +1005,9 @@ proc_reap_leftovers(struct proc *p)
 
 	reaper_reap();
 	proc_signal_group(p, SIGKILL);
+	/* Its own cgroup holds all of it: empty is gone. */
+	if (toolcg_supervises() && p->cg != NULL)
+		return toolcg_populated(p->cg) == 0;
 	/*
 	 * Escapees are re-parented to us only as their parents in the group
 	 * die: scan /proc once the group is gone, usually a single time.
@@ -999,6 +1079,8 @@ proc_finish(struct proc *p)
 		p->end = PROC_SPAWN_FAILED;
 	else if (p->killed)
 		p->end = PROC_KILLED;
+	else if (p->hit != TOOLCG_HIT_NONE)
+		p->end = PROC_LIMIT_HIT;
 	else if (p->timed_out)
 		p->end = PROC_TIMED_OUT;
 	else if (WIFSIGNALED(p->status))
@@ -1036,6 +1118,10 @@ proc_done_cb(evutil_socket_t fd, short events, void *arg)
 			e.signal = WTERMSIG(p->status);
 		e.duration_ms = p->duration_ms;
 		e.error = p->error;
+		e.hit = p->hit;
+		e.limit = p->hit_limit;
+		toolcg_usage(p->cg, &e.peak_memory, &e.cpu_measured,
+		    &e.cpu_ms);
 		if (p->capture != NULL) {
 			capture_output(p->capture, &e.output);
 			e.output_error = capture_error(p->capture);
@@ -1071,11 +1157,16 @@ proc_free(struct proc *p, bool keep_file)
 	}
 	event_free(p->timer);
 	event_free(p->end_timer);
+	event_free(p->limit_timer);
+	toolcg_free(p->cg);
 	capture_free(p->capture, keep_file);
 	proc_free_strv(p->argv);
 	proc_free_strv(p->envp);
 	buf_free(&p->line);
 	free(p->input);
+	if (p->tmpdir_made && util_rmtree(p->tmpdir) != 0)
+		log_warn("cannot remove %s: %s", p->tmpdir, strerror(errno));
+	free(p->tmpdir);
 	free(p->cwd);
 	free(p->name);
 	free(p->error);

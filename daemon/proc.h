@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "output.h"
+#include "toolcg.h"
 
 struct event_base;
 struct proc;
@@ -35,6 +36,11 @@ struct proc_spec {
 	                        beyond, max_output / 2 bytes of head, the
 	                        rest of it as tail, and a file */
 	bool stream_output;  /* report stdout/stderr chunks as they come */
+	struct toolcg_limits limits; /* 0s: none (toolcg.h says how each
+	                        is enforced) */
+	bool read_only;      /* in the read-only sandbox (sandbox.h), with a
+	                        private TMPDIR removed when it ends; fails to
+	                        start where there is no sandbox */
 	const char *name;    /* for the output file name and logs */
 };
 
@@ -44,6 +50,7 @@ enum proc_end {
 	PROC_TIMED_OUT,    /* killed by the timeout */
 	PROC_KILLED,       /* killed by proc_kill */
 	PROC_SPAWN_FAILED, /* never ran: see error */
+	PROC_LIMIT_HIT,    /* killed over a limit: see hit and limit */
 };
 
 struct proc_exit {
@@ -61,6 +68,11 @@ struct proc_exit {
 	                             (e.g. "cannot write PATH: No space left
 	                             on device"): output.path is then NULL
 	                             but head and tail are still right */
+	enum toolcg_hit hit;   /* PROC_LIMIT_HIT: which limit */
+	uint64_t limit;        /* PROC_LIMIT_HIT: its value */
+	uint64_t peak_memory;  /* bytes, 0: not measured */
+	bool cpu_measured;
+	uint64_t cpu_ms;
 };
 
 struct proc_ops {
@@ -105,7 +117,9 @@ struct proc_config {
  *
  * Every child of the daemon is taken for a tool's: when a tool ends, any
  * re-parented process that is neither in a running tool's process group
- * nor carries a running tool's STEXEC_PROC_TOKEN is killed.
+ * nor carries a running tool's STEXEC_PROC_TOKEN is killed. Where tools
+ * get a cgroup each (toolcg.h), a tool's end is instead cgroup.kill and
+ * waiting for its cgroup to be empty: no /proc scan.
  *
  * With cfg->guard, also start the sentinel; proc_shutdown stops it.
  */

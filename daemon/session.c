@@ -589,6 +589,16 @@ session_spawn(struct session *s, struct exec_tool *t,
 	spec.max_output = req->max_output;
 	spec.stream_output = req->stream_output;
 	spec.name = req->name;
+	/* A ToolDef's sandbox wins; without one, --safe-read-only decides. */
+	spec.read_only = req->sandbox == TOOLDEF_SANDBOX_READ_ONLY ||
+	    (req->sandbox == TOOLDEF_SANDBOX_UNSET && req->safe &&
+	    session_cfg.safe_read_only);
+	spec.limits.memory_bytes = req->limits->memory_bytes > 0 ?
+	    req->limits->memory_bytes : session_cfg.limits.memory_bytes;
+	spec.limits.max_processes = req->limits->max_processes > 0 ?
+	    req->limits->max_processes : session_cfg.limits.max_processes;
+	spec.limits.cpu_percent = req->limits->cpu_percent > 0 ?
+	    req->limits->cpu_percent : session_cfg.limits.cpu_percent;
 	st->proc = proc_spawn(&spec, &session_proc_ops, t);
 	exec_tool_set_handle(t, st);
 	if (s->paused)
@@ -653,9 +663,12 @@ session_tool_done(struct exec_tool *t, bool flush)
 
 /* The supervisor's words for how a process ended, in the core's. */
 static enum exec_end
-session_exec_end(enum proc_end end)
+session_exec_end(enum proc_end end, enum toolcg_hit hit)
 {
 	switch (end) {
+	case PROC_LIMIT_HIT:
+		return hit == TOOLCG_HIT_MEMORY ? EXEC_END_MEMORY_LIMIT :
+		    EXEC_END_PROCESS_LIMIT;
 	case PROC_EXITED:
 		return EXEC_END_EXITED;
 	case PROC_SIGNALED:
@@ -675,13 +688,17 @@ session_proc_exit(void *arg, const struct proc_exit *px)
 	struct exec_tool *t = arg;
 	struct session *s = exec_arg(exec_tool_exec(t));
 	struct exec_exit x = {
-		.end = session_exec_end(px->end),
+		.end = session_exec_end(px->end, px->hit),
 		.status = px->status,
 		.signal = px->signal,
 		.duration_ms = px->duration_ms,
 		.error = px->error,
 		.output = px->output,
 		.output_error = px->output_error,
+		.limit = px->limit,
+		.peak_memory = px->peak_memory,
+		.cpu_measured = px->cpu_measured,
+		.cpu_ms = px->cpu_ms,
 	};
 	size_t i;
 

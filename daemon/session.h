@@ -33,6 +33,9 @@ struct session_config {
 	bool other_uids;         /* sessions of other users run tools as us */
 	struct event_base *base; /* for idle timers; NULL: none */
 	unsigned idle_timeout_s; /* close sessions idle this long; 0: never */
+	bool safe_read_only;     /* tools safe for their input and without a
+	                            sandbox field run read-only */
+	struct tooldef_limits limits; /* for tools that give none */
 };
 
 void session_init(const struct session_config *);

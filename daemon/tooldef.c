@@ -2,6 +2,7 @@
 #include "tooldef.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,8 @@ struct tooldef {
 	bool abort_siblings;
 	bool requires_permission;
 	bool stream_output;
+	enum tooldef_sandbox sandbox;
+	struct tooldef_limits limits;
 	int64_t timeout_ms;
 	int64_t max_timeout_ms;
 	char *timeout_field;
@@ -409,6 +412,59 @@ tooldef_parse_int(const json_t *obj, const char *key, int64_t dflt,
 	return true;
 }
 
+bool
+tooldef_parse_limits(const json_t *obj, struct tooldef_limits *out,
+    char *err, size_t errlen)
+{
+	static const struct {
+		const char *key;
+		uint64_t min, max;
+		size_t off;
+	} fields[] = {
+		{ "memoryBytes", TOOLDEF_MEMORY_MIN, TOOLDEF_MEMORY_MAX,
+		    offsetof(struct tooldef_limits, memory_bytes) },
+		{ "maxProcesses", 1, TOOLDEF_PROCESSES_MAX,
+		    offsetof(struct tooldef_limits, max_processes) },
+		{ "cpuPercent", 1, TOOLDEF_CPU_PERCENT_MAX,
+		    offsetof(struct tooldef_limits, cpu_percent) },
+	};
+	const json_t *v;
+	const char *key;
+	uint64_t n;
+	double d;
+	size_t i;
+
+	memset(out, 0, sizeof *out);
+	if (!json_is_object(obj)) {
+		tooldef_fail(err, errlen, "limits: must be an object");
+		return false;
+	}
+	json_object_foreach((json_t *)obj, key, v) {
+		for (i = 0; i < nitems(fields); i++)
+			if (strcmp(key, fields[i].key) == 0)
+				break;
+		if (i == nitems(fields)) {
+			tooldef_fail(err, errlen, "limits.%s: unknown field "
+			    "(known: memoryBytes, maxProcesses, cpuPercent)",
+			    key);
+			return false;
+		}
+		if (json_is_null(v))
+			continue;
+		d = json_is_integer(v) ? (double)json_integer_value(v) :
+		    json_is_real(v) ? json_real_value(v) : -1;
+		n = d >= 1 && d <= (double)fields[i].max ? (uint64_t)d : 0;
+		if (n < fields[i].min || (double)n != d) {
+			tooldef_fail(err, errlen, "limits.%s: must be an integer "
+			    "from %" PRIu64 " to %" PRIu64, key, fields[i].min,
+			    fields[i].max);
+			return false;
+		}
+		*(uint64_t *)(void *)((char *)out + fields[i].off) = n;
+	}
+	return true;
+}
+
 static bool
 tooldef_parse_env(struct tooldef *def, const json_t *obj, char *err,
     size_t errlen)
@@ -488,6 +544,13 @@ tooldef_build_json(const struct tooldef *def, const json_t *obj)
 	    "env", def->env);
 	if (json == NULL)
 		fatal("%s: cannot build the definition", __func__);
+	/* The extensions, only when given: UNSET is the daemon's choice. */
+	if (def->sandbox != TOOLDEF_SANDBOX_UNSET)
+		json_object_set_new(json, "sandbox", json_string(
+		    def->sandbox == TOOLDEF_SANDBOX_READ_ONLY ? "read-only" :
+		    "none"));
+	if (json_object_get(obj, "limits") != NULL)
+		json_object_set(json, "limits", json_object_get(obj, "limits"));
 	return json;
 }
 
@@ -587,6 +650,22 @@ tooldef_parse(const json_t *obj, char *err, size_t errlen)
 	if (!tooldef_parse_env(def, obj, err, errlen))
 		goto fail;
 
+	if ((v = tooldef_get(obj, "sandbox")) == NULL)
+		def->sandbox = TOOLDEF_SANDBOX_UNSET;
+	else if (json_is_string(v) &&
+	    strcmp(json_string_value(v), "read-only") == 0)
+		def->sandbox = TOOLDEF_SANDBOX_READ_ONLY;
+	else if (json_is_string(v) && strcmp(json_string_value(v), "none") == 0)
+		def->sandbox = TOOLDEF_SANDBOX_NONE;
+	else {
+		tooldef_fail(err, errlen,
+		    "sandbox: must be \"read-only\" or \"none\"");
+		goto fail;
+	}
+	if ((v = tooldef_get(obj, "limits")) != NULL &&
+	    !tooldef_parse_limits(v, &def->limits, err, errlen))
+		goto fail;
+
 	def->json = tooldef_build_json(def, obj);
 	return def;
 
@@ -648,6 +727,18 @@ bool
 tooldef_stream_output(const struct tooldef *def)
 {
 	return def->stream_output;
+}
+
+enum tooldef_sandbox
+tooldef_sandbox(const struct tooldef *def)
+{
+	return def->sandbox;
+}
+
+const struct tooldef_limits *
+tooldef_limits(const struct tooldef *def)
+{
+	return &def->limits;
 }
 
 size_t

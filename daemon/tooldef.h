@@ -22,6 +22,24 @@ enum tooldef_interrupt {
 	TOOLDEF_CANCEL,
 };
 
+/* sandbox (extension): what the ToolDef says; UNSET leaves it to the daemon. */
+enum tooldef_sandbox {
+	TOOLDEF_SANDBOX_UNSET,
+	TOOLDEF_SANDBOX_NONE,
+	TOOLDEF_SANDBOX_READ_ONLY,
+};
+
+/* limits (extension): 0 where the ToolDef gives none (the daemon's applies). */
+struct tooldef_limits {
+	uint64_t memory_bytes;
+	uint64_t max_processes;
+	uint64_t cpu_percent;   /* of one CPU: 200 is two CPUs */
+};
+#define TOOLDEF_MEMORY_MIN (1024 * 1024)
+#define TOOLDEF_MEMORY_MAX (1ULL << 50)
+#define TOOLDEF_PROCESSES_MAX 4194304
+#define TOOLDEF_CPU_PERCENT_MAX 100000
+
 /*
  * Set the ceiling of maxResultBytes (once, at start): a larger value is
  * refused, and the default is lowered to it.
@@ -50,6 +68,14 @@ enum tooldef_interrupt tooldef_interrupt(const struct tooldef *);
 bool tooldef_abort_siblings(const struct tooldef *);
 bool tooldef_requires_permission(const struct tooldef *);
 bool tooldef_stream_output(const struct tooldef *);
+enum tooldef_sandbox tooldef_sandbox(const struct tooldef *);
+const struct tooldef_limits *tooldef_limits(const struct tooldef *);
+/*
+ * Check a limits object (a ToolDef's, or the daemon's defaults given as
+ * JSON); false with err naming the bad field.
+ */
+bool tooldef_parse_limits(const json_t *, struct tooldef_limits *,
+    char *err, size_t errlen);
 size_t tooldef_max_result_bytes(const struct tooldef *);
 /* The definition's env object: string values (null unsets). Borrowed. */
 const json_t *tooldef_env(const struct tooldef *);

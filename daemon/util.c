@@ -1,12 +1,14 @@
-/* Allocation that cannot fail, and mkdir -p. */
+/* Allocation that cannot fail, mkdir -p and rm -rf. */
 #include "util.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 void
 fatal(const char *fmt, ...)
@@ -126,4 +128,21 @@ util_mkdirs(const char *dir, mode_t mode)
 		return -1;
 	}
 	return 0;
+}
+
+static int
+util_rmtree_entry(const char *path, const struct stat *st, int flag,
+    struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP)
+		return rmdir(path) == 0 || errno == ENOENT ? 0 : -1;
+	return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+int
+util_rmtree(const char *dir)
+{
+	return nftw(dir, util_rmtree_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

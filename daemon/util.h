@@ -23,6 +23,8 @@ int xasprintf(char **, const char *, ...) __attribute__((format(printf, 2, 3)));
  * set when one cannot be made or dir is not a directory (ENOTDIR).
  */
 int util_mkdirs(const char *dir, mode_t mode);
+/* rm -rf dir, symlinks not followed. -1 with errno if something stays. */
+int util_rmtree(const char *dir);
 
 /* Broken invariant or out of memory: log and abort. */
 void fatal(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));

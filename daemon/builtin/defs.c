@@ -9,9 +9,11 @@
 #include "defs.h"
 
 #define DEFS_TOOL "\"command\": [\"" BUILTIN_DEFS_PLACEHOLDER "\", "
+/* Safe, and held to it: they run in the read-only sandbox (Landlock). */
 #define DEFS_READ_ONLY \
 	"\"concurrencySafe\": true, \"interruptBehavior\": \"cancel\", " \
-	"\"abortSiblingsOnError\": false, \"requiresPermission\": false"
+	"\"abortSiblingsOnError\": false, \"requiresPermission\": false, " \
+	"\"sandbox\": \"read-only\""
 
 static const char defs_bash[] = "{"
     "\"name\": \"bash\", "

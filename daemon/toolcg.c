@@ -1,0 +1,528 @@
+/* A cgroup per tool: supervision on v2, limits on v2, v1 or rlimits. */
+#include "toolcg.h"
+
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "log.h"
+#include "spawn.h"
+#include "util.h"
+
+enum toolcg_ctl {
+	CTL_MEMORY,
+	CTL_PIDS,
+	CTL_CPU,
+	CTL_N,
+};
+
+enum toolcg_via {
+	VIA_NONE,
+	VIA_V2,
+	VIA_V1,
+	VIA_RLIMIT,
+};
+
+static const char *const toolcg_ctl_names[CTL_N] = { "memory", "pids", "cpu" };
+static const char *const toolcg_via_names[] = {
+	NULL, "cgroup2", "cgroup1", "rlimit",
+};
+
+struct toolcg {
+	struct toolcg_limits limits;
+	char *v2;             /* its own v2 group, when supervising */
+	int v2fd;
+	char *v1[CTL_N];      /* its v1 groups, one per limit set there */
+	int joins;            /* join fds it put in the spawn request */
+};
+
+static char *toolcg_v2_dir;          /* the daemon's v2 subtree */
+static enum toolcg_via toolcg_via[CTL_N];
+static char *toolcg_v1_dir[CTL_N];   /* <hierarchy>/<ours>/stexecd-PID */
+static bool toolcg_memsw;            /* v1 memory.memsw.* exists */
+
+static char *toolcg_v1_find(const char *);
+static int toolcg_write(const char *, const char *, const char *);
+static int toolcg_writeat(int, const char *, const char *);
+static bool toolcg_field(const char *, const char *, const char *,
+    uint64_t *);
+static void toolcg_v2_enable(void);
+
+/* Where our v1 cgroup of this controller is, or NULL. */
+static char *
+toolcg_v1_find(const char *ctl)
+{
+	char line[4096], root[4096], mnt[4096], opts[4096], *sep, *own = NULL;
+	char *tok, *save, *dir = NULL;
+	size_t clen = strlen(ctl), len;
+	bool found = false;
+	FILE *f;
+
+	if ((f = fopen("/proc/self/mountinfo", "re")) == NULL)
+		return NULL;
+	while (!found && fgets(line, sizeof line, f) != NULL) {
+		sep = strstr(line, " - cgroup ");
+		if (sep == NULL || sscanf(line, "%*s %*s %*s %4095s %4095s",
+		    root, mnt) != 2 || sscanf(sep + 10, "%*s %4095s",
+		    opts) != 1 || strchr(mnt, '\\') != NULL)
+			continue;
+		for (tok = strtok_r(opts, ",", &save); tok != NULL;
+		    tok = strtok_r(NULL, ",", &save))
+			if (strcmp(tok, ctl) == 0)
+				found = true;
+	}
+	fclose(f);
+	if (!found || (f = fopen("/proc/self/cgroup", "re")) == NULL)
+		return NULL;
+	/* "N:cpu,cpuacct:/path": the controller among the names. */
+	while (own == NULL && fgets(line, sizeof line, f) != NULL) {
+		if ((tok = strchr(line, ':')) == NULL ||
+		    (sep = strchr(tok + 1, ':')) == NULL)
+			continue;
+		for (tok++; tok < sep; tok += len + 1) {
+			len = strcspn(tok, ",:");
+			if (len == clen && strncmp(tok, ctl, clen) == 0) {
+				own = xstrndup(sep + 1, strcspn(sep + 1,
+				    "\n"));
+				break;
+			}
+		}
+	}
+	fclose(f);
+	if (own == NULL)
+		return NULL;
+	len = strcmp(root, "/") == 0 ? 0 : strlen(root);
+	if (strncmp(own, root, len) == 0 && (own[len] == '/' ||
+	    own[len] == '\0'))
+		xasprintf(&dir, "%s%s/stexecd-%ld", mnt, own + len,
+		    (long)getpid());
+	free(own);
+	return dir;
+}
+
+static int
+toolcg_write(const char *dir, const char *file, const char *text)
+{
+	char *path;
+	int fd, rc;
+
+	xasprintf(&path, "%s/%s", dir, file);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	free(path);
+	if (fd == -1)
+		return -1;
+	rc = toolcg_writeat(fd, NULL, text);
+	close(fd);
+	return rc;
+}
+
+/* Write text to file under dirfd (file NULL: to dirfd itself). */
+static int
+toolcg_writeat(int dirfd, const char *file, const char *text)
+{
+	ssize_t n;
+	int fd = file != NULL ? openat(dirfd, file, O_WRONLY | O_CLOEXEC) :
+	    dirfd, error;
+
+	if (fd == -1)
+		return -1;
+	n = write(fd, text, strlen(text));
+	error = errno;
+	if (file != NULL)
+		close(fd);
+	errno = error;
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/*
+ * The number in dir/file: the whole file when key is NULL, else the value
+ * of its "key N" line.
+ */
+static bool
+toolcg_field(const char *dir, const char *file, const char *key,
+    uint64_t *out)
+{
+	char *path, line[256];
+	size_t klen = key != NULL ? strlen(key) : 0;
+	bool found = false;
+	FILE *f;
+
+	xasprintf(&path, "%s/%s", dir, file);
+	f = fopen(path, "re");
+	free(path);
+	if (f == NULL)
+		return false;
+	while (!found && fgets(line, sizeof line, f) != NULL) {
+		if (key == NULL)
+			found = sscanf(line, "%" SCNu64, out) == 1;
+		else if (strncmp(line, key, klen) == 0 && line[klen] == ' ')
+			found = sscanf(line + klen + 1, "%" SCNu64, out) == 1;
+	}
+	fclose(f);
+	return found;
+}
+
+/* Turn on in our subtree the controllers its parent delegates to us. */
+static void
+toolcg_v2_enable(void)
+{
+	char *path, line[512], *tok, *save, op[16];
+	enum toolcg_ctl c;
+	FILE *f;
+
+	xasprintf(&path, "%s/cgroup.controllers", toolcg_v2_dir);
+	f = fopen(path, "re");
+	free(path);
+	if (f == NULL)
+		return;
+	if (fgets(line, sizeof line, f) == NULL)
+		line[0] = '\0';
+	fclose(f);
+	line[strcspn(line, "\n")] = '\0';
+	for (tok = strtok_r(line, " ", &save); tok != NULL;
+	    tok = strtok_r(NULL, " ", &save)) {
+		for (c = 0; c < CTL_N; c++) {
+			if (strcmp(tok, toolcg_ctl_names[c]) != 0)
+				continue;
+			snprintf(op, sizeof op, "+%s", tok);
+			if (toolcg_write(toolcg_v2_dir,
+			    "cgroup.subtree_control", op) == 0)
+				toolcg_via[c] = VIA_V2;
+		}
+	}
+}
+
+void
+toolcg_init(void)
+{
+	enum toolcg_ctl c;
+	char *dir, *path;
+
+	if (cgroup_path() != NULL) {
+		toolcg_v2_dir = xstrdup(cgroup_path());
+		toolcg_v2_enable();
+	}
+	for (c = 0; c < CTL_N; c++) {
+		if (toolcg_via[c] == VIA_V2)
+			continue;
+		toolcg_via[c] = c == CTL_CPU ? VIA_NONE : VIA_RLIMIT;
+		if ((dir = toolcg_v1_find(toolcg_ctl_names[c])) == NULL)
+			continue;
+		/* A daemon of this pid died without removing it. */
+		rmdir(dir);
+		if (mkdir(dir, 0755) == 0) {
+			toolcg_v1_dir[c] = dir;
+			toolcg_via[c] = VIA_V1;
+		} else {
+			log_info("cannot use %s: %s", dir, strerror(errno));
+			free(dir);
+		}
+	}
+	if (toolcg_v1_dir[CTL_MEMORY] != NULL) {
+		xasprintf(&path, "%s/memory.memsw.limit_in_bytes",
+		    toolcg_v1_dir[CTL_MEMORY]);
+		toolcg_memsw = access(path, W_OK) == 0;
+		free(path);
+	}
+	log_info("tools: supervised by %s; memory limits by %s, process "
+	    "limits by %s, cpu limits %s%s", toolcg_v2_dir != NULL ?
+	    "cgroup" : "process group", toolcg_via_names[toolcg_via[CTL_MEMORY]],
+	    toolcg_via_names[toolcg_via[CTL_PIDS]],
+	    toolcg_via[CTL_CPU] == VIA_NONE ? "not enforced" : "by ",
+	    toolcg_via[CTL_CPU] == VIA_NONE ? "" :
+	    toolcg_via_names[toolcg_via[CTL_CPU]]);
+}
+
+void
+toolcg_shutdown(void)
+{
+	enum toolcg_ctl c;
+
+	for (c = 0; c < CTL_N; c++) {
+		if (toolcg_v1_dir[c] != NULL && rmdir(toolcg_v1_dir[c]) != 0)
+			log_warn("cannot remove %s: %s", toolcg_v1_dir[c],
+			    strerror(errno));
+		free(toolcg_v1_dir[c]);
+		toolcg_v1_dir[c] = NULL;
+		toolcg_via[c] = VIA_NONE;
+	}
+	free(toolcg_v2_dir);
+	toolcg_v2_dir = NULL;
+}
+
+json_t *
+toolcg_capabilities(void)
+{
+	const char *via[CTL_N];
+	enum toolcg_ctl c;
+
+	for (c = 0; c < CTL_N; c++)
+		via[c] = toolcg_via_names[toolcg_via[c]];
+	return json_pack("{s:s, s:{s:s?, s:s?, s:s?}}", "supervision",
+	    toolcg_v2_dir != NULL ? "cgroup" : "process-group", "limits",
+	    "memoryBytes", via[CTL_MEMORY], "maxProcesses", via[CTL_PIDS],
+	    "cpuPercent", via[CTL_CPU]);
+}
+
+bool
+toolcg_supervises(void)
+{
+	return toolcg_v2_dir != NULL;
+}
+
+/* The limit of a controller as its file wants it; false: none set. */
+static bool
+toolcg_value(const struct toolcg_limits *l, enum toolcg_ctl c, bool v2,
+    char *out, size_t len)
+{
+	switch (c) {
+	case CTL_MEMORY:
+		if (l->memory_bytes == 0)
+			return false;
+		snprintf(out, len, "%" PRIu64, l->memory_bytes);
+		return true;
+	case CTL_PIDS:
+		if (l->max_processes == 0)
+			return false;
+		snprintf(out, len, "%" PRIu64, l->max_processes);
+		return true;
+	default:
+		if (l->cpu_percent == 0)
+			return false;
+		/* Of a 100 ms period: 1% is 1 ms. */
+		if (v2)
+			snprintf(out, len, "%" PRIu64 " 100000",
+			    l->cpu_percent * 1000);
+		else
+			snprintf(out, len, "%" PRIu64, l->cpu_percent * 1000);
+		return true;
+	}
+}
+
+/* The v1 group of one controller, its limit set, joined by the child. */
+static int
+toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
+    const char *value, struct spawn_req *req)
+{
+	static const char *const files[CTL_N] = {
+		"memory.limit_in_bytes", "pids.max", "cpu.cfs_quota_us",
+	};
+	char *dir, *procs;
+	int fd;
+
+	xasprintf(&dir, "%s/%s", toolcg_v1_dir[c], name);
+	if (mkdir(dir, 0755) != 0) {
+		free(dir);
+		return -1;
+	}
+	cg->v1[c] = dir;
+	if (c == CTL_CPU && toolcg_write(dir, "cpu.cfs_period_us",
+	    "100000") != 0)
+		return -1;
+	if (toolcg_write(dir, files[c], value) != 0)
+		return -1;
+	/* No swap beyond the limit either, where swap is accounted. */
+	if (c == CTL_MEMORY && toolcg_memsw && toolcg_write(dir,
+	    "memory.memsw.limit_in_bytes", value) != 0)
+		return -1;
+	xasprintf(&procs, "%s/cgroup.procs", dir);
+	fd = open(procs, O_WRONLY | O_CLOEXEC);
+	free(procs);
+	if (fd == -1 || req->njoin == SPAWN_MAX_JOIN) {
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	req->join[req->njoin++] = fd;
+	cg->joins++;
+	return 0;
+}
+
+struct toolcg *
+toolcg_new(uint64_t token, const struct toolcg_limits *l,
+    struct spawn_req *req, char **msg)
+{
+	static const char *const v2files[CTL_N] = {
+		"memory.max", "pids.max", "cpu.max",
+	};
+	struct toolcg *cg;
+	enum toolcg_ctl c;
+	char name[64], value[64];
+	bool any = false;
+
+	*msg = NULL;
+	for (c = 0; c < CTL_N; c++)
+		any |= toolcg_value(l, c, false, value, sizeof value);
+	if (toolcg_v2_dir == NULL && !any)
+		return NULL;
+	cg = xcalloc(1, sizeof *cg);
+	cg->limits = *l;
+	cg->v2fd = -1;
+	snprintf(name, sizeof name, "tool-%" PRIu64, token);
+	if (toolcg_v2_dir != NULL) {
+		xasprintf(&cg->v2, "%s/%s", toolcg_v2_dir, name);
+		if (mkdir(cg->v2, 0755) != 0 || (cg->v2fd = open(cg->v2,
+		    O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+			xasprintf(msg, "cannot create the cgroup %s: %s",
+			    cg->v2, strerror(errno));
+			goto fail;
+		}
+		req->cgroup_fd = cg->v2fd;
+	}
+	for (c = 0; c < CTL_N; c++) {
+		if (!toolcg_value(l, c, toolcg_via[c] == VIA_V2, value,
+		    sizeof value))
+			continue;
+		switch (toolcg_via[c]) {
+		case VIA_V2:
+			if (toolcg_writeat(cg->v2fd, v2files[c], value) != 0)
+				goto fail_limit;
+			if (c == CTL_MEMORY)
+				toolcg_writeat(cg->v2fd, "memory.swap.max", "0");
+			break;
+		case VIA_V1:
+			if (toolcg_v1_new(cg, c, name, value, req) != 0)
+				goto fail_limit;
+			break;
+		case VIA_RLIMIT:
+			if (req->nrlimits == SPAWN_MAX_RLIMITS)
+				goto fail_limit;
+			req->rlimits[req->nrlimits].resource = c ==
+			    CTL_MEMORY ? RLIMIT_AS : RLIMIT_NPROC;
+			req->rlimits[req->nrlimits++].value =
+			    c == CTL_MEMORY ? l->memory_bytes :
+			    l->max_processes;
+			break;
+		default:
+			break;
+		}
+	}
+	return cg;
+
+fail_limit:
+	xasprintf(msg, "cannot set the tool's %s limit: %s",
+	    toolcg_ctl_names[c], strerror(errno));
+fail:
+	toolcg_spawned(cg, req);
+	if (req->cgroup_fd == cg->v2fd)
+		req->cgroup_fd = -1;
+	toolcg_free(cg);
+	return NULL;
+}
+
+void
+toolcg_spawned(struct toolcg *cg, struct spawn_req *req)
+{
+	while (cg != NULL && cg->joins > 0) {
+		close(req->join[--req->njoin]);
+		cg->joins--;
+	}
+}
+
+bool
+toolcg_watched(const struct toolcg *cg)
+{
+	return cg != NULL && ((cg->limits.memory_bytes > 0 &&
+	    toolcg_via[CTL_MEMORY] != VIA_RLIMIT) ||
+	    (cg->limits.max_processes > 0 &&
+	    toolcg_via[CTL_PIDS] != VIA_RLIMIT));
+}
+
+enum toolcg_hit
+toolcg_hit(const struct toolcg *cg, uint64_t *limit)
+{
+	uint64_t n = 0;
+
+	if (cg == NULL)
+		return TOOLCG_HIT_NONE;
+	if (cg->limits.memory_bytes > 0 &&
+	    ((cg->v1[CTL_MEMORY] != NULL && toolcg_field(cg->v1[CTL_MEMORY],
+	    "memory.oom_control", "oom_kill", &n) && n > 0) ||
+	    (toolcg_via[CTL_MEMORY] == VIA_V2 && toolcg_field(cg->v2,
+	    "memory.events", "oom_kill", &n) && n > 0))) {
+		*limit = cg->limits.memory_bytes;
+		return TOOLCG_HIT_MEMORY;
+	}
+	if (cg->limits.max_processes > 0 &&
+	    ((cg->v1[CTL_PIDS] != NULL && toolcg_field(cg->v1[CTL_PIDS],
+	    "pids.events", "max", &n) && n > 0) ||
+	    (toolcg_via[CTL_PIDS] == VIA_V2 && toolcg_field(cg->v2,
+	    "pids.events", "max", &n) && n > 0))) {
+		*limit = cg->limits.max_processes;
+		return TOOLCG_HIT_PROCESSES;
+	}
+	return TOOLCG_HIT_NONE;
+}
+
+bool
+toolcg_kill(struct toolcg *cg)
+{
+	if (cg == NULL || cg->v2fd == -1)
+		return false;
+	toolcg_writeat(cg->v2fd, "cgroup.kill", "1");
+	return true;
+}
+
+int
+toolcg_populated(const struct toolcg *cg)
+{
+	uint64_t n;
+
+	if (cg == NULL || cg->v2 == NULL ||
+	    !toolcg_field(cg->v2, "cgroup.events", "populated", &n))
+		return -1;
+	return n != 0;
+}
+
+void
+toolcg_usage(const struct toolcg *cg, uint64_t *peak, bool *has_cpu,
+    uint64_t *cpu_ms)
+{
+	uint64_t n;
+
+	*peak = 0;
+	*has_cpu = false;
+	if (cg == NULL)
+		return;
+	if (cg->v1[CTL_MEMORY] != NULL)
+		toolcg_field(cg->v1[CTL_MEMORY], "memory.max_usage_in_bytes",
+		    NULL, peak);
+	else if (toolcg_via[CTL_MEMORY] == VIA_V2)
+		toolcg_field(cg->v2, "memory.peak", NULL, peak);
+	/* cpu.stat's usage is there without the cpu controller. */
+	if (cg->v2 != NULL && toolcg_field(cg->v2, "cpu.stat", "usage_usec",
+	    &n)) {
+		*has_cpu = true;
+		*cpu_ms = n / 1000;
+	}
+}
+
+void
+toolcg_free(struct toolcg *cg)
+{
+	enum toolcg_ctl c;
+
+	if (cg == NULL)
+		return;
+	if (cg->v2fd != -1)
+		close(cg->v2fd);
+	/* Not empty at shutdown: cgroup_destroy takes the whole subtree. */
+	if (cg->v2 != NULL)
+		rmdir(cg->v2);
+	free(cg->v2);
+	for (c = 0; c < CTL_N; c++) {
+		if (cg->v1[c] != NULL && rmdir(cg->v1[c]) != 0 &&
+		    errno != ENOENT)
+			log_warn("cannot remove %s: %s", cg->v1[c],
+			    strerror(errno));
+		free(cg->v1[c]);
+	}
+	free(cg);
+}

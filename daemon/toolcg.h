@@ -1,0 +1,74 @@
+/*
+ * A tool's cgroups (issue 14): one cgroup v2 group per tool under the
+ * daemon's subtree (cgroup.h), which the tool is born into (spawn.h), that
+ * cgroup.kill empties at once, setsid escapees included, and whose
+ * cgroup.events says when all of it is gone; and its resource limits, each
+ * enforced by the best means this host has:
+ *
+ *   memory     v2 memory controller > v1 memory hierarchy > RLIMIT_AS
+ *   processes  v2 pids controller   > v1 pids hierarchy   > RLIMIT_NPROC
+ *   cpu        v2 cpu controller    > v1 cpu hierarchy    > not enforced
+ *
+ * (v1: hosts with the hybrid layout, whose controllers are all on v1.)
+ * RLIMIT_AS bounds each process's address space, not the tool's memory;
+ * RLIMIT_NPROC counts every process of the uid and binds no root.
+ */
+#ifndef STEXEC_TOOLCG_H
+#define STEXEC_TOOLCG_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct spawn_req;
+struct toolcg;
+
+struct toolcg_limits {
+	uint64_t memory_bytes;  /* 0: none */
+	uint64_t max_processes;
+	uint64_t cpu_percent;   /* of one CPU */
+};
+
+enum toolcg_hit {
+	TOOLCG_HIT_NONE,
+	TOOLCG_HIT_MEMORY,
+	TOOLCG_HIT_PROCESSES,
+};
+
+/*
+ * Find what this host offers, after the daemon's v2 subtree is set up (or
+ * known to be absent). v1 groups go under stexecd-PID in each hierarchy.
+ */
+void toolcg_init(void);
+/* Remove the v1 groups (their processes must be dead). */
+void toolcg_shutdown(void);
+/* initialize's capabilities: {"supervision", "limits": {name: means}}. */
+json_t *toolcg_capabilities(void);
+/* A tool gets a v2 group of its own: supervision by cgroup. */
+bool toolcg_supervises(void);
+
+/*
+ * The groups of one tool, with its limits written; fills req's cgroup_fd,
+ * join fds and rlimits. NULL with *msg when a limit cannot be set up. A
+ * tool without limits on a host without a v2 subtree needs none: NULL,
+ * *msg NULL.
+ */
+struct toolcg *toolcg_new(uint64_t token, const struct toolcg_limits *,
+    struct spawn_req *req, char **msg);
+/* The child has started (or failed): close what only it needed. */
+void toolcg_spawned(struct toolcg *, struct spawn_req *);
+/* Whether some limit's events must be watched while it runs. */
+bool toolcg_watched(const struct toolcg *);
+/* Which limit it went over, if any (events counted since it started). */
+enum toolcg_hit toolcg_hit(const struct toolcg *, uint64_t *limit);
+/* cgroup.kill its v2 group; false when it has none. */
+bool toolcg_kill(struct toolcg *);
+/* 1 while a process is in its v2 group, 0 once empty, -1 unknown. */
+int toolcg_populated(const struct toolcg *);
+/* Peak memory (bytes, 0: unknown) and CPU time (false: unknown). */
+void toolcg_usage(const struct toolcg *, uint64_t *peak, bool *has_cpu,
+    uint64_t *cpu_ms);
+/* Remove its groups (they must be empty) and free it. NULL is a no-op. */
+void toolcg_free(struct toolcg *);
+
+#endif

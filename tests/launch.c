@@ -30,7 +30,8 @@ launch_daemon(const char *const *wrapper, const char *sock, const char *out,
     char *err, size_t errlen)
 {
 	const char *daemon = getenv("STEXEC_DAEMON");
-	char *argv[128], **envp;
+	const char *mode = getenv("STEXEC_DAEMON_ARGS");
+	char *argv[128], **envp, *modes = NULL, *tok, *save;
 	pid_t parent = getpid(), pid;
 	size_t n = 0, ne = 0, i;
 	int fd;
@@ -46,6 +47,11 @@ launch_daemon(const char *const *wrapper, const char *sock, const char *out,
 	argv[n++] = (char *)sock;
 	argv[n++] = "--output-dir";
 	argv[n++] = (char *)out;
+	/* A whole suite in another mode, e.g. "--no-cgroup". */
+	if (mode != NULL && (modes = strdup(mode)) != NULL)
+		for (tok = strtok_r(modes, " ", &save); tok != NULL && n < 64;
+		    tok = strtok_r(NULL, " ", &save))
+			argv[n++] = tok;
 	for (; args != NULL && *args != NULL && n < 126; args++)
 		argv[n++] = (char *)*args;
 	argv[n] = NULL;
@@ -54,6 +60,7 @@ launch_daemon(const char *const *wrapper, const char *sock, const char *out,
 		ne++;
 	if ((envp = calloc(ne + 2, sizeof *envp)) == NULL) {
 		snprintf(err, errlen, "out of memory");
+		free(modes);
 		return -1;
 	}
 	for (i = 0; i < ne; i++)
@@ -62,6 +69,7 @@ launch_daemon(const char *const *wrapper, const char *sock, const char *out,
 	if ((pid = fork()) < 0) {
 		snprintf(err, errlen, "fork: %s", strerror(errno));
 		free(envp);
+		free(modes);
 		return -1;
 	}
 	if (pid == 0) {
@@ -79,6 +87,7 @@ launch_daemon(const char *const *wrapper, const char *sock, const char *out,
 		_exit(127);
 	}
 	free(envp);
+	free(modes);
 	return pid;
 }
 

@@ -12,7 +12,8 @@
 
 /*
  * Fork and exec wrapper... (may be NULL), $STEXEC_DAEMON, --socket sock,
- * --output-dir out, then args (NULL-ended), with stderr appended to log and
+ * --output-dir out, the words of $STEXEC_DAEMON_ARGS (a suite run in
+ * another mode: "--no-cgroup"), then args (NULL-ended), with stderr appended to log and
  * env_extra (a "NAME=value", or NULL) added to the environment. The daemon
  * gets SIGKILL if the caller dies first. Its pid, or -1 with err.
  */

@@ -1,0 +1,436 @@
+/*
+ * Issue 14 end to end: the read-only sandbox (Landlock, by the kernel),
+ * per-tool limits (the host's cgroups), and what initialize says of them.
+ * Run in both supervision modes (meson registers this suite twice).
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "e2e.h"
+
+#define SLOW 30000
+
+TestSuite(sandbox, .fini = e2e_fini);
+TestSuite(limits, .fini = e2e_fini);
+
+/* A sh tool: safe or not, with an optional extra ToolDef text. */
+static json_t *
+sh_tool(const char *name, bool safe, const char *extra)
+{
+	char def[1024];
+
+	snprintf(def, sizeof def, "{\"name\":\"%s\",\"command\":[\"/bin/sh\","
+	    "\"-c\",\"{script}\"],\"inputSchema\":{\"type\":\"object\"},"
+	    "\"concurrencySafe\":%s%s%s}", name, safe ? "true" : "false",
+	    extra != NULL ? "," : "", extra != NULL ? extra : "");
+	return e2e_json(def);
+}
+
+static json_t *
+session(struct client *c)
+{
+	json_t *tools = json_array();
+
+	json_array_append_new(tools, sh_tool("ro", true,
+	    "\"sandbox\":\"read-only\""));
+	json_array_append_new(tools, sh_tool("unsafe", false, NULL));
+	json_array_append_new(tools, sh_tool("safe", true, NULL));
+	json_array_append_new(tools, sh_tool("none", true,
+	    "\"sandbox\":\"none\""));
+	json_array_append_new(tools, sh_tool("mem", false,
+	    "\"limits\":{\"memoryBytes\":134217728}"));
+	json_array_append_new(tools, sh_tool("procs", false,
+	    "\"limits\":{\"maxProcesses\":8}"));
+	json_array_append_new(tools, sh_tool("many", false,
+	    "\"limits\":{\"maxProcesses\":64}"));
+	return c_session(c, json_pack("{s:o}", "tools", tools));
+}
+
+/* Run one tool alone: its tool_result params (new reference). */
+static json_t *
+run(struct client *c, json_t *sid, const char *tool, const char *script)
+{
+	json_t *input = json_pack("{s:s}", "script", script), *list, *r;
+	char *text = json_dumps(input, JSON_COMPACT);
+
+	json_decref(c_add(c, json_string_value(sid), "t", tool, text));
+	free(text);
+	json_decref(input);
+	json_decref(c_call(c, "drain", json_pack("{s:O}", "sessionId", sid)));
+	list = e2e_filter(c_until(c, "turn_end", SLOW), "tool_result");
+	cr_assert_eq(json_array_size(list), 1);
+	r = json_incref(json_array_get(list, 0));
+	json_decref(list);
+	return r;
+}
+
+static bool
+exists(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0;
+}
+
+static bool
+cgroup_mode(void)
+{
+	const char *args = getenv("STEXEC_DAEMON_ARGS");
+
+	return args == NULL || strstr(args, "--no-cgroup") == NULL;
+}
+
+Test(sandbox, a_read_only_tool_cannot_write_outside_its_tmpdir)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid = session(c), *r;
+	char script[512];
+	const char *target = d_path(d, "written");
+
+	snprintf(script, sizeof script, "echo x > %s", target);
+	r = run(c, sid, "ro", script);
+	cr_assert(e2e_is_error(r));
+	cr_assert_str_eq(e2e_reason(r), "exit");
+	cr_assert(strstr(e2e_content(r), "Permission denied") != NULL, "%s",
+	    e2e_content(r));
+	cr_assert(!exists(target), "the read-only tool wrote %s", target);
+	json_decref(r);
+
+	/* Removing, renaming, making a directory: all refused too. */
+	snprintf(script, sizeof script, "mkdir %s.d || touch %s.t || "
+	    "rm -f /etc/hostname", target, target);
+	r = run(c, sid, "ro", script);
+	cr_assert(e2e_is_error(r));
+	cr_assert(!exists(d_path(d, "written.d")));
+	cr_assert(exists("/etc/hostname"));
+	json_decref(r);
+
+	/* The same command, unsafe (no sandbox field): it writes. */
+	snprintf(script, sizeof script, "echo x > %s", target);
+	r = run(c, sid, "unsafe", script);
+	cr_assert(!e2e_is_error(r), "%s", e2e_content(r));
+	cr_assert(exists(target));
+	json_decref(r);
+
+	/* Reading stays allowed, and so are /dev/null and friends. */
+	snprintf(script, sizeof script, "cat %s && echo y > /dev/null && "
+	    "head -c 4 /dev/urandom | wc -c", target);
+	r = run(c, sid, "ro", script);
+	cr_assert(!e2e_is_error(r), "%s", e2e_content(r));
+	cr_assert_str_eq(e2e_content(r), "x\n4\n");
+	json_decref(r);
+
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(sandbox, a_read_only_tool_has_a_private_tmpdir_removed_at_its_end)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid = session(c), *r;
+	char dir[512];
+	const char *out;
+	size_t len;
+
+	r = run(c, sid, "ro", "echo hi > \"$TMPDIR/f\" && mkdir \"$TMPDIR/d\" "
+	    "&& cat \"$TMPDIR/f\" && printf %s \"$TMPDIR\"");
+	cr_assert(!e2e_is_error(r), "%s", e2e_content(r));
+	out = e2e_content(r);
+	cr_assert(strncmp(out, "hi\n", 3) == 0, "%s", out);
+	len = strlen(out + 3);
+	cr_assert(len > 0 && len < sizeof dir);
+	memcpy(dir, out + 3, len + 1);
+	cr_assert_neq(strcmp(dir, "/tmp"), 0);
+	cr_assert(!exists(dir), "%s is left after the tool ended", dir);
+	json_decref(r);
+
+	/* Each tool its own: a second one does not see the first's. */
+	r = run(c, sid, "ro", "printf %s \"$TMPDIR\"");
+	cr_assert_neq(strcmp(e2e_content(r), dir), 0);
+	json_decref(r);
+
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(sandbox, safe_read_only_confines_safe_tools_without_the_field)
+{
+	struct daemon *plain = d_start(NULL);
+	struct daemon *d = d_start("--safe-read-only", NULL);
+	struct client *c = c_open(d), *pc = c_open(plain);
+	json_t *sid = session(c), *psid = session(pc), *r, *caps;
+	char script[512];
+
+	caps = c_call(c, "initialize", json_object());
+	cr_assert(json_is_true(json_object_get(json_object_get(json_object_get(
+	    json_object_get(caps, "capabilities"), "enforcement"), "sandbox"),
+	    "safeReadOnly")));
+	json_decref(caps);
+
+	snprintf(script, sizeof script, "echo x > %s", d_path(d, "s"));
+	r = run(c, sid, "safe", script);
+	cr_assert(e2e_is_error(r), "a safe tool wrote under --safe-read-only");
+	cr_assert(!exists(d_path(d, "s")));
+	json_decref(r);
+
+	/* sandbox "none" opts out; unsafe tools are never confined. */
+	snprintf(script, sizeof script, "echo x > %s", d_path(d, "n"));
+	r = run(c, sid, "none", script);
+	cr_assert(!e2e_is_error(r), "%s", e2e_content(r));
+	json_decref(r);
+	snprintf(script, sizeof script, "echo x > %s", d_path(d, "u"));
+	r = run(c, sid, "unsafe", script);
+	cr_assert(!e2e_is_error(r), "%s", e2e_content(r));
+	json_decref(r);
+
+	/* Without the option, a safe tool without the field is as before. */
+	snprintf(script, sizeof script, "echo x > %s", d_path(plain, "s"));
+	r = run(pc, psid, "safe", script);
+	cr_assert(!e2e_is_error(r), "%s", e2e_content(r));
+	cr_assert(exists(d_path(plain, "s")));
+	json_decref(r);
+
+	json_decref(sid);
+	json_decref(psid);
+	c_close(c);
+	c_close(pc);
+	d_stop(d);
+	d_stop(plain);
+}
+
+Test(sandbox, the_built_in_safe_tools_are_read_only)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid = c_session(c, NULL), *tools, *t, *r, *list;
+	size_t i;
+	int n = 0;
+
+	tools = c_call(c, "listTools", json_pack("{s:O}", "sessionId", sid));
+	json_array_foreach(json_object_get(tools, "tools"), i, t) {
+		const char *name = e2e_str(t, "name");
+		bool ro = name != NULL && (strcmp(name, "read_file") == 0 ||
+		    strcmp(name, "glob") == 0 || strcmp(name, "grep") == 0 ||
+		    strcmp(name, "list_dir") == 0);
+
+		if (ro) {
+			cr_assert_str_eq(e2e_str(t, "sandbox"), "read-only",
+			    "%s", name);
+			n++;
+		}
+	}
+	cr_assert_eq(n, 4);
+	json_decref(tools);
+
+	json_decref(c_add(c, json_string_value(sid), "r", "read_file",
+	    "{\"file_path\":\"/etc/hostname\"}"));
+	json_decref(c_call(c, "drain", json_pack("{s:O}", "sessionId", sid)));
+	list = e2e_filter(c_until(c, "turn_end", SLOW), "tool_result");
+	r = json_array_get(list, 0);
+	cr_assert(!e2e_is_error(r), "%s", e2e_content(r));
+	json_decref(list);
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(sandbox, without_landlock_read_only_tools_are_refused_not_run)
+{
+	const char *wrap[] = { getenv("STEXEC_NO_LANDLOCK"), NULL };
+	struct daemon *d;
+	struct client *c;
+	json_t *sid, *r, *caps, *sb;
+	char script[512];
+
+	cr_assert(wrap[0] != NULL, "STEXEC_NO_LANDLOCK is not set");
+	d = d_start_wrapped(wrap, NULL);
+	c = c_open(d);
+	sid = session(c);
+
+	caps = c_call(c, "initialize", json_object());
+	sb = json_object_get(json_object_get(json_object_get(caps,
+	    "capabilities"), "enforcement"), "sandbox");
+	cr_assert(json_is_null(json_object_get(sb, "readOnly")));
+	cr_assert(strstr(e2e_str(sb, "why"), "Landlock") != NULL);
+	json_decref(caps);
+
+	snprintf(script, sizeof script, "echo x > %s", d_path(d, "w"));
+	r = run(c, sid, "ro", script);
+	cr_assert(e2e_is_error(r));
+	cr_assert_str_eq(e2e_reason(r), "spawn_failed");
+	cr_assert(strstr(e2e_content(r), "read-only") != NULL &&
+	    strstr(e2e_content(r), "Landlock") != NULL, "%s", e2e_content(r));
+	cr_assert(!exists(d_path(d, "w")), "ran unconfined");
+	json_decref(r);
+
+	r = run(c, sid, "unsafe", "echo fine");
+	cr_assert_str_eq(e2e_content(r), "fine\n");
+	json_decref(r);
+
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(sandbox, bad_sandbox_and_limits_fields_are_refused_by_name)
+{
+	static const struct {
+		const char *extra, *msg;
+	} bad[] = {
+		{ "\"sandbox\":\"readonly\"", "sandbox: must be" },
+		{ "\"sandbox\":true", "sandbox: must be" },
+		{ "\"limits\":[]", "limits: must be an object" },
+		{ "\"limits\":{\"memoryBytes\":1000}", "limits.memoryBytes: "
+		    "must be an integer from 1048576" },
+		{ "\"limits\":{\"maxProcesses\":0}", "limits.maxProcesses" },
+		{ "\"limits\":{\"cpuPercent\":1.5}", "limits.cpuPercent" },
+		{ "\"limits\":{\"memory\":1}", "limits.memory: unknown field" },
+	};
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *e, *tools;
+	size_t i;
+
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		tools = json_pack("[o]", sh_tool("x", false, bad[i].extra));
+		e = c_call_error(c, "createSession", json_pack("{s:o}",
+		    "tools", tools));
+		cr_assert_eq(e2e_code(e), -32602);
+		cr_assert(strstr(e2e_str(e, "message"), bad[i].msg) != NULL,
+		    "%s: %s", bad[i].extra, e2e_str(e, "message"));
+		json_decref(e);
+	}
+	c_ping(c);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(limits, initialize_reports_what_is_enforced)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *caps = c_call(c, "initialize", json_object()), *enf, *lim;
+
+	enf = json_object_get(json_object_get(caps, "capabilities"),
+	    "enforcement");
+	cr_assert_str_eq(e2e_str(enf, "supervision"), cgroup_mode() ?
+	    "cgroup" : "process-group");
+	lim = json_object_get(enf, "limits");
+	cr_assert(e2e_str(lim, "memoryBytes") != NULL);
+	cr_assert(e2e_str(lim, "maxProcesses") != NULL);
+	cr_assert_str_eq(e2e_str(json_object_get(enf, "sandbox"), "readOnly"),
+	    "landlock");
+	json_decref(caps);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(limits, a_tool_over_its_memory_limit_is_killed_and_says_so)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid = session(c), *r, *meta;
+
+	/* 768 MiB, touched, under a 128 MiB limit. */
+	r = run(c, sid, "mem", "exec python3 -c 'b = bytearray(768 << 20); "
+	    "print(len(b))'");
+	cr_assert(e2e_is_error(r));
+	cr_assert_str_eq(e2e_reason(r), "memory_limit", "%s: %s",
+	    e2e_reason(r), e2e_content(r));
+	cr_assert(strstr(e2e_content(r), "memory limit of 134217728 bytes") !=
+	    NULL, "%s", e2e_content(r));
+	meta = json_object_get(r, "meta");
+	if (json_object_get(meta, "peakMemoryBytes") != NULL)
+		cr_assert(e2e_int(meta, "peakMemoryBytes") <= 134217728LL +
+		    (1 << 20));
+	cr_assert(d_wait_no_leftovers(d, 5000));
+	json_decref(r);
+
+	/* Under the limit, the same tool runs. */
+	r = run(c, sid, "mem", "exec python3 -c 'b = bytearray(16 << 20); "
+	    "print(len(b))'");
+	cr_assert(!e2e_is_error(r), "%s", e2e_content(r));
+	json_decref(r);
+
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(limits, a_tool_over_its_process_limit_is_killed_and_nothing_is_left)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid = session(c), *r;
+	long long t0 = e2e_now_ms();
+
+	r = run(c, sid, "procs", "for i in $(seq 40); do sleep 60 & done; "
+	    "wait");
+	cr_assert(e2e_is_error(r));
+	cr_assert_str_eq(e2e_reason(r), "process_limit", "%s: %s",
+	    e2e_reason(r), e2e_content(r));
+	cr_assert(strstr(e2e_content(r), "limit of 8 processes") != NULL,
+	    "%s", e2e_content(r));
+	/* Killed, not left to its 60 s sleeps. */
+	cr_assert_lt(e2e_now_ms() - t0, 30000);
+	cr_assert(d_wait_no_leftovers(d, 5000));
+	json_decref(r);
+
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(limits, the_daemon_default_applies_to_tools_without_limits)
+{
+	struct daemon *d = d_start("--max-processes", "8", NULL);
+	struct client *c = c_open(d);
+	json_t *sid = session(c), *r;
+
+	r = run(c, sid, "unsafe", "for i in $(seq 40); do sleep 60 & done; "
+	    "wait");
+	cr_assert_str_eq(e2e_reason(r), "process_limit", "%s: %s",
+	    e2e_reason(r), e2e_content(r));
+	cr_assert(d_wait_no_leftovers(d, 5000));
+	json_decref(r);
+
+	/* A tool's own limit wins over the default. */
+	r = run(c, sid, "many", "for i in $(seq 12); do sleep 0.2 & done; "
+	    "wait; echo done");
+	cr_assert(!e2e_is_error(r), "%s", e2e_content(r));
+	json_decref(r);
+
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(limits, cpu_time_is_reported_where_a_cgroup_measures_it)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid = session(c), *r, *meta;
+
+	r = run(c, sid, "unsafe", "i=0; while [ $i -lt 200000 ]; do "
+	    "i=$((i+1)); done");
+	meta = json_object_get(r, "meta");
+	if (cgroup_mode()) {
+		cr_assert(json_is_integer(json_object_get(meta, "cpuMs")),
+		    "no cpuMs in cgroup mode");
+		cr_assert_gt(e2e_int(meta, "cpuMs"), 0);
+	} else
+		cr_assert_null(json_object_get(meta, "cpuMs"));
+	json_decref(r);
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+}

@@ -1004,10 +1004,13 @@ proc_reap_leftovers(struct proc *p)
 	struct proc_scan scan = { p, 0 };
 
 	reaper_reap();
+	/* Its own cgroup holds all of it: empty is gone, nothing to kill. */
+	if (toolcg_supervises() && p->cg != NULL &&
+	    toolcg_populated(p->cg) == 0)
+		return true;
 	proc_signal_group(p, SIGKILL);
-	/* Its own cgroup holds all of it: empty is gone. */
 	if (toolcg_supervises() && p->cg != NULL)
-		return toolcg_populated(p->cg) == 0;
+		return false;
 	/*
 	 * Escapees are re-parented to us only as their parents in the group
 	 * die: scan /proc once the group is gone, usually a single time.

@@ -1072,11 +1072,11 @@ exec_status_name(enum exec_status s)
 }
 
 json_t *
-exec_status_json(const struct exec *ex, long (*pid_of)(struct exec_tool *))
+exec_status_json(const struct exec *ex,
+    void (*describe)(struct exec_tool *, json_t *))
 {
 	json_t *tools = json_array(), *o;
 	struct exec_tool *t;
-	long pid;
 	size_t i;
 
 	for (i = 0; i < ex->turn.n; i++) {
@@ -1084,8 +1084,8 @@ exec_status_json(const struct exec *ex, long (*pid_of)(struct exec_tool *))
 		o = json_pack("{s:s, s:s, s:s, s:b}", "id", t->id, "name",
 		    t->name, "status", exec_status_name(t->status),
 		    "concurrencySafe", t->safe);
-		if (pid_of != NULL && t->running && (pid = pid_of(t)) > 0)
-			json_object_set_new(o, "pid", json_integer(pid));
+		if (describe != NULL && t->running)
+			describe(t, o);
 		json_array_append_new(tools, o);
 	}
 	return json_pack("{s:I, s:b, s:o}", "turn",

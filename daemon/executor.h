@@ -175,9 +175,12 @@ bool exec_interruptible(const struct exec *);
 unsigned exec_unfinished(const struct exec *);
 /* Some tool of this session still has a process. */
 bool exec_busy(const struct exec *);
-/* The status reply: {turn, interruptible, tools:[...]}. pid_of may be NULL. */
+/*
+ * The status reply: {turn, interruptible, tools:[...]}; describe (may be
+ * NULL) adds what the I/O layer knows of a tool with a process (its pid...).
+ */
 json_t *exec_status_json(const struct exec *,
-    long (*pid_of)(struct exec_tool *));
+    void (*describe)(struct exec_tool *, json_t *));
 const char *exec_cwd(const struct exec *);
 const json_t *exec_env(const struct exec *);
 /* Changes whenever the session's env changes (S14), for caches of it. */

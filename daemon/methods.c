@@ -542,7 +542,7 @@ methods_status(struct call *call)
 
 	if ((s = methods_param_session(call)) != NULL)
 		conn_reply(call->c, call->id, exec_status_json(session_exec(s),
-		    session_tool_pid));
+		    session_tool_describe));
 }
 
 static void

@@ -1231,6 +1231,13 @@ proc_pid(const struct proc *p)
 	return p->state == PROC_RUNNING ? p->pid : 0;
 }
 
+void
+proc_usage(const struct proc *p, uint64_t *peak, bool *has_cpu,
+    uint64_t *cpu_ms)
+{
+	toolcg_usage(p->cg, peak, has_cpu, cpu_ms);
+}
+
 unsigned
 proc_fds_needed(void)
 {

@@ -151,6 +151,9 @@ void proc_kill(struct proc *);
 void proc_pause(struct proc *, bool);
 /* The main pid, or 0 while queued or after it ended. */
 pid_t proc_pid(const struct proc *);
+/* Its peak memory and CPU time so far, where cgroups measure them. */
+void proc_usage(const struct proc *, uint64_t *peak, bool *has_cpu,
+    uint64_t *cpu_ms);
 
 /*
  * Descriptors the supervisor may need at once with max_procs tools running

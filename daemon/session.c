@@ -223,12 +223,33 @@ session_tools_running(void)
 	return proc_running();
 }
 
-long
+/* The main pid of a tool's process, or 0 while queued or after it ended. */
+static long
 session_tool_pid(struct exec_tool *t)
 {
 	struct session_tool *st = exec_tool_handle(t);
 
 	return st != NULL ? (long)proc_pid(st->proc) : 0;
+}
+
+void
+session_tool_describe(struct exec_tool *t, json_t *o)
+{
+	struct session_tool *st = exec_tool_handle(t);
+	uint64_t peak, cpu_ms;
+	bool has_cpu;
+	long pid;
+
+	if ((pid = session_tool_pid(t)) <= 0)
+		return;
+	json_object_set_new(o, "pid", json_integer(pid));
+	proc_usage(st->proc, &peak, &has_cpu, &cpu_ms);
+	if (peak > 0)
+		json_object_set_new(o, "peakMemoryBytes",
+		    json_integer((json_int_t)peak));
+	if (has_cpu)
+		json_object_set_new(o, "cpuMs",
+		    json_integer((json_int_t)cpu_ms));
 }
 
 struct session *

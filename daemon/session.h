@@ -113,7 +113,10 @@ int session_events(struct session *, int64_t since, size_t max,
 uint64_t session_tools_started(void);
 uint64_t session_tools_completed(void);
 unsigned session_tools_running(void);
-/* The main pid of a tool's process, or 0 while queued or after it ended. */
-long session_tool_pid(struct exec_tool *);
+/*
+ * status: a running tool's pid, and its peak memory and CPU time so far
+ * where a cgroup measures them (extension).
+ */
+void session_tool_describe(struct exec_tool *, json_t *);
 
 #endif

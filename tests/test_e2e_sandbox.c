@@ -464,11 +464,26 @@ Test(limits, the_daemon_default_applies_to_tools_without_limits)
 	d_stop(d);
 }
 
-Test(limits, cpu_time_is_reported_where_a_cgroup_measures_it)
+Test(limits, usage_is_reported_where_a_cgroup_measures_it)
 {
 	struct daemon *d = d_start(NULL);
 	struct client *c = c_open(d);
 	json_t *sid = session(c), *r, *meta;
+
+	json_t *st, *tool;
+
+	/* While it runs, status shows its usage so far. */
+	json_decref(c_add(c, json_string_value(sid), "s", "unsafe",
+	    "{\"script\":\"sleep 0.3\"}"));
+	json_decref(c_wait(c, "tool_status", SLOW));
+	st = c_call(c, "status", json_pack("{s:O}", "sessionId", sid));
+	tool = json_array_get(json_object_get(st, "tools"), 0);
+	cr_assert(json_is_integer(json_object_get(tool, "pid")));
+	cr_assert_eq(json_is_integer(json_object_get(tool, "cpuMs")),
+	    cgroup_mode());
+	json_decref(st);
+	json_decref(c_call(c, "drain", json_pack("{s:O}", "sessionId", sid)));
+	json_decref(c_until(c, "turn_end", SLOW));
 
 	r = run(c, sid, "unsafe", "i=0; while [ $i -lt 200000 ]; do "
 	    "i=$((i+1)); done");

@@ -39,11 +39,30 @@ struct toolcg {
 	struct toolcg_limits limits;
 	char *v2;             /* its own v2 group, when supervising */
 	int v2fd;
+	bool v2_limited;      /* limits written in it: not reusable */
+	uint64_t cpu_base;    /* cpu.stat usage_usec before it (reused) */
+	uint64_t cpu_last;    /* and at the last reading */
+	bool cpu_read;
+	bool empty;           /* seen unpopulated once its main was reaped:
+	                         nothing can enter it again */
 	char *v1[CTL_N];      /* its v1 groups, one per limit set there */
 	int joins;            /* join fds it put in the spawn request */
 };
 
+/*
+ * Empty v2 groups kept for the next tools: a fresh cgroup's first process
+ * costs the kernel about 100 us more to fork into than a used one's.
+ */
+#define TOOLCG_SPARES 64
+struct toolcg_spare {
+	char *dir;
+	int fd;
+	uint64_t cpu_base;
+};
+
 static char *toolcg_v2_dir;          /* the daemon's v2 subtree */
+static struct toolcg_spare toolcg_spares[TOOLCG_SPARES];
+static size_t toolcg_nspares;
 static enum toolcg_via toolcg_via[CTL_N];
 static char *toolcg_v1_dir[CTL_N];   /* <hierarchy>/<ours>/stexecd-PID */
 static bool toolcg_memsw;            /* v1 memory.memsw.* exists */
@@ -51,7 +70,7 @@ static bool toolcg_memsw;            /* v1 memory.memsw.* exists */
 static char *toolcg_v1_find(const char *);
 static int toolcg_write(const char *, const char *, const char *);
 static int toolcg_writeat(int, const char *, const char *);
-static bool toolcg_field(const char *, const char *, const char *,
+static bool toolcg_field(int, const char *, const char *, const char *,
     uint64_t *);
 static void toolcg_v2_enable(void);
 
@@ -142,31 +161,41 @@ toolcg_writeat(int dirfd, const char *file, const char *text)
 }
 
 /*
- * The number in dir/file: the whole file when key is NULL, else the value
- * of its "key N" line.
+ * The number in file under dirfd (-1: under dir): the whole file when key
+ * is NULL, else the value of its "key N" line.
  */
 static bool
-toolcg_field(const char *dir, const char *file, const char *key,
+toolcg_field(int dirfd, const char *dir, const char *file, const char *key,
     uint64_t *out)
 {
-	char *path, line[256];
+	char buf[1024], *path, *line, *next;
 	size_t klen = key != NULL ? strlen(key) : 0;
-	bool found = false;
-	FILE *f;
+	ssize_t n;
+	int fd;
 
-	xasprintf(&path, "%s/%s", dir, file);
-	f = fopen(path, "re");
-	free(path);
-	if (f == NULL)
-		return false;
-	while (!found && fgets(line, sizeof line, f) != NULL) {
-		if (key == NULL)
-			found = sscanf(line, "%" SCNu64, out) == 1;
-		else if (strncmp(line, key, klen) == 0 && line[klen] == ' ')
-			found = sscanf(line + klen + 1, "%" SCNu64, out) == 1;
+	if (dirfd != -1)
+		fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC);
+	else {
+		xasprintf(&path, "%s/%s", dir, file);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		free(path);
 	}
-	fclose(f);
-	return found;
+	if (fd == -1)
+		return false;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	for (line = buf; line != NULL; line = next) {
+		if ((next = strchr(line, '\n')) != NULL)
+			*next++ = '\0';
+		if (key == NULL)
+			return sscanf(line, "%" SCNu64, out) == 1;
+		if (strncmp(line, key, klen) == 0 && line[klen] == ' ')
+			return sscanf(line + klen + 1, "%" SCNu64, out) == 1;
+	}
+	return false;
 }
 
 /* Turn on in our subtree the controllers its parent delegates to us. */
@@ -252,6 +281,12 @@ toolcg_shutdown(void)
 		free(toolcg_v1_dir[c]);
 		toolcg_v1_dir[c] = NULL;
 		toolcg_via[c] = VIA_NONE;
+	}
+	while (toolcg_nspares > 0) {
+		toolcg_nspares--;
+		close(toolcg_spares[toolcg_nspares].fd);
+		rmdir(toolcg_spares[toolcg_nspares].dir);
+		free(toolcg_spares[toolcg_nspares].dir);
 	}
 	free(toolcg_v2_dir);
 	toolcg_v2_dir = NULL;
@@ -366,7 +401,17 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l,
 	cg->limits = *l;
 	cg->v2fd = -1;
 	snprintf(name, sizeof name, "tool-%" PRIu64, token);
-	if (toolcg_v2_dir != NULL) {
+	for (c = 0; c < CTL_N; c++)
+		if (toolcg_via[c] == VIA_V2 && toolcg_value(l, c, true, value,
+		    sizeof value))
+			cg->v2_limited = true;
+	if (toolcg_v2_dir != NULL && !cg->v2_limited && toolcg_nspares > 0) {
+		toolcg_nspares--;
+		cg->v2 = toolcg_spares[toolcg_nspares].dir;
+		cg->v2fd = toolcg_spares[toolcg_nspares].fd;
+		cg->cpu_base = toolcg_spares[toolcg_nspares].cpu_base;
+		req->cgroup_fd = cg->v2fd;
+	} else if (toolcg_v2_dir != NULL) {
 		xasprintf(&cg->v2, "%s/%s", toolcg_v2_dir, name);
 		if (mkdir(cg->v2, 0755) != 0 || (cg->v2fd = open(cg->v2,
 		    O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
@@ -443,18 +488,18 @@ toolcg_hit(const struct toolcg *cg, uint64_t *limit)
 	if (cg == NULL)
 		return TOOLCG_HIT_NONE;
 	if (cg->limits.memory_bytes > 0 &&
-	    ((cg->v1[CTL_MEMORY] != NULL && toolcg_field(cg->v1[CTL_MEMORY],
-	    "memory.oom_control", "oom_kill", &n) && n > 0) ||
-	    (toolcg_via[CTL_MEMORY] == VIA_V2 && toolcg_field(cg->v2,
-	    "memory.events", "oom_kill", &n) && n > 0))) {
+	    ((cg->v1[CTL_MEMORY] != NULL && toolcg_field(-1,
+	    cg->v1[CTL_MEMORY], "memory.oom_control", "oom_kill", &n) && n > 0) ||
+	    (toolcg_via[CTL_MEMORY] == VIA_V2 && toolcg_field(cg->v2fd,
+	    NULL, "memory.events", "oom_kill", &n) && n > 0))) {
 		*limit = cg->limits.memory_bytes;
 		return TOOLCG_HIT_MEMORY;
 	}
 	if (cg->limits.max_processes > 0 &&
-	    ((cg->v1[CTL_PIDS] != NULL && toolcg_field(cg->v1[CTL_PIDS],
-	    "pids.events", "max", &n) && n > 0) ||
-	    (toolcg_via[CTL_PIDS] == VIA_V2 && toolcg_field(cg->v2,
-	    "pids.events", "max", &n) && n > 0))) {
+	    ((cg->v1[CTL_PIDS] != NULL && toolcg_field(-1,
+	    cg->v1[CTL_PIDS], "pids.events", "max", &n) && n > 0) ||
+	    (toolcg_via[CTL_PIDS] == VIA_V2 && toolcg_field(cg->v2fd,
+	    NULL, "pids.events", "max", &n) && n > 0))) {
 		*limit = cg->limits.max_processes;
 		return TOOLCG_HIT_PROCESSES;
 	}
@@ -471,18 +516,21 @@ toolcg_kill(struct toolcg *cg)
 }
 
 int
-toolcg_populated(const struct toolcg *cg)
+toolcg_populated(struct toolcg *cg)
 {
 	uint64_t n;
 
-	if (cg == NULL || cg->v2 == NULL ||
-	    !toolcg_field(cg->v2, "cgroup.events", "populated", &n))
+	if (cg == NULL || cg->v2fd == -1)
 		return -1;
-	return n != 0;
+	if (cg->empty)
+		return 0;
+	if (!toolcg_field(cg->v2fd, NULL, "cgroup.events", "populated", &n))
+		return -1;
+	return (cg->empty = n == 0) ? 0 : 1;
 }
 
 void
-toolcg_usage(const struct toolcg *cg, uint64_t *peak, bool *has_cpu,
+toolcg_usage(struct toolcg *cg, uint64_t *peak, bool *has_cpu,
     uint64_t *cpu_ms)
 {
 	uint64_t n;
@@ -492,15 +540,17 @@ toolcg_usage(const struct toolcg *cg, uint64_t *peak, bool *has_cpu,
 	if (cg == NULL)
 		return;
 	if (cg->v1[CTL_MEMORY] != NULL)
-		toolcg_field(cg->v1[CTL_MEMORY], "memory.max_usage_in_bytes",
-		    NULL, peak);
+		toolcg_field(-1, cg->v1[CTL_MEMORY],
+		    "memory.max_usage_in_bytes", NULL, peak);
 	else if (toolcg_via[CTL_MEMORY] == VIA_V2)
-		toolcg_field(cg->v2, "memory.peak", NULL, peak);
+		toolcg_field(cg->v2fd, NULL, "memory.peak", NULL, peak);
 	/* cpu.stat's usage is there without the cpu controller. */
-	if (cg->v2 != NULL && toolcg_field(cg->v2, "cpu.stat", "usage_usec",
-	    &n)) {
+	if (cg->v2fd != -1 && toolcg_field(cg->v2fd, NULL, "cpu.stat",
+	    "usage_usec", &n) && n >= cg->cpu_base) {
+		cg->cpu_last = n;
+		cg->cpu_read = true;
 		*has_cpu = true;
-		*cpu_ms = n / 1000;
+		*cpu_ms = (n - cg->cpu_base) / 1000;
 	}
 }
 
@@ -508,9 +558,22 @@ void
 toolcg_free(struct toolcg *cg)
 {
 	enum toolcg_ctl c;
+	uint64_t n;
+	bool b;
 
 	if (cg == NULL)
 		return;
+	/* An empty group without limits serves the next tool. */
+	if (cg->v2fd != -1 && !cg->v2_limited &&
+	    toolcg_nspares < TOOLCG_SPARES && toolcg_populated(cg) == 0) {
+		if (!cg->cpu_read)
+			toolcg_usage(cg, &n, &b, &n);
+		toolcg_spares[toolcg_nspares].dir = cg->v2;
+		toolcg_spares[toolcg_nspares].fd = cg->v2fd;
+		toolcg_spares[toolcg_nspares++].cpu_base = cg->cpu_last;
+		cg->v2 = NULL;
+		cg->v2fd = -1;
+	}
 	if (cg->v2fd != -1)
 		close(cg->v2fd);
 	/* Not empty at shutdown: cgroup_destroy takes the whole subtree. */

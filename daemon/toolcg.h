@@ -64,11 +64,14 @@ enum toolcg_hit toolcg_hit(const struct toolcg *, uint64_t *limit);
 /* cgroup.kill its v2 group; false when it has none. */
 bool toolcg_kill(struct toolcg *);
 /* 1 while a process is in its v2 group, 0 once empty, -1 unknown. */
-int toolcg_populated(const struct toolcg *);
+int toolcg_populated(struct toolcg *);
 /* Peak memory (bytes, 0: unknown) and CPU time (false: unknown). */
-void toolcg_usage(const struct toolcg *, uint64_t *peak, bool *has_cpu,
+void toolcg_usage(struct toolcg *, uint64_t *peak, bool *has_cpu,
     uint64_t *cpu_ms);
-/* Remove its groups (they must be empty) and free it. NULL is a no-op. */
+/*
+ * Remove its groups (they must be empty; an empty v2 group without limits
+ * is kept for a later tool) and free it. NULL is a no-op.
+ */
 void toolcg_free(struct toolcg *);
 
 #endif

@@ -45,6 +45,9 @@ struct toolcg {
 	bool cpu_read;
 	bool empty;           /* seen unpopulated once its main was reaped:
 	                         nothing can enter it again */
+	bool killed;          /* cgroup.kill was written: not reusable (a
+	                         process cloned into a group killed before is
+	                         killed at birth by some kernels: 6.18 here) */
 	char *v1[CTL_N];      /* its v1 groups, one per limit set there */
 	int joins;            /* join fds it put in the spawn request */
 };
@@ -511,6 +514,7 @@ toolcg_kill(struct toolcg *cg)
 {
 	if (cg == NULL || cg->v2fd == -1)
 		return false;
+	cg->killed = true;
 	toolcg_writeat(cg->v2fd, "cgroup.kill", "1");
 	return true;
 }
@@ -564,7 +568,7 @@ toolcg_free(struct toolcg *cg)
 	if (cg == NULL)
 		return;
 	/* An empty group without limits serves the next tool. */
-	if (cg->v2fd != -1 && !cg->v2_limited &&
+	if (cg->v2fd != -1 && !cg->v2_limited && !cg->killed &&
 	    toolcg_nspares < TOOLCG_SPARES && toolcg_populated(cg) == 0) {
 		if (!cg->cpu_read)
 			toolcg_usage(cg, &n, &b, &n);

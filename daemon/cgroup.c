@@ -21,7 +21,7 @@
 static int cgroup_find(char **, char *, size_t);
 static char *cgroup_own(void);
 static int cgroup_write(const char *, const char *, const char *);
-static int cgroup_populated(void);
+static int cgroup_populated(const char *);
 static int cgroup_remove(const char *);
 
 static char *cgroup_parent; /* where the daemon was started */
@@ -186,15 +186,15 @@ cgroup_leave(char *err, size_t errlen)
 	return 0;
 }
 
-/* 1 while any process is in the subtree, 0 when empty, -1 if unknown. */
+/* 1 while any process is in dir, 0 when empty, -1 if unknown. */
 static int
-cgroup_populated(void)
+cgroup_populated(const char *dir)
 {
 	char *path, line[128];
 	int populated = -1;
 	FILE *f;
 
-	xasprintf(&path, "%s/cgroup.events", cgroup_dir);
+	xasprintf(&path, "%s/cgroup.events", dir);
 	f = fopen(path, "re");
 	free(path);
 	if (f == NULL)
@@ -217,11 +217,26 @@ cgroup_destroy(void)
 		return 0;
 	/* Recursive: the leaves, and whatever they hold, die at once. */
 	cgroup_write(cgroup_dir, "cgroup.kill", "1");
-	for (i = 0; i < CGROUP_EMPTY_MS && cgroup_populated() == 1; i++)
+	for (i = 0; i < CGROUP_EMPTY_MS && cgroup_populated(cgroup_dir) == 1;
+	    i++)
 		nanosleep(&tick, NULL);
 	rc = cgroup_remove(cgroup_dir);
 	cgroup_forget();
 	return rc;
+}
+
+int
+cgroup_destroy_stale(const char *dir)
+{
+	struct timespec tick = { 0, 1000000 };
+	int i;
+
+	if (access(dir, F_OK) != 0)
+		return 0;
+	cgroup_write(dir, "cgroup.kill", "1");
+	for (i = 0; i < 2000 && cgroup_populated(dir) == 1; i++)
+		nanosleep(&tick, NULL);
+	return cgroup_remove(dir);
 }
 
 /* rmdir a cgroup and its children, deepest first. -1 with errno. */

@@ -22,6 +22,11 @@ int cgroup_leave(char *err, size_t errlen);
  * remove it. -1 if it could not be removed.
  */
 int cgroup_destroy(void);
+/*
+ * The subtree an earlier daemon left at dir (it died with its sentinel):
+ * kill what is in it, wait (up to 2 s) until it is empty, remove it.
+ */
+int cgroup_destroy_stale(const char *dir);
 /* Forget the subtree without touching it (e.g. in a process that left). */
 void cgroup_forget(void);
 /* The subtree's directory, or NULL when there is none. */

@@ -29,12 +29,13 @@ enum exec_reason {
 	REASON_SPAWN_FAILED,
 	REASON_MEMORY_LIMIT,   /* extension */
 	REASON_PROCESS_LIMIT,  /* extension */
+	REASON_DAEMON_RESTARTED, /* extension */
 };
 
 static const char *exec_reason_names[] = {
 	"ok", "exit", "signal", "timeout", "unknown_tool", "invalid_input",
 	"sibling_error", "interrupted", "permission_denied", "spawn_failed",
-	"memory_limit", "process_limit",
+	"memory_limit", "process_limit", "daemon_restarted",
 };
 
 enum exec_abort {
@@ -458,6 +459,10 @@ exec_synthetic_content(struct exec *ex, enum exec_reason why)
 		xasprintf(&s, "<tool_use_error>Cancelled: parallel tool call "
 		    "%s errored</tool_use_error>", ex->turn.errored);
 		return s;
+	case REASON_DAEMON_RESTARTED:
+		return xstrdup("<tool_use_error>Error: the tool executor "
+		    "restarted while this tool ran or waited; its result is "
+		    "lost and its processes were killed</tool_use_error>");
 	default:
 		fatal("no synthetic content for reason %d", why);
 	}
@@ -917,6 +922,48 @@ exec_turn_end(struct exec *ex, const char *reason, int drain_error)
 	exec_turn_init(ex, number + 1);
 }
 
+void
+exec_restore(struct exec *ex, uint64_t turn, const struct exec_restored *r,
+    size_t n)
+{
+	struct exec_turn *tt = &ex->turn;
+	struct exec_tool *t;
+	bool delivered = true;
+	size_t i;
+
+	if (tt->n > 0 || ex->n_running > 0)
+		fatal("exec_restore on an executor in use");
+	exec_turn_init(ex, turn);
+	for (i = 0; i < n; i++) {
+		if (idmap_get(&tt->ids, r[i].id) != NULL)
+			continue;
+		t = xcalloc(1, sizeof *t);
+		t->ex = ex;
+		t->turn = turn;
+		t->id = xstrdup(r[i].id);
+		t->name = xstrdup(r[i].name);
+		t->input = json_object();
+		t->warnings = json_array();
+		if (tt->n == tt->cap) {
+			tt->cap = tt->cap ? tt->cap * 2 : 8;
+			tt->tools = xreallocarray(tt->tools, tt->cap,
+			    sizeof *tt->tools);
+		}
+		tt->tools[tt->n++] = t;
+		idmap_put(&tt->ids, t->id, t);
+		/* Results go in order (S5): the delivered ones lead. */
+		delivered = delivered && r[i].delivered;
+		if (delivered) {
+			t->status = EXEC_DELIVERED;
+			tt->deliver++;
+		} else {
+			t->status = EXEC_QUEUED;
+			exec_complete_synthetic(t, REASON_DAEMON_RESTARTED);
+		}
+	}
+	exec_after_event(ex);
+}
+
 uint64_t
 exec_discard(struct exec *ex)
 {
@@ -1091,6 +1138,15 @@ exec_status_json(const struct exec *ex,
 	return json_pack("{s:I, s:b, s:o}", "turn",
 	    (json_int_t)ex->turn.number, "interruptible",
 	    exec_interruptible(ex), "tools", tools);
+}
+
+const char *
+exec_turn_tool(const struct exec *ex, size_t i, const char **name)
+{
+	if (i >= ex->turn.n)
+		return NULL;
+	*name = ex->turn.tools[i]->name;
+	return ex->turn.tools[i]->id;
 }
 
 const char *

@@ -162,6 +162,22 @@ void exec_drain(struct exec *, void *cookie);
  */
 int exec_permission(struct exec *, const char *id, bool allow,
     const char *message);
+/*
+ * After a crash (issue 10): a fresh executor resumes at this turn, whose
+ * tools were added before the daemon died. Those whose results were
+ * delivered keep their place; every other one completes now with
+ * daemon_restarted (no process: its processes died with the daemon), and
+ * their results go out in order.
+ */
+struct exec_restored {
+	const char *id;
+	const char *name;
+	bool delivered;
+};
+void exec_restore(struct exec *, uint64_t turn, const struct exec_restored *,
+    size_t);
+/* The id (and *name) of the current turn's i-th tool; NULL past the end. */
+const char *exec_turn_tool(const struct exec *, size_t, const char **name);
 /* closeSession: kill every process, deliver nothing more, fail drains. */
 void exec_close(struct exec *);
 

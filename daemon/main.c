@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "cgroup.h"
+#include "journal.h"
 #include "log.h"
 #include "methods.h"
 #include "notify.h"
@@ -63,6 +65,7 @@ struct options {
 	size_t max_result_bytes;
 	bool safe_read_only;
 	struct tooldef_limits limits;
+	const char *state_dir;    /* NULL: the default; "": no journal */
 };
 
 /* Descriptors the daemon holds besides connections and tools. */
@@ -81,6 +84,10 @@ static void	on_signal(evutil_socket_t, short, void *);
 static int	activated_socket(void);
 static int	connection_cap(unsigned, unsigned *);
 static json_t	*main_enforcement(bool);
+static char	*default_state_dir(void);
+static void	main_journal(const char *);
+static void	main_restore(char, const char *, size_t, void *);
+static void	main_snapshot(void);
 
 static void
 usage(FILE *f, int status)
@@ -125,6 +132,10 @@ usage(FILE *f, int status)
 "  --allow-other-uids       let users other than the daemon's (and root)\n"
 "                           create sessions: their tools run as the\n"
 "                           daemon's user (default: refused, -32003)\n"
+"  --state-dir DIR          keep the crash journal here, restore sessions\n"
+"                           from it at start (default: $STATE_DIRECTORY\n"
+"                           under systemd, /var/lib/stexec for root,\n"
+"                           ~/.local/state/stexec; '': no journal)\n"
 "  --safe-read-only         run every tool that is concurrency-safe for its\n"
 "                           input and has no \"sandbox\" field read-only\n"
 "                           (Landlock): recommended\n"
@@ -179,6 +190,7 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "allow-other-uids", no_argument, NULL, 'A' },
 		{ "max-result-bytes", required_argument, NULL, 'R' },
 		{ "safe-read-only", no_argument, NULL, 'O' },
+		{ "state-dir", required_argument, NULL, 'D' },
 		{ "memory-limit", required_argument, NULL, 'L' },
 		{ "max-processes", required_argument, NULL, 'P' },
 		{ "cpu-percent", required_argument, NULL, 'c' },
@@ -276,6 +288,9 @@ parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'O':
 			o->safe_read_only = true;
+			break;
+		case 'D':
+			o->state_dir = optarg;
 			break;
 		case 'L':
 			o->limits.memory_bytes = (uint64_t)parse_number(
@@ -394,6 +409,98 @@ main_enforcement(bool safe_read_only)
 		    "unknown");
 	}
 	return e;
+}
+
+/* Where the crash journal lives by default (README, Restarts). */
+static char *
+default_state_dir(void)
+{
+	const char *state = getenv("STATE_DIRECTORY");
+	const char *xdg = getenv("XDG_STATE_HOME");
+	const char *home = getenv("HOME");
+	char *dir;
+
+	/* systemd may pass several, colon-separated: the first is ours. */
+	if (state != NULL && *state == '/')
+		dir = xstrndup(state, strcspn(state, ":"));
+	else if (geteuid() == 0)
+		dir = xstrdup("/var/lib/stexec");
+	else if (xdg != NULL && *xdg == '/')
+		xasprintf(&dir, "%s/stexec", xdg);
+	else if (home != NULL && *home == '/')
+		xasprintf(&dir, "%s/.local/state/stexec", home);
+	else
+		dir = NULL;
+	return dir;
+}
+
+/* The earlier daemons the journal names, whose leftovers must die. */
+static json_t *main_instances;
+
+static void
+main_restore(char kind, const char *data, size_t len, void *arg)
+{
+	json_t *rec;
+
+	(void)arg;
+	if (kind != JOURNAL_INSTANCE) {
+		session_restore(kind, data, len);
+		return;
+	}
+	if ((rec = json_loadb(data, len, 0, NULL)) != NULL)
+		json_array_append_new(main_instances, rec);
+}
+
+/* Compaction: this daemon, then every session. */
+static void
+main_snapshot(void)
+{
+	json_t *rec = json_pack("{s:s, s:s?, s:I}", "token",
+	    proc_instance_token(), "cgroup", cgroup_path(), "pid",
+	    (json_int_t)getpid());
+	char *text = json_dumps(rec, JSON_COMPACT);
+
+	journal_append(JOURNAL_INSTANCE, text, strlen(text), NULL, 0);
+	free(text);
+	json_decref(rec);
+	session_journal_snapshot();
+}
+
+/*
+ * Open the journal, kill what the daemons it names left, restore their
+ * sessions, and start a fresh file with this daemon in it.
+ */
+static void
+main_journal(const char *dir)
+{
+	struct journal_loaded got;
+	const json_t *inst;
+	unsigned restored, killed = 0;
+	char err[1024];
+	size_t i;
+
+	if (journal_open(main_base, dir, err, sizeof err) != 0) {
+		log_warn("no crash journal: %s", err);
+		return;
+	}
+	main_instances = json_array();
+	journal_load(main_restore, NULL, &got);
+	json_array_foreach(main_instances, i, inst)
+		killed += proc_kill_instance(json_string_value(json_object_get(
+		    inst, "token")) != NULL ? json_string_value(json_object_get(
+		    inst, "token")) : "", json_string_value(json_object_get(
+		    inst, "cgroup")));
+	json_decref(main_instances);
+	restored = session_restore_done();
+	if (got.dropped > 0 || got.torn)
+		log_warn("journal %s/journal: %u records read, %u corrupt "
+		    "stretch(es) skipped%s", dir, got.records, got.dropped,
+		    got.torn ? ", the last record cut short" : "");
+	if (restored > 0 || killed > 0)
+		log_info("restored %u session(s) from %s; killed %u process(es) "
+		    "an earlier daemon left", restored, dir, killed);
+	journal_set_snapshot(main_snapshot);
+	journal_compact();
 }
 
 /* Disk, not tmpfs: whole outputs can be large. */
@@ -541,6 +648,7 @@ main(int argc, char **argv)
 	struct methods_config mcfg = { 0 };
 	struct event *sigs[3];
 	char err[1024], pathbuf[4096], *tool, *outdir, cwd[PATH_MAX];
+	char *statedir;
 	const char *path;
 	bool activated;
 	unsigned max_conns;
@@ -610,6 +718,10 @@ main(int argc, char **argv)
 	scfg.safe_read_only = o.safe_read_only;
 	scfg.limits = o.limits;
 	session_init(&scfg);
+	statedir = o.state_dir != NULL ? xstrdup(o.state_dir) :
+	    default_state_dir();
+	if (statedir != NULL && *statedir != '\0')
+		main_journal(statedir);
 	conn_init(main_base, o.max_message, &methods_conn_ops);
 	conn_set_limits(max_conns, o.max_conns_per_uid);
 	mcfg.max_message = o.max_message;
@@ -651,6 +763,8 @@ main(int argc, char **argv)
 	notify_free();
 	server_stop();
 	session_shutdown();
+	journal_close();
+	free(statedir);
 	outdir_shutdown();
 	conn_shutdown();
 	for (i = 0; i < nitems(sigs); i++)

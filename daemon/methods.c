@@ -298,12 +298,11 @@ methods_create_session(struct call *call)
 		}
 	}
 	s = session_create(conn_uid(call->c), defs, n, (unsigned)max_parallel,
-	    cwd, env, &code, err, sizeof err);
+	    cwd, env, (unsigned)grace, &code, err, sizeof err);
 	if (s == NULL)
 		conn_error(call->c, call->id, code, NULL, "%s", err);
 	else {
 		session_refer(s, call->c);
-		session_set_output_grace(s, (unsigned)grace);
 		conn_reply(call->c, call->id, json_pack("{s:s}", "sessionId",
 		    session_id(s)));
 	}
@@ -383,8 +382,8 @@ methods_add_tool(struct call *call)
 	/* Any input is taken: one that is not an object fails validation
 	 * and becomes the tool's invalid_input result (S2), so the model's
 	 * tool_use still gets its tool_result (S10). */
-	rc = exec_add(session_exec(s), id, name, session_tool(s, name),
-	    json_is_null(input) ? NULL : input, &added);
+	rc = session_add(s, id, name, json_is_null(input) ? NULL : input,
+	    &added);
 	if (rc != 0) {
 		conn_error(call->c, call->id, rc, NULL, "Duplicate tool use id "
 		    "in this turn: %s", id);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -23,6 +24,7 @@
 #include <event2/event.h>
 
 #include "capture.h"
+#include "cgroup.h"
 #include "log.h"
 #include "reaper.h"
 #include "sandbox.h"
@@ -1245,6 +1247,50 @@ proc_fds_needed(void)
 	    (unsigned)proc_cfg.max_procs : 1024;
 
 	return procs * PROC_FDS_PER_TOOL + PROC_FDS_SPAWN;
+}
+
+const char *
+proc_instance_token(void)
+{
+	return proc_instance;
+}
+
+unsigned
+proc_kill_instance(const char *token, const char *cgroup)
+{
+	struct timespec tick = { 0, 10 * 1000 * 1000 };
+	char value[64], *end;
+	struct dirent *de;
+	unsigned killed = 0, found = 1;
+	size_t tlen = strlen(token);
+	int pass;
+	long pid;
+	DIR *d;
+
+	if (tlen == 0 || strcmp(token, proc_instance) == 0)
+		return 0;
+	if (cgroup != NULL)
+		cgroup_destroy_stale(cgroup);
+	/* Killed ones may be forking still: until a pass finds none. */
+	for (pass = 0; pass < 100 && found > 0; pass++) {
+		if (pass > 0)
+			nanosleep(&tick, NULL);
+		found = 0;
+		if ((d = opendir("/proc")) == NULL)
+			break;
+		while ((de = readdir(d)) != NULL) {
+			pid = strtol(de->d_name, &end, 10);
+			if (*end != '\0' || pid <= 1 || pid == (long)getpid() ||
+			    reaper_getenv((pid_t)pid, PROC_TOKEN, value,
+			    sizeof value) != 0 || strncmp(value, token, tlen) != 0)
+				continue;
+			if (kill((pid_t)pid, SIGKILL) == 0)
+				found++;
+		}
+		closedir(d);
+		killed += found;
+	}
+	return killed;
 }
 
 unsigned

@@ -162,6 +162,19 @@ void proc_usage(const struct proc *, uint64_t *peak, bool *has_cpu,
  */
 unsigned proc_fds_needed(void);
 
+/*
+ * This daemon's token prefix ("<16 hex digits>-"): every tool carries
+ * STEXEC_PROC_TOKEN=<prefix><n>.
+ */
+const char *proc_instance_token(void);
+/*
+ * After a crash (issue 10): kill whatever an earlier daemon left, the
+ * processes whose environment carries its token prefix and everything in
+ * its cgroup subtree (NULL: none), pass after pass until none is left (at
+ * most about a second). How many processes were killed.
+ */
+unsigned proc_kill_instance(const char *token, const char *cgroup);
+
 /* Processes running and started since proc_init, for stats. */
 unsigned proc_running(void);
 uint64_t proc_started(void);

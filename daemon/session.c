@@ -14,6 +14,7 @@
 
 #include "conn.h"
 #include "idmap.h"
+#include "journal.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "outdir.h"
@@ -117,7 +118,18 @@ struct session {
 	struct session *slice_next; /* in session_slicing, when queued */
 	bool slice_queued;
 
+	json_t *journal;          /* its createSession, as journaled */
+
 	struct session *prev, *next;
+};
+
+/* A session being restored from the journal (issue 10). */
+struct restoring {
+	struct session *s;
+	uint64_t turn;            /* of the adds below */
+	json_t *adds;             /* [[id, name]...] added in that turn */
+	json_t *delivered;        /* toolUseId -> turn of its tool_result */
+	uint64_t ended;           /* the turn of the last turn_end */
 };
 
 static struct session_config session_cfg;
@@ -131,8 +143,16 @@ static struct session *session_slicing, **session_slicing_tail =
     &session_slicing;
 static struct event *session_slice_ev;
 static bool session_stopping;
+static bool session_restoring;  /* loading the journal: write nothing */
+static struct idmap session_restored;
 
 static void	session_effect(void *, const struct exec_effect *);
+static struct session *session_new(const char *, uid_t, struct tooldef **,
+		    size_t, unsigned, const char *, const json_t *);
+static json_t	*session_journal_json(struct session *, struct tooldef **,
+		    size_t, unsigned, const char *, const json_t *);
+static void	session_journal_session(struct session *);
+static void	session_journal_note(struct session *, const struct note *);
 static void	session_note(struct session *, const char *, json_t *);
 static void	session_note_repaired(struct session *, struct buf *,
     const char *, const json_t *);
@@ -254,15 +274,10 @@ session_tool_describe(struct exec_tool *t, json_t *o)
 
 struct session *
 session_create(uid_t uid, struct tooldef **tools, size_t ntools,
-    unsigned max_parallel, const char *cwd, const json_t *env, int *code,
-    char *err, size_t errlen)
+    unsigned max_parallel, const char *cwd, const json_t *env,
+    unsigned output_grace_ms, int *code, char *err, size_t errlen)
 {
-	struct exec_config ecfg = { 0 };
 	struct session *s;
-	unsigned char rnd[8];
-	json_t *senv, *v;
-	const char *key;
-	size_t i;
 
 	/* Tools run as the daemon's user: never hand that to another one. */
 	if (uid != geteuid() && uid != 0 && !session_cfg.other_uids) {
@@ -278,12 +293,37 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 		    "(--max-sessions)", session_n);
 		return NULL;
 	}
+	s = session_new(NULL, uid, tools, ntools, max_parallel, cwd, env);
+	s->output_grace_ms = output_grace_ms;
+	s->journal = session_journal_json(s, tools, ntools, max_parallel, cwd,
+	    env);
+	session_journal_session(s);
+	return s;
+}
+
+/* A session of this id (NULL: a new random one), in the map and list. */
+static struct session *
+session_new(const char *id, uid_t uid, struct tooldef **tools, size_t ntools,
+    unsigned max_parallel, const char *cwd, const json_t *env)
+{
+	struct exec_config ecfg = { 0 };
+	struct session *s;
+	unsigned char rnd[8];
+	json_t *senv, *v;
+	const char *key;
+	size_t i;
+
 	s = xcalloc(1, sizeof *s);
 	/* Ids are unguessable, though sessions are also checked by uid. */
-	if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
-		fatal("getrandom failed");
-	snprintf(s->id, sizeof s->id, "s-%02x%02x%02x%02x%02x%02x%02x%02x",
-	    rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	if (id != NULL)
+		snprintf(s->id, sizeof s->id, "%s", id);
+	else {
+		if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
+			fatal("getrandom failed");
+		snprintf(s->id, sizeof s->id,
+		    "s-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+		    rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	}
 	s->uid = uid;
 	for (i = 0; i < ntools; i++)
 		idmap_put(&s->tools, tooldef_name(tools[i]),
@@ -395,12 +435,6 @@ session_list_json(uid_t uid)
 			    (json_int_t)exec_turn(s->ex), "unfinished",
 			    (int)exec_unfinished(s->ex)));
 	return list;
-}
-
-void
-session_set_output_grace(struct session *s, unsigned ms)
-{
-	s->output_grace_ms = ms;
 }
 
 json_t *
@@ -955,6 +989,7 @@ session_slice(struct session *s, size_t max)
 	n0->shared = xmalloc(sizeof *n0->shared);
 	n0->shared->data = sl->out.data;
 	n0->shared->refs = 1;
+	session_journal_note(s, n0);
 	/* Every note from this one on ends that much later. */
 	s->bytes_end += sl->out.len;
 	for (seq = sl->seq; seq <= s->last_seq; seq++) {
@@ -1053,6 +1088,8 @@ session_log(struct session *s, struct buf *out, bool turn_end)
 	n->len = out->len;
 	s->bytes_end += out->len;
 	n->end = s->bytes_end;
+	/* Journaled before any subscriber can be sent it. */
+	session_journal_note(s, n);
 	session_logged(s);
 }
 
@@ -1375,6 +1412,9 @@ session_close(struct session *s, struct ticket *tk)
 	s->closing = true;
 	session_idle_update(s);
 	log_debug("session %s closing", s->id);
+	/* Not at shutdown: sessions outlive a restart, closeSession ends them. */
+	if (!session_stopping && !session_restoring && journal_active())
+		journal_append(JOURNAL_CLOSE, s->id, strlen(s->id), NULL, 0);
 	exec_close(s->ex);
 	if (!exec_busy(s->ex))
 		session_finish(s);
@@ -1445,6 +1485,7 @@ session_free(struct session *s)
 	free(s->closers);
 	free(s->running);
 	free(s->envp);
+	json_decref(s->journal);
 	free(s);
 }
 
@@ -1478,4 +1519,295 @@ session_shutdown(void)
 	if (session_slice_ev != NULL)
 		event_free(session_slice_ev);
 	session_slice_ev = NULL;
+}
+
+/* The createSession a restart needs to make this session again. */
+static json_t *
+session_journal_json(struct session *s, struct tooldef **tools,
+    size_t ntools, unsigned max_parallel, const char *cwd, const json_t *env)
+{
+	json_t *defs = json_array();
+	size_t i;
+
+	for (i = 0; i < ntools; i++)
+		json_array_append_new(defs, tooldef_json(tools[i]));
+	return json_pack("{s:s, s:I, s:o, s:I, s:s?, s:O?, s:I}", "id", s->id,
+	    "uid", (json_int_t)s->uid, "tools", defs, "maxParallel",
+	    (json_int_t)max_parallel, "cwd", cwd, "env", env,
+	    "outputGraceMs", (json_int_t)s->output_grace_ms);
+}
+
+static void
+session_journal_session(struct session *s)
+{
+	char *text;
+
+	if (!journal_active() || session_restoring)
+		return;
+	if ((text = json_dumps(s->journal, JSON_COMPACT)) == NULL)
+		fatal("cannot encode session %s for the journal", s->id);
+	journal_append(JOURNAL_SESSION, text, strlen(text), NULL, 0);
+	free(text);
+}
+
+static void
+session_journal_note(struct session *s, const struct note *n)
+{
+	char head[64];
+	int len;
+
+	if (!journal_active() || session_stopping || session_restoring)
+		return;
+	len = snprintf(head, sizeof head, "%s %llu ", s->id,
+	    (unsigned long long)n->seq);
+	journal_append(JOURNAL_NOTE, head, (size_t)len, n->line, n->len);
+}
+
+int
+session_add(struct session *s, const char *id, const char *name,
+    const json_t *input, struct exec_added *out)
+{
+	char *text;
+	json_t *rec;
+
+	/* Before the tool can be reported: a restart must know it was added. */
+	if (journal_active() && (rec = json_pack("{s:s, s:I, s:s, s:s}", "s",
+	    s->id, "t", (json_int_t)exec_turn(s->ex), "id", id, "name",
+	    name)) != NULL) {
+		if ((text = json_dumps(rec, JSON_COMPACT)) != NULL)
+			journal_append(JOURNAL_ADD, text, strlen(text), NULL, 0);
+		free(text);
+		json_decref(rec);
+	}
+	return exec_add(s->ex, id, name, session_tool(s, name), input, out);
+}
+
+void
+session_journal_snapshot(void)
+{
+	struct session *s;
+	const char *id, *name;
+	struct note *n;
+	json_t *rec;
+	char *text;
+	size_t i;
+
+	for (s = session_list; s != NULL; s = s->next) {
+		if (s->closing)
+			continue;
+		session_journal_session(s);
+		for (i = 0; (id = exec_turn_tool(s->ex, i, &name)) != NULL;
+		    i++) {
+			rec = json_pack("{s:s, s:I, s:s, s:s}", "s", s->id,
+			    "t", (json_int_t)exec_turn(s->ex), "id", id,
+			    "name", name);
+			text = json_dumps(rec, JSON_COMPACT);
+			journal_append(JOURNAL_ADD, text, strlen(text), NULL, 0);
+			free(text);
+			json_decref(rec);
+		}
+		for (i = 0; i < s->count; i++) {
+			n = &s->notes[(s->head + i) % s->cap];
+			if (n->line != NULL)
+				session_journal_note(s, n);
+		}
+	}
+}
+
+/* A session of the journal: made again, empty, as its client made it. */
+static void
+session_restore_session(const json_t *rec)
+{
+	const json_t *defs = json_object_get(rec, "tools"), *v;
+	const char *id = json_string_value(json_object_get(rec, "id"));
+	struct tooldef **tools;
+	struct restoring *r;
+	char err[512];
+	size_t i, n = 0;
+	bool ok = true;
+
+	if (id == NULL || strlen(id) >= sizeof(((struct session *)0)->id) ||
+	    idmap_get(&session_map, id) != NULL) {
+		log_warn("journal: a session record without a usable id was "
+		    "dropped");
+		return;
+	}
+	tools = xcalloc(json_array_size(defs) + 1, sizeof *tools);
+	json_array_foreach(defs, i, v) {
+		if ((tools[n] = tooldef_parse(v, err, sizeof err)) == NULL) {
+			log_warn("journal: session %s dropped: its tool %zu no "
+			    "longer parses: %s", id, i, err);
+			ok = false;
+			break;
+		}
+		n++;
+	}
+	if (ok) {
+		r = xcalloc(1, sizeof *r);
+		r->s = session_new(id, (uid_t)json_integer_value(
+		    json_object_get(rec, "uid")), tools, n,
+		    (unsigned)json_integer_value(json_object_get(rec,
+		    "maxParallel")), json_string_value(json_object_get(rec,
+		    "cwd")), json_object_get(rec, "env"));
+		r->s->output_grace_ms = (unsigned)json_integer_value(
+		    json_object_get(rec, "outputGraceMs"));
+		r->s->journal = json_deep_copy(rec);
+		r->adds = json_array();
+		r->delivered = json_object();
+		/* The session's own id outlives the record: the map's key. */
+		idmap_put(&session_restored, r->s->id, r);
+	}
+	for (i = 0; i < n; i++)
+		tooldef_unref(tools[i]);
+	free(tools);
+}
+
+static void
+session_restore_free(struct restoring *r)
+{
+	json_decref(r->adds);
+	json_decref(r->delivered);
+	free(r);
+}
+
+/* A retained note, with its seq; what it says of results and turns. */
+static void
+session_restore_note(const char *data, size_t len)
+{
+	char id[64], *end;
+	const char *sp;
+	struct restoring *r;
+	struct note *n;
+	unsigned long long seq;
+	json_t *line, *params;
+	size_t head;
+	bool result, turn_end;
+
+	sp = memchr(data, ' ', len);
+	if (sp == NULL || (size_t)(sp - data) >= sizeof id)
+		return;
+	memcpy(id, data, (size_t)(sp - data));
+	id[sp - data] = '\0';
+	if ((r = idmap_get(&session_restored, id)) == NULL)
+		return;
+	seq = strtoull(sp + 1, &end, 10);
+	if (*end != ' ' || seq <= r->s->last_seq)
+		return;
+	end++;
+	len -= (size_t)(end - data);
+	/* The method comes first in the line the codec writes. */
+	head = len < 64 ? len : 64;
+	result = memmem(end, head, "\"method\":\"tool_result\"", 22) != NULL;
+	turn_end = memmem(end, head, "\"method\":\"turn_end\"", 19) != NULL;
+	r->s->last_seq = seq - 1;
+	n = session_log_note(r->s, turn_end);
+	n->line = xmalloc(len);
+	memcpy(n->line, end, len);
+	n->len = len;
+	r->s->bytes_end += len;
+	n->end = r->s->bytes_end;
+	if (!result && !turn_end)
+		return;
+	if ((line = json_loadb(end, len, 0, NULL)) == NULL)
+		return;
+	params = json_object_get(line, "params");
+	if (result)
+		json_object_set(r->delivered, json_string_value(json_object_get(
+		    params, "toolUseId")) != NULL ? json_string_value(
+		    json_object_get(params, "toolUseId")) : "",
+		    json_object_get(params, "turn"));
+	else if ((uint64_t)json_integer_value(json_object_get(params,
+	    "turn")) > r->ended)
+		r->ended = (uint64_t)json_integer_value(json_object_get(params,
+		    "turn"));
+	json_decref(line);
+}
+
+void
+session_restore(char kind, const char *data, size_t len)
+{
+	struct restoring *r;
+	json_t *rec;
+	uint64_t turn;
+
+	session_restoring = true;
+	if (kind == JOURNAL_NOTE) {
+		session_restore_note(data, len);
+		return;
+	}
+	if (kind == JOURNAL_CLOSE) {
+		if ((r = idmap_del(&session_restored, data)) != NULL) {
+			session_free(r->s);
+			session_restore_free(r);
+		}
+		return;
+	}
+	if ((rec = json_loadb(data, len, 0, NULL)) == NULL)
+		return;
+	if (kind == JOURNAL_SESSION)
+		session_restore_session(rec);
+	else if (kind == JOURNAL_ADD && (r = idmap_get(&session_restored,
+	    json_string_value(json_object_get(rec, "s")) != NULL ?
+	    json_string_value(json_object_get(rec, "s")) : "")) != NULL) {
+		turn = (uint64_t)json_integer_value(json_object_get(rec, "t"));
+		if (turn > r->turn) {
+			json_array_clear(r->adds);
+			r->turn = turn;
+		}
+		if (turn == r->turn)
+			json_array_append_new(r->adds, json_pack("[O, O]",
+			    json_object_get(rec, "id"),
+			    json_object_get(rec, "name")));
+	}
+	json_decref(rec);
+}
+
+/*
+ * Every session is back with its log: each resumes at its current turn,
+ * where the tools whose results were not delivered get daemon_restarted.
+ */
+unsigned
+session_restore_done(void)
+{
+	struct exec_restored *tools;
+	struct restoring *r;
+	const json_t *add, *got;
+	unsigned count = 0, lost;
+	uint64_t turn;
+	size_t i, k, n;
+
+	session_restoring = false;
+	for (i = 0; i < session_restored.cap; i++) {
+		if (session_restored.slots[i].key == NULL ||
+		    (r = session_restored.slots[i].value) == NULL)
+			continue;
+		turn = r->ended + 1 > r->turn ? r->ended + 1 : r->turn;
+		n = turn == r->turn ? json_array_size(r->adds) : 0;
+		tools = xcalloc(n + 1, sizeof *tools);
+		lost = 0;
+		json_array_foreach(turn == r->turn ? r->adds : NULL, k, add) {
+			tools[k].id = json_string_value(json_array_get(add, 0));
+			tools[k].name = json_string_value(json_array_get(add,
+			    1));
+			got = json_object_get(r->delivered, tools[k].id);
+			tools[k].delivered = got != NULL &&
+			    (uint64_t)json_integer_value(got) == turn;
+			lost += !tools[k].delivered;
+		}
+		for (k = 0; k < n; k++)
+			if (tools[k].id == NULL || tools[k].name == NULL)
+				tools[k].id = tools[k].name = "";
+		exec_restore(r->s->ex, turn, tools, n);
+		free(tools);
+		session_trim(r->s);
+		session_idle_update(r->s);
+		log_info("session %s restored at turn %llu, seq %llu; %u "
+		    "result(s) lost to the restart", r->s->id,
+		    (unsigned long long)turn,
+		    (unsigned long long)r->s->last_seq, lost);
+		session_restore_free(r);
+		count++;
+	}
+	idmap_free(&session_restored);
+	return count;
 }

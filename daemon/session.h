@@ -49,8 +49,8 @@ unsigned session_count(void);
  * and message when a limit is reached.
  */
 struct session *session_create(uid_t, struct tooldef **tools, size_t ntools,
-    unsigned max_parallel, const char *cwd, const json_t *env, int *code,
-    char *err, size_t errlen);
+    unsigned max_parallel, const char *cwd, const json_t *env,
+    unsigned output_grace_ms, int *code, char *err, size_t errlen);
 /* NULL and an error code (-32001 or -32003) when it cannot be had. */
 struct session *session_find(const char *id, uid_t, int *code);
 const char *session_id(const struct session *);
@@ -67,9 +67,25 @@ json_t *session_list_json(uid_t);
  */
 #define SESSION_OUTPUT_GRACE_DEFAULT_MS 60000
 #define SESSION_OUTPUT_GRACE_MAX_MS 86400000
-void session_set_output_grace(struct session *, unsigned ms);
 /* outputFiles: the session's whole-output files, kept and removed. */
 json_t *session_output_files_json(struct session *);
+/*
+ * addTool (exec_add), journaled first so that a restart knows the tool was
+ * added even if the daemon dies before its result.
+ */
+int session_add(struct session *, const char *id, const char *name,
+    const json_t *input, struct exec_added *);
+
+/*
+ * The crash journal (journal.h): what compaction writes (every open
+ * session, its current turn's tools, its retained notifications), and the
+ * restore at start: every record, then session_restore_done, which
+ * returns how many sessions came back.
+ */
+void session_journal_snapshot(void);
+void session_restore(char kind, const char *data, size_t len);
+unsigned session_restore_done(void);
+
 /* Turns in which more tools are refused (-32004). */
 bool session_turn_full(struct session *);
 

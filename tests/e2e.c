@@ -309,6 +309,34 @@ d_wait_no_leftovers(struct daemon *d, int ms)
 	return true;
 }
 
+/* Its sentinel's pid (a child named stexec-sentinel), or 0. */
+pid_t
+d_sentinel(struct daemon *d)
+{
+	char path[64], comm[32];
+	struct dirent *de;
+	pid_t pid, found = 0;
+	long ppid;
+	DIR *dir;
+	FILE *f;
+
+	cr_assert((dir = opendir("/proc")) != NULL);
+	while (found == 0 && (de = readdir(dir)) != NULL) {
+		if ((pid = (pid_t)atol(de->d_name)) <= 0)
+			continue;
+		snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+		if ((f = fopen(path, "re")) == NULL)
+			continue;
+		if (fscanf(f, "%*d (%31[^)]) %*c %ld", comm, &ppid) == 2 &&
+		    ppid == (long)d->pid && strcmp(comm, "stexec-sentinel") ==
+		    0)
+			found = pid;
+		fclose(f);
+	}
+	closedir(dir);
+	return found;
+}
+
 const char *
 d_path(struct daemon *d, const char *name)
 {
@@ -434,8 +462,11 @@ c_read(struct client *c, int timeout_ms)
 	size_t n;
 
 	for (;;) {
-		if (c->len > 0 && (nl = memchr(c->buf, '\n', c->len)) != NULL) {
+		/* Only the new bytes are searched: lines may be 100 MB. */
+		if (c->len > c->scanned && (nl = memchr(c->buf + c->scanned,
+		    '\n', c->len - c->scanned)) != NULL) {
 			n = (size_t)(nl - c->buf);
+			c->scanned = 0;
 			/* Tool output may hold NULs, sent as \u0000. */
 			j = json_loadb(c->buf, n, JSON_ALLOW_NUL, &jerr);
 			cr_assert(j != NULL, "the daemon sent bad JSON: %s: %.*s",
@@ -444,8 +475,17 @@ c_read(struct client *c, int timeout_ms)
 			c->len -= n + 1;
 			return j;
 		}
-		if (c->eof || e2e_now_ms() >= until)
+		c->scanned = c->len;
+		if (c->eof)
 			return NULL;
+		/* Past the deadline, still take what has already come. */
+		if (e2e_now_ms() >= until) {
+			n = c->len;
+			c_fill(c, 0);
+			if (c->len == n)
+				return NULL;
+			continue;
+		}
 		c_fill(c, (int)(until - e2e_now_ms()));
 	}
 }

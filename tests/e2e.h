@@ -26,6 +26,7 @@ struct client {
 	int fd;
 	char *buf;        /* bytes read, not yet a whole line */
 	size_t len, cap;
+	size_t scanned;   /* of buf, known to hold no newline */
 	json_t *queue;    /* notifications received, not yet taken */
 	int next_id;
 	bool eof;         /* the daemon closed the connection */
@@ -61,6 +62,8 @@ int d_leftovers(struct daemon *);
 int d_kill_leftovers(struct daemon *);
 /* Wait (up to ms) until no tool process is left; false if some remain. */
 bool d_wait_no_leftovers(struct daemon *, int ms);
+/* Its sentinel's pid (a child named stexec-sentinel), or 0. */
+pid_t d_sentinel(struct daemon *);
 /* A path inside the daemon's temporary directory. */
 const char *d_path(struct daemon *, const char *name);
 

@@ -31,7 +31,7 @@ launch_daemon(const char *const *wrapper, const char *sock, const char *out,
 {
 	const char *daemon = getenv("STEXEC_DAEMON");
 	const char *mode = getenv("STEXEC_DAEMON_ARGS");
-	char *argv[128], **envp, *modes = NULL, *tok, *save;
+	char *argv[128], **envp, *modes = NULL, *tok, *save, state[4096];
 	pid_t parent = getpid(), pid;
 	size_t n = 0, ne = 0, i;
 	int fd;
@@ -47,6 +47,12 @@ launch_daemon(const char *const *wrapper, const char *sock, const char *out,
 	argv[n++] = (char *)sock;
 	argv[n++] = "--output-dir";
 	argv[n++] = (char *)out;
+	/* Its own crash journal beside out/, never the user's. */
+	snprintf(state, sizeof state, "%.*s/state", (int)(strrchr(out, '/') !=
+	    NULL ? strrchr(out, '/') - out : 1), strrchr(out, '/') != NULL ?
+	    out : ".");
+	argv[n++] = "--state-dir";
+	argv[n++] = state;
 	/* A whole suite in another mode, e.g. "--no-cgroup". */
 	if (mode != NULL && (modes = strdup(mode)) != NULL)
 		for (tok = strtok_r(modes, " ", &save); tok != NULL && n < 64;

@@ -12,7 +12,7 @@
 
 /*
  * Fork and exec wrapper... (may be NULL), $STEXEC_DAEMON, --socket sock,
- * --output-dir out, the words of $STEXEC_DAEMON_ARGS (a suite run in
+ * --output-dir out, --state-dir (out's directory)/state, the words of $STEXEC_DAEMON_ARGS (a suite run in
  * another mode: "--no-cgroup"), then args (NULL-ended), with stderr appended to log and
  * env_extra (a "NAME=value", or NULL) added to the environment. The daemon
  * gets SIGKILL if the caller dies first. Its pid, or -1 with err.

@@ -48,7 +48,8 @@ class Daemon:
         self.log = open(os.path.join(self.tmp, "daemon.log"), "wb")
         self.proc = subprocess.Popen(
             [self.path, "--socket", self.sock,
-             "--output-dir", os.path.join(self.tmp, "out")],
+             "--output-dir", os.path.join(self.tmp, "out"),
+             "--state-dir", os.path.join(self.tmp, "state")],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
             cwd=self.tmp, env=env)
 

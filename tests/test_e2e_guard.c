@@ -82,34 +82,6 @@ cgroup_of(struct daemon *d)
 	return path;
 }
 
-/* Its sentinel's pid (a child named stexec-sentinel), or 0. */
-static pid_t
-sentinel_of(struct daemon *d)
-{
-	char path[64], comm[32];
-	struct dirent *de;
-	pid_t pid, found = 0;
-	long ppid;
-	DIR *dir;
-	FILE *f;
-
-	cr_assert((dir = opendir("/proc")) != NULL);
-	while (found == 0 && (de = readdir(dir)) != NULL) {
-		if ((pid = (pid_t)atol(de->d_name)) <= 0)
-			continue;
-		snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-		if ((f = fopen(path, "re")) == NULL)
-			continue;
-		if (fscanf(f, "%*d (%31[^)]) %*c %ld", comm, &ppid) == 2 &&
-		    ppid == (long)d->pid && strcmp(comm, "stexec-sentinel") ==
-		    0)
-			found = pid;
-		fclose(f);
-	}
-	closedir(dir);
-	return found;
-}
-
 /*
  * A restarted daemon serves: it answers a ping (once it does, its signal
  * handlers are in place, and d_stop's SIGTERM is a clean stop).
@@ -142,7 +114,7 @@ crash(int sig, const char *opt)
 	cr_log_info("tools in cgroup: %s", cg != NULL ? cg : "none");
 	if (opt != NULL)
 		cr_assert_null(cg, "%s, and yet a cgroup", opt);
-	cr_assert_neq(sentinel_of(d), 0, "no sentinel");
+	cr_assert_neq(d_sentinel(d), 0, "no sentinel");
 	d_kill(d, sig);
 	cr_assert(WIFSIGNALED(d->status) && WTERMSIG(d->status) == sig);
 	/* The sentinel itself carries the tag: it must be gone too. */
@@ -203,12 +175,12 @@ Test(guard, a_killed_sentinel_is_replaced_and_told_every_group,
 	struct daemon *d = d_start("--no-cgroup", NULL);
 	struct client *c = spread(d);
 	long long until = e2e_now_ms() + SLOW;
-	pid_t first = sentinel_of(d), second = 0;
+	pid_t first = d_sentinel(d), second = 0;
 	int left;
 
 	cr_assert_neq(first, 0, "no sentinel");
 	kill(first, SIGKILL);
-	while ((second = sentinel_of(d)) == 0 || second == first) {
+	while ((second = d_sentinel(d)) == 0 || second == first) {
 		cr_assert_lt(e2e_now_ms(), until, "no new sentinel");
 		usleep(5000);
 	}

@@ -812,9 +812,8 @@ Test(lifecycle, a_stale_socket_is_replaced_on_restart)
 	d_restart(d, NULL);
 	c = c_open(d);
 	c_ping(c);
-	/* A new daemon: the old one's sessions are gone. */
-	expect_code(c, "status", json_pack("{s:O}", "sessionId", sid),
-	    ERR_UNKNOWN_SESSION);
+	/* A new daemon, the old one's sessions restored (issue 10). */
+	json_decref(c_call(c, "status", json_pack("{s:O}", "sessionId", sid)));
 	json_decref(sid);
 	second_client_ok(d);
 	c_close(c);

@@ -71,6 +71,7 @@ $CC "${flags[@]}" -o "$tmp/hello" "$tmp/hello.c" \
 	$(pkg-config --cflags --libs libstexec) ||
 	fail "cannot build against libstexec: $(pkg-config --cflags --libs libstexec)"
 "$STEXEC_DAEMON" --socket "$tmp/s.sock" --output-dir "$tmp/out" \
+	--state-dir "$tmp/state" \
 	--log-level error &
 daemon=$!
 for _ in $(seq 100); do

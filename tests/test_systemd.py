@@ -103,7 +103,8 @@ def activate(tmp, env, args, datagram=False):
         cmd.append("-d")
     for k, v in env.items():
         cmd += ["-E", f"{k}={v}"]
-    cmd += [DAEMON, "--output-dir", os.path.join(tmp, "out")] + args
+    cmd += [DAEMON, "--output-dir", os.path.join(tmp, "out"),
+            "--state-dir", os.path.join(tmp, "state")] + args
     err = open(os.path.join(tmp, "stderr.log"), "wb")
     proc = subprocess.Popen(cmd, stderr=err)
     deadline = time.time() + 10

@@ -138,7 +138,8 @@ class Test:
             env.pop(k, None)
         self.log = open(os.path.join(self.tmp, "daemon.log"), "wb")
         self.proc = subprocess.Popen(
-            [self.daemon, "--socket", self.sock, "--output-dir", self.outdir],
+            [self.daemon, "--socket", self.sock, "--output-dir", self.outdir,
+             "--state-dir", self.outdir + ".state"],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
             cwd=self.tmp, env=env)
         deadline = time.monotonic() + 10

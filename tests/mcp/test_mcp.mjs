@@ -62,7 +62,8 @@ const bash = (command, opts) =>
 
 before(async () => {
   assert.ok(DAEMON && CLI, 'STEXEC_DAEMON and STEXEC_CLI must be set');
-  daemon = spawn(DAEMON, ['--socket', sock, '--output-dir', join(dir, 'out')], {
+  daemon = spawn(DAEMON, ['--socket', sock, '--output-dir', join(dir, 'out'),
+    '--state-dir', join(dir, 'state')], {
     env: { ...process.env, STEXEC_E2E_TAG: tag },
     stdio: ['ignore', 'ignore', 'inherit'],
   });

@@ -32,7 +32,8 @@ export class Daemon {
     const env: NodeJS.ProcessEnv = { ...process.env, STEXEC_TS_TAG: d.tag };
     for (const k of ["NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "STEXEC_SOCKET"]) delete env[k];
     const bin = process.env.STEXEC_DAEMON || defaultDaemon;
-    const proc = spawn(bin, ["--socket", d.socket, "--output-dir", join(d.dir, "out"), ...args], {
+    const proc = spawn(bin, ["--socket", d.socket, "--output-dir", join(d.dir, "out"),
+      "--state-dir", join(d.dir, "state"), ...args], {
       cwd: d.dir,
       env,
       stdio: ["ignore", "pipe", "pipe"],

@@ -1,0 +1,330 @@
+/* The crash journal: append, load, compact. See journal.h. */
+#include "journal.h"
+
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "log.h"
+#include "util.h"
+
+/* Compaction once the file has grown by this much and twice its size. */
+#define JOURNAL_GROWTH_MIN (16U << 20)
+/* A payload longer than this is corruption, not a record. */
+#define JOURNAL_PAYLOAD_MAX (1U << 30)
+
+static int journal_fd = -1;
+static char *journal_path;
+static char *journal_dir;
+static uint64_t journal_written; /* bytes since the last compaction */
+static uint64_t journal_base;    /* the file's size after it */
+static bool journal_dirty;
+static bool journal_compacting;
+static void (*journal_snapshot)(void);
+static struct event *journal_sync_ev;
+static struct event *journal_compact_ev;
+
+static void journal_sync_cb(evutil_socket_t, short, void *);
+static void journal_compact_cb(evutil_socket_t, short, void *);
+static int journal_lock_open(const char *, int, char *, size_t);
+
+/* Continue a CRC-32 (IEEE) over more data: start from 0. */
+static uint32_t
+journal_crc_more(uint32_t crc, const char *data, size_t len)
+{
+	static uint32_t table[256];
+	uint32_t c;
+	size_t i;
+	int k;
+
+	if (table[1] == 0)
+		for (i = 0; i < 256; i++) {
+			for (c = (uint32_t)i, k = 0; k < 8; k++)
+				c = c & 1 ? 0xedb88320U ^ (c >> 1) : c >> 1;
+			table[i] = c;
+		}
+	crc ^= 0xffffffffU;
+	for (i = 0; i < len; i++)
+		crc = table[(crc ^ (unsigned char)data[i]) & 0xff] ^ (crc >> 8);
+	return crc ^ 0xffffffffU;
+}
+
+unsigned long
+journal_crc32(const char *data, size_t len)
+{
+	return journal_crc_more(0, data, len);
+}
+
+/* Open path with flags, locked (no waiting) against other daemons. */
+static int
+journal_lock_open(const char *path, int flags, char *err, size_t errlen)
+{
+	int fd = open(path, flags | O_CLOEXEC, 0600);
+
+	if (fd == -1) {
+		snprintf(err, errlen, "cannot open %s: %s", path,
+		    strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		snprintf(err, errlen, "%s is in use by another daemon "
+		    "(give each its own --state-dir)", path);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int
+journal_open(struct event_base *base, const char *dir, char *err,
+    size_t errlen)
+{
+	struct timeval second = { 1, 0 };
+	struct stat st;
+
+	if (util_mkdirs(dir, 0700) != 0) {
+		snprintf(err, errlen, "cannot create %s: %s", dir,
+		    strerror(errno));
+		return -1;
+	}
+	xasprintf(&journal_path, "%s/journal", dir);
+	journal_fd = journal_lock_open(journal_path, O_RDWR | O_CREAT |
+	    O_APPEND, err, errlen);
+	if (journal_fd == -1 || fstat(journal_fd, &st) != 0) {
+		if (journal_fd != -1)
+			close(journal_fd);
+		journal_fd = -1;
+		free(journal_path);
+		journal_path = NULL;
+		return -1;
+	}
+	journal_dir = xstrdup(dir);
+	journal_base = (uint64_t)st.st_size;
+	journal_written = 0;
+	if (base != NULL) {
+		journal_sync_ev = event_new(base, -1, EV_PERSIST,
+		    journal_sync_cb, NULL);
+		journal_compact_ev = event_new(base, -1, 0,
+		    journal_compact_cb, NULL);
+		if (journal_sync_ev == NULL || journal_compact_ev == NULL)
+			fatal("event_new failed");
+		event_add(journal_sync_ev, &second);
+	}
+	return 0;
+}
+
+bool
+journal_active(void)
+{
+	return journal_fd != -1;
+}
+
+void
+journal_load(void (*cb)(char, const char *, size_t, void *), void *arg,
+    struct journal_loaded *out)
+{
+	char *line = NULL, *payload, kind, end;
+	size_t cap = 0, len;
+	unsigned long crc;
+	long at = 0, at_good = 0;
+	FILE *f;
+	int fd;
+	bool ok, skipping = false;
+
+	memset(out, 0, sizeof *out);
+	if (journal_fd == -1 || (fd = dup(journal_fd)) == -1)
+		return;
+	if ((f = fdopen(fd, "r")) == NULL) {
+		close(fd);
+		return;
+	}
+	rewind(f);
+	while (getline(&line, &cap, f) > 0) {
+		payload = NULL;
+		ok = sscanf(line, "%c %zu %lx%c", &kind, &len, &crc, &end) ==
+		    4 && end == '\n' && len <= JOURNAL_PAYLOAD_MAX &&
+		    (payload = malloc(len + 1)) != NULL &&
+		    fread(payload, 1, len, f) == len &&
+		    fread(&end, 1, 1, f) == 1 && end == '\n' &&
+		    journal_crc32(payload, len) == crc;
+		if (!ok) {
+			/*
+			 * Not a record: count it once, then try each next
+			 * line as a header (a payload holds lines too).
+			 */
+			free(payload);
+			if (!skipping)
+				out->dropped++;
+			skipping = true;
+			if (fseek(f, at, SEEK_SET) != 0 ||
+			    getline(&line, &cap, f) <= 0)
+				break;
+			at = ftell(f);
+			continue;
+		}
+		skipping = false;
+		payload[len] = '\0';
+		out->records++;
+		cb(kind, payload, len, arg);
+		free(payload);
+		at = at_good = ftell(f);
+	}
+	/*
+	 * Bad up to the end: the append a crash cut short, most likely. Cut it
+	 * off, or the next append would be glued to it and lost too.
+	 */
+	out->torn = skipping;
+	if (skipping && ftruncate(journal_fd, at_good) != 0)
+		log_warn("cannot cut the torn end of %s: %s", journal_path,
+		    strerror(errno));
+	free(line);
+	fclose(f);
+}
+
+void
+journal_append(char kind, const char *a, size_t alen, const char *b,
+    size_t blen)
+{
+	char head[64];
+	struct iovec iov[4];
+	unsigned long crc;
+	ssize_t n, want;
+	int hlen;
+
+	if (journal_fd == -1)
+		return;
+	crc = journal_crc_more(journal_crc_more(0, a, alen), b, blen);
+	hlen = snprintf(head, sizeof head, "%c %zu %lx\n", kind, alen + blen,
+	    crc);
+	iov[0].iov_base = head;
+	iov[0].iov_len = (size_t)hlen;
+	iov[1].iov_base = (void *)a;
+	iov[1].iov_len = alen;
+	iov[2].iov_base = (void *)b;
+	iov[2].iov_len = blen;
+	iov[3].iov_base = "\n";
+	iov[3].iov_len = 1;
+	want = (ssize_t)(hlen + alen + blen + 1);
+	do
+		n = writev(journal_fd, iov, 4);
+	while (n == -1 && errno == EINTR);
+	if (n != want) {
+		log_error("cannot write %s: %s; the daemon goes on without a "
+		    "crash journal", journal_path, n == -1 ? strerror(errno) :
+		    "short write");
+		journal_close();
+		return;
+	}
+	journal_dirty = true;
+	journal_written += (uint64_t)want;
+	if (!journal_compacting && journal_compact_ev != NULL &&
+	    journal_written > JOURNAL_GROWTH_MIN &&
+	    journal_written > 2 * journal_base)
+		event_active(journal_compact_ev, EV_TIMEOUT, 1);
+}
+
+void
+journal_set_snapshot(void (*snapshot)(void))
+{
+	journal_snapshot = snapshot;
+}
+
+void
+journal_compact(void)
+{
+	char err[512], *tmp;
+	int old = journal_fd, fd, dfd;
+	struct stat st;
+
+	if (journal_fd == -1 || journal_snapshot == NULL)
+		return;
+	xasprintf(&tmp, "%s.new", journal_path);
+	if ((fd = journal_lock_open(tmp, O_WRONLY | O_CREAT | O_TRUNC |
+	    O_APPEND, err, sizeof err)) == -1) {
+		log_error("cannot compact the journal: %s", err);
+		free(tmp);
+		return;
+	}
+	journal_fd = fd;
+	journal_compacting = true;
+	journal_snapshot();
+	journal_compacting = false;
+	if (journal_fd == -1) {
+		/* A write failed: the old file is still whole. */
+		unlink(tmp);
+		journal_fd = old;
+		free(tmp);
+		return;
+	}
+	if (fdatasync(fd) != 0 || rename(tmp, journal_path) != 0) {
+		log_error("cannot compact the journal: %s", strerror(errno));
+		close(fd);
+		unlink(tmp);
+		journal_fd = old;
+		free(tmp);
+		return;
+	}
+	if ((dfd = open(journal_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) !=
+	    -1) {
+		fsync(dfd);
+		close(dfd);
+	}
+	close(old);
+	free(tmp);
+	journal_base = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+	journal_written = 0;
+	journal_dirty = false;
+}
+
+static void
+journal_compact_cb(evutil_socket_t fd, short events, void *arg)
+{
+	(void)fd;
+	(void)events;
+	(void)arg;
+	journal_compact();
+}
+
+/* Start writing back what was appended, without waiting for it. */
+static void
+journal_sync_cb(evutil_socket_t fd, short events, void *arg)
+{
+	(void)fd;
+	(void)events;
+	(void)arg;
+	if (journal_fd != -1 && journal_dirty) {
+		sync_file_range(journal_fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+		journal_dirty = false;
+	}
+}
+
+void
+journal_close(void)
+{
+	if (journal_fd != -1) {
+		if (!journal_compacting)
+			fdatasync(journal_fd);
+		close(journal_fd);
+	}
+	journal_fd = -1;
+	if (journal_compacting)
+		return;
+	if (journal_sync_ev != NULL)
+		event_free(journal_sync_ev);
+	if (journal_compact_ev != NULL)
+		event_free(journal_compact_ev);
+	journal_sync_ev = journal_compact_ev = NULL;
+	free(journal_path);
+	free(journal_dir);
+	journal_path = journal_dir = NULL;
+}

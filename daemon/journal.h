@@ -1,0 +1,68 @@
+/*
+ * The crash journal (issue 10): an append-only file in the state directory
+ * of what a client needs after the daemon died: its sessions, the tools
+ * each turn added, and the retained notifications, so that the next daemon
+ * restores every session, continues its seq and gives each tool whose
+ * result was not delivered exactly one daemon_restarted result.
+ *
+ * A record is a header line "K LEN CRC\n" (K a kind letter, LEN the
+ * payload's length, CRC its CRC-32 in hex), then the payload and "\n". A
+ * torn or corrupt record is skipped and counted, never fatal.
+ *
+ * Durability: each record is written with write(2) before what it records
+ * can reach a client (a note is journaled before any subscriber is sent
+ * it), so a crash of the daemon, SIGKILL included, loses nothing; the
+ * kernel is asked to write the file back every second (sync_file_range,
+ * which does not wait), so a power loss loses at most about a second. The
+ * loop never waits for the disk but at compaction, which rewrites the live
+ * state to a new file and renames it over the old one whenever the journal
+ * has grown by twice its size after the last compaction (and 16 MiB).
+ */
+#ifndef STEXEC_JOURNAL_H
+#define STEXEC_JOURNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct event_base;
+
+/* Kinds of record. */
+#define JOURNAL_INSTANCE 'I' /* a daemon started: its token prefix, cgroup */
+#define JOURNAL_SESSION 'S'  /* createSession: JSON */
+#define JOURNAL_CLOSE 'C'    /* closeSession: the id */
+#define JOURNAL_ADD 'A'      /* addTool: "SID TURN ID NAME" */
+#define JOURNAL_NOTE 'N'     /* a notification: "SID SEQ " then its line */
+
+struct journal_loaded {
+	unsigned records;  /* read whole */
+	unsigned dropped;  /* corrupt ones skipped */
+	bool torn;         /* the last one was cut short (a crash mid-write) */
+};
+
+/*
+ * Open (creating) DIR/journal, locked against other daemons. -1 with err:
+ * the daemon then runs without a journal.
+ */
+int journal_open(struct event_base *, const char *dir, char *err,
+    size_t errlen);
+/* Whether a journal is open. */
+bool journal_active(void);
+/* Every record of the file, in order, then the counts. */
+void journal_load(void (*cb)(char kind, const char *data, size_t len,
+    void *arg), void *arg, struct journal_loaded *);
+/* Append a record (payload a then b); on a write error the journal stops. */
+void journal_append(char kind, const char *a, size_t alen, const char *b,
+    size_t blen);
+/*
+ * Compaction writes the live state through journal_append from this
+ * callback (set once): into a new file that replaces the journal.
+ */
+void journal_set_snapshot(void (*)(void));
+/* Rewrite now (at start, after a restore). */
+void journal_compact(void);
+void journal_close(void);
+
+/* CRC-32 (IEEE), for the record format and its tests. */
+unsigned long journal_crc32(const char *, size_t);
+
+#endif

@@ -1,0 +1,285 @@
+/*
+ * Issue 10 end to end: a daemon killed (a real SIGKILL, its sentinel
+ * stopped first so that the new daemon has leftovers to find) or stopped,
+ * then started again on the same --state-dir: sessions come back, every
+ * tool of the turn whose result was not delivered gets one daemon_restarted
+ * result, none is repeated, seq goes on, and no process is left.
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "e2e.h"
+
+#define SLOW 30000
+
+TestSuite(restart, .fini = e2e_fini);
+
+/* A crash that takes the sentinel with it: tools survive the daemon. */
+static void
+crash(struct daemon *d)
+{
+	pid_t sentinel = d_sentinel(d);
+
+	cr_assert_neq(sentinel, 0, "no sentinel");
+	kill(sentinel, SIGSTOP);
+	d_kill(d, SIGKILL);
+	kill(sentinel, SIGKILL);
+}
+
+static bool
+listed(struct client *c, const char *sid)
+{
+	json_t *r = c_call(c, "listSessions", NULL), *row;
+	bool found = false;
+	size_t i;
+
+	json_array_foreach(json_object_get(r, "sessions"), i, row)
+		found |= strcmp(e2e_str(row, "sessionId"), sid) == 0;
+	json_decref(r);
+	return found;
+}
+
+/* Subscribe from since; the notifications until the first turn_end. */
+static json_t *
+resume(struct client *c, const char *sid, json_int_t since)
+{
+	json_decref(c_call(c, "subscribe", json_pack("{s:s, s:I}",
+	    "sessionId", sid, "since", since)));
+	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", sid)));
+	return c_until(c, "turn_end", SLOW);
+}
+
+Test(restart, a_crash_mid_turn_keeps_the_pairing_and_leaves_nothing)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid_j = c_session(c, NULL), *seen, *after, *results, *r;
+	char *sid = strdup(json_string_value(sid_j));
+	const char *args;
+	json_int_t last, prev;
+	size_t i;
+
+	json_decref(c_add(c, sid, "t1", "bash", "{\"command\":\"echo one\"}"));
+	json_decref(c_wait(c, "tool_result", SLOW));
+	json_decref(c_add(c, sid, "t2", "bash", "{\"command\":\"sleep 60\"}"));
+	json_decref(c_add(c, sid, "t3", "bash", "{\"command\":\"echo three\"}"));
+	usleep(300 * 1000);
+	/* The last seq the client has been sent so far. */
+	seen = c_call(c, "events", json_pack("{s:s}", "sessionId", sid));
+	last = e2e_int(seen, "lastSeq");
+	cr_assert_gt(last, 3);
+	json_decref(seen);
+	c_close(c);
+
+	crash(d);
+	/*
+	 * With its sentinel stopped, the process-group mode leaves the tools
+	 * running for the new daemon to find (by their token); in the cgroup
+	 * mode they die with the daemon anyway.
+	 */
+	args = getenv("STEXEC_DAEMON_ARGS");
+	if (args != NULL && strstr(args, "--no-cgroup") != NULL)
+		cr_assert_gt(d_leftovers(d), 0, "the crash left no tool to "
+		    "find");
+	d_restart(d, NULL);
+	cr_assert(d_wait_no_leftovers(d, 3000), "%d processes of the old "
+	    "daemon's tools are left", d_leftovers(d));
+
+	c = c_open(d);
+	cr_assert(listed(c, sid), "the session is not listed after restart");
+	after = resume(c, sid, last);
+	/* Nothing the client saw is sent again; seq goes on. */
+	prev = last;
+	json_array_foreach(after, i, r) {
+		json_int_t seq = e2e_int(json_object_get(r, "params"), "seq");
+
+		cr_assert_gt(seq, prev, "seq %lld after %lld", seq, prev);
+		prev = seq;
+	}
+	results = e2e_filter(after, "tool_result");
+	cr_assert_eq(json_array_size(results), 2, "%zu results",
+	    json_array_size(results));
+	r = json_array_get(results, 0);
+	cr_assert_str_eq(e2e_str(json_object_get(r, "result"), "tool_use_id"),
+	    "t2");
+	cr_assert(e2e_is_error(r));
+	cr_assert_str_eq(e2e_reason(r), "daemon_restarted");
+	cr_assert(strstr(e2e_content(r), "restarted") != NULL);
+	r = json_array_get(results, 1);
+	cr_assert_str_eq(e2e_str(json_object_get(r, "result"), "tool_use_id"),
+	    "t3");
+	cr_assert_str_eq(e2e_reason(r), "daemon_restarted");
+	json_decref(results);
+	json_decref(after);
+
+	/* The session goes on: the next turn runs tools. */
+	json_decref(c_add(c, sid, "t4", "bash", "{\"command\":\"echo four\"}"));
+	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", sid)));
+	after = c_until(c, "turn_end", SLOW);
+	results = e2e_filter(after, "tool_result");
+	cr_assert_eq(json_array_size(results), 1);
+	cr_assert_str_eq(e2e_content(json_array_get(results, 0)), "four\n");
+	json_decref(results);
+	json_decref(after);
+
+	json_decref(sid_j);
+	free(sid);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(restart, a_finished_turn_and_its_log_come_back_whole)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid_j = c_session(c, NULL), *before, *after, *ev;
+	const char *sid = json_string_value(sid_j);
+	char *a, *b;
+
+	json_decref(c_add(c, sid, "t1", "bash", "{\"command\":\"echo one\"}"));
+	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", sid)));
+	json_decref(c_until(c, "turn_end", SLOW));
+	ev = c_call(c, "events", json_pack("{s:s, s:i}", "sessionId", sid,
+	    "since", 0));
+	before = json_incref(json_object_get(ev, "notifications"));
+	json_decref(ev);
+	c_close(c);
+
+	d_kill(d, SIGKILL);
+	d_restart(d, NULL);
+	c = c_open(d);
+	ev = c_call(c, "events", json_pack("{s:s, s:i}", "sessionId", sid,
+	    "since", 0));
+	after = json_object_get(ev, "notifications");
+	a = json_dumps(before, JSON_COMPACT | JSON_SORT_KEYS);
+	b = json_dumps(after, JSON_COMPACT | JSON_SORT_KEYS);
+	cr_assert_str_eq(a, b, "the log changed across the restart");
+	free(a);
+	free(b);
+	json_decref(ev);
+	json_decref(before);
+
+	/* Its next turn is turn 2. */
+	c_close(c);
+	c = c_open(d);
+	json_decref(c_call(c, "subscribe", json_pack("{s:s}", "sessionId",
+	    sid)));
+	ev = c_add(c, sid, "t2", "bash", "{\"command\":\"echo two\"}");
+	cr_assert_eq(e2e_int(ev, "turn"), 2);
+	json_decref(ev);
+	json_decref(sid_j);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(restart, a_stop_keeps_the_sessions_and_close_ends_them)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *keep = c_session(c, NULL), *gone = c_session(c, NULL), *after;
+	json_t *results;
+
+	json_decref(c_add(c, json_string_value(keep), "t", "bash",
+	    "{\"command\":\"sleep 60\"}"));
+	json_decref(c_call(c, "closeSession", json_pack("{s:O}", "sessionId",
+	    gone)));
+	usleep(200 * 1000);
+	c_close(c);
+	/* SIGTERM: the tools are killed, the sessions stay in the journal. */
+	cr_assert_eq(d_terminate(d), 0);
+	d_restart(d, NULL);
+
+	c = c_open(d);
+	cr_assert(listed(c, json_string_value(keep)));
+	cr_assert(!listed(c, json_string_value(gone)), "a closed session "
+	    "came back");
+	after = resume(c, json_string_value(keep), 0);
+	results = e2e_filter(after, "tool_result");
+	cr_assert_eq(json_array_size(results), 1);
+	cr_assert_str_eq(e2e_reason(json_array_get(results, 0)),
+	    "daemon_restarted");
+	json_decref(results);
+	json_decref(after);
+	json_decref(keep);
+	json_decref(gone);
+	c_close(c);
+	d_stop(d);
+}
+
+/* Overwrite n bytes at offset off of path with junk. */
+static void
+scribble(const char *path, off_t off, size_t n)
+{
+	char junk[64];
+	int fd = open(path, O_WRONLY);
+
+	cr_assert(fd >= 0, "cannot open %s", path);
+	memset(junk, '#', sizeof junk);
+	cr_assert(n <= sizeof junk);
+	cr_assert_eq(pwrite(fd, junk, n, off), (ssize_t)n);
+	close(fd);
+}
+
+Test(restart, a_corrupt_journal_is_reported_and_the_daemon_serves)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *one = c_session(c, NULL), *two, *three;
+	char journal[512], *log;
+	struct stat st;
+	int fd;
+
+	two = c_session(c, NULL);
+	three = c_session(c, NULL);
+	c_close(c);
+	d_kill(d, SIGKILL);
+
+	snprintf(journal, sizeof journal, "%s", d_path(d, "state/journal"));
+	cr_assert_eq(stat(journal, &st), 0);
+	/* A record in the middle damaged, and a torn append at the end. */
+	scribble(journal, st.st_size / 2, 16);
+	fd = open(journal, O_WRONLY | O_APPEND);
+	cr_assert_eq(write(fd, "N 500 1234abcd\ns-00 9 {\"json", 28), 28);
+	close(fd);
+
+	d_restart(d, NULL);
+	c = c_open(d);
+	c_ping(c);
+	/* What was not damaged is back. */
+	cr_assert(listed(c, json_string_value(one)) ||
+	    listed(c, json_string_value(three)));
+	log = e2e_read_file(d->log, NULL);
+	cr_assert(strstr(log, "corrupt") != NULL && strstr(log,
+	    "cut short") != NULL, "the log does not say what was dropped");
+	free(log);
+	json_decref(one);
+	json_decref(two);
+	json_decref(three);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(restart, two_daemons_never_share_a_journal)
+{
+	struct daemon *a = d_start(NULL), *b;
+	struct client *c;
+	char state[512], *log;
+
+	snprintf(state, sizeof state, "%s", d_path(a, "state"));
+	b = d_start("--state-dir", state, NULL);
+	c = c_open(b);
+	c_ping(c);
+	c_close(c);
+	log = e2e_read_file(b->log, NULL);
+	cr_assert(strstr(log, "in use by another daemon") != NULL);
+	free(log);
+	d_stop(b);
+	d_stop(a);
+}

@@ -1,0 +1,175 @@
+/*
+ * The crash journal's file (daemon/journal.c): records come back as
+ * written, damage costs only the damaged record, a torn append is told
+ * apart, compaction replaces the file, and a second daemon is locked out.
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "journal.h"
+
+struct seen {
+	char kinds[64];
+	char text[64][128];
+	int n;
+};
+
+static void
+collect(char kind, const char *data, size_t len, void *arg)
+{
+	struct seen *s = arg;
+
+	cr_assert_lt(s->n, 64);
+	s->kinds[s->n] = kind;
+	snprintf(s->text[s->n], sizeof s->text[0], "%.*s", (int)len, data);
+	s->n++;
+}
+
+static char dir[64];
+static char path[128];
+
+static void
+setup(void)
+{
+	char err[256];
+
+	snprintf(dir, sizeof dir, "/tmp/stexec-journal-XXXXXX");
+	cr_assert(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof path, "%s/journal", dir);
+	cr_assert_eq(journal_open(NULL, dir, err, sizeof err), 0, "%s", err);
+}
+
+static void
+teardown(void)
+{
+	char cmd[128];
+
+	journal_close();
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(journal, .init = setup, .fini = teardown);
+
+static struct seen
+reload(struct journal_loaded *got)
+{
+	struct seen s = { 0 };
+	char err[256];
+
+	journal_close();
+	cr_assert_eq(journal_open(NULL, dir, err, sizeof err), 0, "%s", err);
+	journal_load(collect, &s, got);
+	return s;
+}
+
+Test(journal, records_come_back_as_written_even_with_newlines)
+{
+	struct journal_loaded got;
+	struct seen s;
+
+	journal_append('S', "{\"id\":\"s-1\"}", 12, NULL, 0);
+	journal_append('N', "s-1 1 ", 6, "{\"line\":1}\n", 11);
+	journal_append('C', "s-1", 3, NULL, 0);
+	s = reload(&got);
+	cr_assert_eq(got.records, 3);
+	cr_assert_eq(got.dropped, 0);
+	cr_assert(!got.torn);
+	cr_assert_eq(s.n, 3);
+	cr_assert_str_eq(s.text[1], "s-1 1 {\"line\":1}\n");
+	cr_assert_eq(s.kinds[2], 'C');
+}
+
+Test(journal, a_damaged_record_costs_only_itself)
+{
+	struct journal_loaded got;
+	struct seen s;
+	struct stat st;
+	int fd;
+
+	journal_append('A', "first", 5, NULL, 0);
+	cr_assert_eq(stat(path, &st), 0);
+	journal_append('A', "second\nwith lines\nA 3 0\nxyz", 27, NULL, 0);
+	journal_append('A', "third", 5, NULL, 0);
+	/* A byte of the second payload flipped: its CRC fails. */
+	fd = open(path, O_WRONLY);
+	cr_assert_eq(pwrite(fd, "S", 1, st.st_size + 12), 1);
+	close(fd);
+	s = reload(&got);
+	cr_assert_eq(got.dropped, 1);
+	cr_assert(!got.torn);
+	cr_assert_eq(s.n, 2);
+	cr_assert_str_eq(s.text[0], "first");
+	cr_assert_str_eq(s.text[1], "third");
+}
+
+Test(journal, a_torn_append_is_told_apart)
+{
+	struct journal_loaded got;
+	struct seen s;
+	int fd;
+
+	journal_append('A', "whole", 5, NULL, 0);
+	fd = open(path, O_WRONLY | O_APPEND);
+	cr_assert_eq(write(fd, "N 100 deadbeef\ns-1 2 {\"jso", 26), 26);
+	close(fd);
+	s = reload(&got);
+	cr_assert_eq(s.n, 1);
+	cr_assert(got.torn);
+	/* Appends after the torn one still read back. */
+	journal_append('A', "after", 5, NULL, 0);
+	s = reload(&got);
+	cr_assert_eq(s.n, 2);
+	cr_assert_str_eq(s.text[1], "after");
+}
+
+static void
+snapshot(void)
+{
+	journal_append('S', "live", 4, NULL, 0);
+}
+
+Test(journal, compaction_replaces_the_file_with_the_live_state)
+{
+	struct journal_loaded got;
+	struct seen s;
+	int i;
+
+	for (i = 0; i < 50; i++)
+		journal_append('N', "dead record", 11, NULL, 0);
+	journal_set_snapshot(snapshot);
+	journal_compact();
+	journal_append('A', "new", 3, NULL, 0);
+	s = reload(&got);
+	cr_assert_eq(s.n, 2);
+	cr_assert_str_eq(s.text[0], "live");
+	cr_assert_str_eq(s.text[1], "new");
+	journal_set_snapshot(NULL);
+}
+
+Test(journal, a_second_daemon_is_locked_out)
+{
+	char err[256];
+	pid_t pid;
+	int status;
+
+	/* Another process, as another daemon would be. */
+	if ((pid = fork()) == 0) {
+		journal_close();
+		_exit(journal_open(NULL, dir, err, sizeof err) == -1 &&
+		    strstr(err, "in use by another daemon") != NULL ? 0 : 1);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+Test(journal, crc32_is_the_ieee_one)
+{
+	cr_assert_eq(journal_crc32("123456789", 9), 0xcbf43926UL);
+}

@@ -38,9 +38,14 @@ static void journal_sync_cb(evutil_socket_t, short, void *);
 static void journal_compact_cb(evutil_socket_t, short, void *);
 static int journal_lock_open(const char *, int, char *, size_t);
 
-/* Continue a CRC-32 (IEEE) over more data: start from 0. */
+/*
+ * CRC-32C (Castagnoli): the SSE 4.2 instruction where there is one, 8
+ * bytes a step; a table otherwise. Every notification goes through it, so
+ * it must keep up with streamed output (a byte-wise table made the
+ * journal the bottleneck at ~220 MB/s).
+ */
 static uint32_t
-journal_crc_more(uint32_t crc, const char *data, size_t len)
+journal_crc_table(uint32_t crc, const char *data, size_t len)
 {
 	static uint32_t table[256];
 	uint32_t c;
@@ -50,12 +55,42 @@ journal_crc_more(uint32_t crc, const char *data, size_t len)
 	if (table[1] == 0)
 		for (i = 0; i < 256; i++) {
 			for (c = (uint32_t)i, k = 0; k < 8; k++)
-				c = c & 1 ? 0xedb88320U ^ (c >> 1) : c >> 1;
+				c = c & 1 ? 0x82f63b78U ^ (c >> 1) : c >> 1;
 			table[i] = c;
 		}
-	crc ^= 0xffffffffU;
 	for (i = 0; i < len; i++)
 		crc = table[(crc ^ (unsigned char)data[i]) & 0xff] ^ (crc >> 8);
+	return crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t
+journal_crc_sse42(uint32_t crc, const char *data, size_t len)
+{
+	uint64_t c = crc, v;
+
+	for (; len >= 8; data += 8, len -= 8) {
+		memcpy(&v, data, 8);
+		c = __builtin_ia32_crc32di(c, v);
+	}
+	crc = (uint32_t)c;
+	for (; len > 0; data++, len--)
+		crc = __builtin_ia32_crc32qi(crc, (unsigned char)*data);
+	return crc;
+}
+#endif
+
+/* Continue a CRC-32C over more data: start from 0. */
+static uint32_t
+journal_crc_more(uint32_t crc, const char *data, size_t len)
+{
+	crc ^= 0xffffffffU;
+#if defined(__x86_64__)
+	if (__builtin_cpu_supports("sse4.2"))
+		crc = journal_crc_sse42(crc, data, len);
+	else
+#endif
+		crc = journal_crc_table(crc, data, len);
 	return crc ^ 0xffffffffU;
 }
 

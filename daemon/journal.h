@@ -6,7 +6,7 @@
  * result was not delivered exactly one daemon_restarted result.
  *
  * A record is a header line "K LEN CRC\n" (K a kind letter, LEN the
- * payload's length, CRC its CRC-32 in hex), then the payload and "\n". A
+ * payload's length, CRC its CRC-32C in hex), then the payload and "\n". A
  * torn or corrupt record is skipped and counted, never fatal.
  *
  * Durability: each record is written with write(2) before what it records
@@ -62,7 +62,7 @@ void journal_set_snapshot(void (*)(void));
 void journal_compact(void);
 void journal_close(void);
 
-/* CRC-32 (IEEE), for the record format and its tests. */
+/* CRC-32C (Castagnoli), for the record format and its tests. */
 unsigned long journal_crc32(const char *, size_t);
 
 #endif

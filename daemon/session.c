@@ -42,6 +42,7 @@ struct note {
 	size_t len;
 	struct shared *shared;    /* line's owner when it is shared */
 	uint64_t end; /* bytes of every note up to and including this one */
+	bool output;              /* a streamOutput chunk: journaled elided */
 };
 
 /* A large tool_result being encoded, a slice per loop pass. */
@@ -153,12 +154,14 @@ static json_t	*session_journal_json(struct session *, struct tooldef **,
 		    size_t, unsigned, const char *, const json_t *);
 static void	session_journal_session(struct session *);
 static void	session_journal_note(struct session *, const struct note *);
+static void	session_journal_elided(struct session *, const struct note *);
 static void	session_note(struct session *, const char *, json_t *);
 static void	session_note_repaired(struct session *, struct buf *,
     const char *, const json_t *);
 static void	session_note_output(struct session *,
 		    const struct exec_effect *);
-static void	session_log(struct session *, struct buf *, bool);
+static void	session_log(struct session *, struct buf *, bool,
+		    const struct buf *);
 static struct note *session_log_note(struct session *, bool);
 static void	session_logged(struct session *);
 static const json_t *session_big_text(const json_t *);
@@ -806,7 +809,7 @@ session_note(struct session *s, const char *method, json_t *params)
 		return;
 	if (jsonrpc_notification(&out, method, params) != 0)
 		session_note_repaired(s, &out, method, params);
-	session_log(s, &out, strcmp(method, "turn_end") == 0);
+	session_log(s, &out, strcmp(method, "turn_end") == 0, NULL);
 }
 
 /*
@@ -1058,7 +1061,7 @@ session_wake(struct session *s)
 static void
 session_note_output(struct session *s, const struct exec_effect *e)
 {
-	struct buf out = { 0 };
+	struct buf out = { 0 }, elided = { 0 };
 	const char *id = exec_tool_id(e->tool), *data;
 	char num[96];
 	int n;
@@ -1075,21 +1078,55 @@ session_note_output(struct session *s, const struct exec_effect *e)
 	n = snprintf(num, sizeof num, "},\"sessionId\":\"%s\",\"seq\":%llu}}\n",
 	    s->id, (unsigned long long)(s->last_seq + 1));
 	buf_add(&out, num, (size_t)n);
-	session_log(s, &out, false);
+	if (!journal_active() || session_restoring) {
+		session_log(s, &out, false, NULL);
+		return;
+	}
+	/*
+	 * The journal keeps the chunk's place (seq has no gaps after a
+	 * restart) and size, not its text: writing every streamed byte twice
+	 * halved the stream's throughput, for output of a tool that is dead
+	 * by the time anyone reads it back.
+	 */
+	n = snprintf(num, sizeof num, "{\"jsonrpc\":\"2.0\",\"method\":"
+	    "\"progress\",\"params\":{\"turn\":%llu,\"toolUseId\":",
+	    (unsigned long long)exec_tool_turn(e->tool));
+	buf_add(&elided, num, (size_t)n);
+	jsonrpc_add_string_repaired(&elided, id, strlen(id));
+	n = snprintf(num, sizeof num, ",\"data\":{\"stream\":\"%s\",\"text\":"
+	    "\"\",\"elided\":%zu},\"sessionId\":\"%s\",\"seq\":%llu}}\n",
+	    e->fd == 2 ? "stderr" : "stdout", e->text_len, s->id,
+	    (unsigned long long)(s->last_seq + 1));
+	buf_add(&elided, num, (size_t)n);
+	session_log(s, &out, false, &elided);
+	buf_free(&elided);
 }
 
-/* Append a whole notification line (its seq is last_seq + 1) to the log. */
+/*
+ * Append a whole notification line (its seq is last_seq + 1) to the log;
+ * the journal gets it too, or else journal_as (an elided chunk).
+ */
 static void
-session_log(struct session *s, struct buf *out, bool turn_end)
+session_log(struct session *s, struct buf *out, bool turn_end,
+    const struct buf *journal_as)
 {
 	struct note *n = session_log_note(s, turn_end);
+	struct note as;
 
 	n->line = out->data;
 	n->len = out->len;
 	s->bytes_end += out->len;
 	n->end = s->bytes_end;
+	n->output = journal_as != NULL;
 	/* Journaled before any subscriber can be sent it. */
-	session_journal_note(s, n);
+	if (journal_as == NULL)
+		session_journal_note(s, n);
+	else {
+		as = *n;
+		as.line = journal_as->data;
+		as.len = journal_as->len;
+		session_journal_note(s, &as);
+	}
 	session_logged(s);
 }
 
@@ -1118,6 +1155,7 @@ session_log_note(struct session *s, bool turn_end)
 	n->line = NULL;
 	n->len = 0;
 	n->shared = NULL;
+	n->output = false;
 	n->end = s->bytes_end;
 	if (turn_end) {
 		s->prev_turn_seq = s->cur_turn_seq;
@@ -1563,6 +1601,31 @@ session_journal_note(struct session *s, const struct note *n)
 	journal_append(JOURNAL_NOTE, head, (size_t)len, n->line, n->len);
 }
 
+/* A streamOutput chunk as session_note_output journals it, at compaction. */
+static void
+session_journal_elided(struct session *s, const struct note *n)
+{
+	json_t *line = json_loadb(n->line, n->len, JSON_ALLOW_NUL, NULL);
+	json_t *data = json_object_get(json_object_get(line, "params"),
+	    "data");
+	struct note as = *n;
+	char *text;
+
+	json_object_set_new(data, "elided", json_integer((json_int_t)
+	    json_string_length(json_object_get(data, "text"))));
+	json_object_set_new(data, "text", json_string(""));
+	if (line != NULL && (text = json_dumps(line, JSON_COMPACT)) != NULL) {
+		as.len = strlen(text) + 1;
+		as.line = xmalloc(as.len);
+		memcpy(as.line, text, as.len - 1);
+		as.line[as.len - 1] = '\n';
+		session_journal_note(s, &as);
+		free(as.line);
+		free(text);
+	}
+	json_decref(line);
+}
+
 int
 session_add(struct session *s, const char *id, const char *name,
     const json_t *input, struct exec_added *out)
@@ -1608,7 +1671,9 @@ session_journal_snapshot(void)
 		}
 		for (i = 0; i < s->count; i++) {
 			n = &s->notes[(s->head + i) % s->cap];
-			if (n->line != NULL)
+			if (n->line != NULL && n->output)
+				session_journal_elided(s, n);
+			else if (n->line != NULL)
 				session_journal_note(s, n);
 		}
 	}

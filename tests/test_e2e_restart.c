@@ -135,6 +135,45 @@ Test(restart, a_crash_mid_turn_keeps_the_pairing_and_leaves_nothing)
 	d_stop(d);
 }
 
+Test(restart, streamed_chunks_keep_their_place_not_their_text)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid_j = c_session(c, json_pack("{s:[o]}", "tools", e2e_json(
+	    "{\"name\":\"talk\",\"command\":[\"/bin/sh\",\"-c\","
+	    "\"printf hello; sleep 60\"],\"streamOutput\":true}"))), *all, *p;
+	const char *sid = json_string_value(sid_j);
+	json_int_t expect = 1;
+	bool chunk = false;
+	size_t i;
+
+	json_decref(c_add(c, sid, "t", "talk", NULL));
+	json_decref(c_wait(c, "progress", SLOW));
+	c_close(c);
+	crash(d);
+	d_restart(d, NULL);
+
+	c = c_open(d);
+	all = resume(c, sid, 0);
+	json_array_foreach(all, i, p) {
+		const json_t *params = json_object_get(p, "params");
+		const json_t *data = json_object_get(params, "data");
+
+		/* Every seq from 1, none missing. */
+		cr_assert_eq(e2e_int(params, "seq"), expect++);
+		if (e2e_str(data, "stream") != NULL) {
+			cr_assert_str_eq(e2e_str(data, "text"), "");
+			cr_assert_eq(e2e_int(data, "elided"), 5);
+			chunk = true;
+		}
+	}
+	cr_assert(chunk, "the streamed chunk is not in the replay");
+	json_decref(all);
+	json_decref(sid_j);
+	c_close(c);
+	d_stop(d);
+}
+
 Test(restart, a_finished_turn_and_its_log_come_back_whole)
 {
 	struct daemon *d = d_start(NULL);

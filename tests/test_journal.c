@@ -169,7 +169,9 @@ Test(journal, a_second_daemon_is_locked_out)
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-Test(journal, crc32_is_the_ieee_one)
+Test(journal, the_checksum_is_crc32c)
 {
-	cr_assert_eq(journal_crc32("123456789", 9), 0xcbf43926UL);
+	/* The check value of CRC-32C, on both paths (8 bytes, then 1). */
+	cr_assert_eq(journal_crc32("123456789", 9), 0xe3069283UL);
+	cr_assert_eq(journal_crc32("", 0), 0);
 }

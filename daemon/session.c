@@ -119,7 +119,9 @@ struct session {
 	struct session *slice_next; /* in session_slicing, when queued */
 	bool slice_queued;
 
-	json_t *journal;          /* its createSession, as journaled */
+	char *journal;            /* its createSession, as journaled (text:
+	                             a JSON tree would triple an idle
+	                             session's memory) */
 
 	struct session *prev, *next;
 };
@@ -150,7 +152,7 @@ static struct idmap session_restored;
 static void	session_effect(void *, const struct exec_effect *);
 static struct session *session_new(const char *, uid_t, struct tooldef **,
 		    size_t, unsigned, const char *, const json_t *);
-static json_t	*session_journal_json(struct session *, struct tooldef **,
+static char	*session_journal_text(struct session *, struct tooldef **,
 		    size_t, unsigned, const char *, const json_t *);
 static void	session_journal_session(struct session *);
 static void	session_journal_note(struct session *, const struct note *);
@@ -298,7 +300,7 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 	}
 	s = session_new(NULL, uid, tools, ntools, max_parallel, cwd, env);
 	s->output_grace_ms = output_grace_ms;
-	s->journal = session_journal_json(s, tools, ntools, max_parallel, cwd,
+	s->journal = session_journal_text(s, tools, ntools, max_parallel, cwd,
 	    env);
 	session_journal_session(s);
 	return s;
@@ -1523,7 +1525,7 @@ session_free(struct session *s)
 	free(s->closers);
 	free(s->running);
 	free(s->envp);
-	json_decref(s->journal);
+	free(s->journal);
 	free(s);
 }
 
@@ -1560,32 +1562,32 @@ session_shutdown(void)
 }
 
 /* The createSession a restart needs to make this session again. */
-static json_t *
-session_journal_json(struct session *s, struct tooldef **tools,
+static char *
+session_journal_text(struct session *s, struct tooldef **tools,
     size_t ntools, unsigned max_parallel, const char *cwd, const json_t *env)
 {
-	json_t *defs = json_array();
+	json_t *defs = json_array(), *rec;
+	char *text;
 	size_t i;
 
 	for (i = 0; i < ntools; i++)
 		json_array_append_new(defs, tooldef_json(tools[i]));
-	return json_pack("{s:s, s:I, s:o, s:I, s:s?, s:O?, s:I}", "id", s->id,
+	rec = json_pack("{s:s, s:I, s:o, s:I, s:s?, s:O?, s:I}", "id", s->id,
 	    "uid", (json_int_t)s->uid, "tools", defs, "maxParallel",
 	    (json_int_t)max_parallel, "cwd", cwd, "env", env,
 	    "outputGraceMs", (json_int_t)s->output_grace_ms);
+	if (rec == NULL || (text = json_dumps(rec, JSON_COMPACT)) == NULL)
+		fatal("cannot encode session %s for the journal", s->id);
+	json_decref(rec);
+	return text;
 }
 
 static void
 session_journal_session(struct session *s)
 {
-	char *text;
-
-	if (!journal_active() || session_restoring)
-		return;
-	if ((text = json_dumps(s->journal, JSON_COMPACT)) == NULL)
-		fatal("cannot encode session %s for the journal", s->id);
-	journal_append(JOURNAL_SESSION, text, strlen(text), NULL, 0);
-	free(text);
+	if (journal_active() && !session_restoring)
+		journal_append(JOURNAL_SESSION, s->journal, strlen(s->journal),
+		    NULL, 0);
 }
 
 static void
@@ -1716,7 +1718,7 @@ session_restore_session(const json_t *rec)
 		    "cwd")), json_object_get(rec, "env"));
 		r->s->output_grace_ms = (unsigned)json_integer_value(
 		    json_object_get(rec, "outputGraceMs"));
-		r->s->journal = json_deep_copy(rec);
+		r->s->journal = json_dumps(rec, JSON_COMPACT);
 		r->adds = json_array();
 		r->delivered = json_object();
 		/* The session's own id outlives the record: the map's key. */

@@ -1095,11 +1095,10 @@ session_note_output(struct session *s, const struct exec_effect *e)
 	    (unsigned long long)exec_tool_turn(e->tool));
 	buf_add(&elided, num, (size_t)n);
 	jsonrpc_add_string_repaired(&elided, id, strlen(id));
-	n = snprintf(num, sizeof num, ",\"data\":{\"stream\":\"%s\",\"text\":"
-	    "\"\",\"elided\":%zu},\"sessionId\":\"%s\",\"seq\":%llu}}\n",
+	buf_printf(&elided, ",\"data\":{\"stream\":\"%s\",\"text\":\"\","
+	    "\"elided\":%zu},\"sessionId\":\"%s\",\"seq\":%llu}}\n",
 	    e->fd == 2 ? "stderr" : "stdout", e->text_len, s->id,
 	    (unsigned long long)(s->last_seq + 1));
-	buf_add(&elided, num, (size_t)n);
 	session_log(s, &out, false, &elided);
 	buf_free(&elided);
 }

@@ -119,6 +119,8 @@ static bool	exec_can_start(const struct exec *, const struct exec_tool *);
 static void	exec_schedule(struct exec *);
 static void	exec_start(struct exec_tool *);
 static void	exec_spawn(struct exec_tool *);
+static struct exec_tool *exec_turn_append(struct exec *, const char *,
+		    const char *, const json_t *);
 static void	exec_enter(struct exec_tool *);
 static void	exec_leave(struct exec_tool *);
 static void	exec_kill(struct exec_tool *, enum exec_reason);
@@ -263,16 +265,14 @@ exec_add(struct exec *ex, const char *id, const char *name,
 	return 0;
 }
 
-/* Track a new tool and decide what can be decided at add (S1, S2). */
+/* A new queued tool at the end of the current turn. */
 static struct exec_tool *
-exec_add_tool(struct exec *ex, const char *id, const char *name,
-    struct tooldef *def, const json_t *input)
+exec_turn_append(struct exec *ex, const char *id, const char *name,
+    const json_t *input)
 {
 	struct exec_turn *turn = &ex->turn;
-	struct exec_tool *t;
-	char err[512];
+	struct exec_tool *t = xcalloc(1, sizeof *t);
 
-	t = xcalloc(1, sizeof *t);
 	t->ex = ex;
 	t->turn = turn->number;
 	t->id = xstrdup(id);
@@ -287,6 +287,19 @@ exec_add_tool(struct exec *ex, const char *id, const char *name,
 	}
 	turn->tools[turn->n++] = t;
 	idmap_put(&turn->ids, t->id, t);
+	return t;
+}
+
+/* Track a new tool and decide what can be decided at add (S1, S2). */
+static struct exec_tool *
+exec_add_tool(struct exec *ex, const char *id, const char *name,
+    struct tooldef *def, const json_t *input)
+{
+	struct exec_turn *turn = &ex->turn;
+	struct exec_tool *t;
+	char err[512];
+
+	t = exec_turn_append(ex, id, name, input);
 
 	if (def == NULL) {
 		/* S1: completes at once, blocks nobody, keeps its place. */
@@ -937,29 +950,14 @@ exec_restore(struct exec *ex, uint64_t turn, const struct exec_restored *r,
 	for (i = 0; i < n; i++) {
 		if (idmap_get(&tt->ids, r[i].id) != NULL)
 			continue;
-		t = xcalloc(1, sizeof *t);
-		t->ex = ex;
-		t->turn = turn;
-		t->id = xstrdup(r[i].id);
-		t->name = xstrdup(r[i].name);
-		t->input = json_object();
-		t->warnings = json_array();
-		if (tt->n == tt->cap) {
-			tt->cap = tt->cap ? tt->cap * 2 : 8;
-			tt->tools = xreallocarray(tt->tools, tt->cap,
-			    sizeof *tt->tools);
-		}
-		tt->tools[tt->n++] = t;
-		idmap_put(&tt->ids, t->id, t);
+		t = exec_turn_append(ex, r[i].id, r[i].name, NULL);
 		/* Results go in order (S5): the delivered ones lead. */
 		delivered = delivered && r[i].delivered;
 		if (delivered) {
 			t->status = EXEC_DELIVERED;
 			tt->deliver++;
-		} else {
-			t->status = EXEC_QUEUED;
+		} else
 			exec_complete_synthetic(t, REASON_DAEMON_RESTARTED);
-		}
 	}
 	exec_after_event(ex);
 }

@@ -91,6 +91,26 @@ limit_via(struct client *c, const char *limit)
 	return copy;
 }
 
+/*
+ * RLIMIT_NPROC binds no root: where there is no pids cgroup, nothing
+ * would stop a test's 40 sleeps. Skip it then, saying so.
+ */
+static void
+skip_without_pids(struct daemon *d, struct client *c, json_t *sid)
+{
+	char *via = limit_via(c, "maxProcesses");
+	bool none = strncmp(via, "cgroup", 6) != 0 && geteuid() == 0;
+
+	free(via);
+	if (!none)
+		return;
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+	cr_skip_test("no pids cgroup here, and RLIMIT_NPROC does not bind "
+	    "root");
+}
+
 static bool
 cgroup_mode(void)
 {
@@ -399,18 +419,8 @@ Test(limits, a_tool_over_its_process_limit_is_killed_and_nothing_is_left)
 	struct client *c = c_open(d);
 	json_t *sid = session(c), *r;
 	long long t0 = e2e_now_ms();
-	char *via = limit_via(c, "maxProcesses");
 
-	/* RLIMIT_NPROC binds no root: nothing would stop the 40 sleeps. */
-	if (strncmp(via, "cgroup", 6) != 0 && geteuid() == 0) {
-		free(via);
-		json_decref(sid);
-		c_close(c);
-		d_stop(d);
-		cr_skip_test("no pids cgroup here, and RLIMIT_NPROC does not "
-		    "bind root");
-	}
-	free(via);
+	skip_without_pids(d, c, sid);
 
 	r = run(c, sid, "procs", "for i in $(seq 40); do sleep 60 & done; "
 	    "wait");
@@ -434,17 +444,8 @@ Test(limits, the_daemon_default_applies_to_tools_without_limits)
 	struct daemon *d = d_start("--max-processes", "8", NULL);
 	struct client *c = c_open(d);
 	json_t *sid = session(c), *r;
-	char *via = limit_via(c, "maxProcesses");
 
-	if (strncmp(via, "cgroup", 6) != 0 && geteuid() == 0) {
-		free(via);
-		json_decref(sid);
-		c_close(c);
-		d_stop(d);
-		cr_skip_test("no pids cgroup here, and RLIMIT_NPROC does not "
-		    "bind root");
-	}
-	free(via);
+	skip_without_pids(d, c, sid);
 
 	r = run(c, sid, "unsafe", "for i in $(seq 40); do sleep 60 & done; "
 	    "wait");

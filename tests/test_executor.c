@@ -39,6 +39,7 @@ TestSuite(S7, .init = setup, .fini = teardown);
 TestSuite(S8, .init = setup, .fini = teardown);
 TestSuite(S9, .init = setup, .fini = teardown);
 TestSuite(S10, .init = setup, .fini = teardown);
+TestSuite(restore, .init = setup, .fini = teardown);
 TestSuite(S11, .init = setup, .fini = teardown);
 TestSuite(S12, .init = setup, .fini = teardown);
 TestSuite(S13, .init = setup, .fini = teardown);
@@ -818,4 +819,50 @@ Test(results, close_kills_everything_and_answers_drains)
 	h_killed(h, h_find(h, "r"));
 	h_expect(h, NULL);
 	cr_assert(!exec_busy(h->ex));
+}
+
+#define RESTARTED "daemon_restarted <tool_use_error>Error: the tool executor " \
+    "restarted while this tool ran or waited; its result is lost and its " \
+    "processes were killed</tool_use_error>"
+
+Test(restore, lost_results_come_in_order_after_the_delivered_ones)
+{
+	static const struct exec_restored tools[] = {
+		{ "a", "read", true },
+		{ "b", "write", false },
+		{ "c", "read", false },
+	};
+	json_t *st;
+
+	exec_restore(h->ex, 3, tools, 3);
+	/* a was delivered before the crash: nothing of it again. */
+	h_expect(h, "status b completed", "status c completed",
+	    "result b " RESTARTED, "result c " RESTARTED, NULL);
+	cr_assert_eq(exec_turn(h->ex), 3);
+	cr_assert_eq(exec_unfinished(h->ex), 0);
+	cr_assert(!exec_busy(h->ex));
+	/* The turn knows its tools: an id again is a duplicate. */
+	cr_assert_eq(h_add_rc(h, "a", "read", "{\"file_path\":\"/a\"}"),
+	    STEXEC_ERR_DUPLICATE_TOOL_USE);
+	st = exec_status_json(h->ex, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(
+	    json_object_get(st, "tools"), 0), "status")), "delivered");
+	json_decref(st);
+	/* A drain ends it; the next turn is 4. */
+	exec_drain(h->ex, (void *)1);
+	h_expect(h, "turn_end 3 drained", "drain 3 results=3", NULL);
+	cr_assert_eq(exec_turn(h->ex), 4);
+}
+
+Test(restore, a_result_delivered_after_a_lost_one_cannot_be)
+{
+	static const struct exec_restored tools[] = {
+		{ "a", "read", false },
+		{ "b", "read", true },
+	};
+
+	/* S5: results go in order, so b was not delivered either. */
+	exec_restore(h->ex, 1, tools, 2);
+	h_expect(h, "status a completed", "status b completed",
+	    "result a " RESTARTED, "result b " RESTARTED, NULL);
 }

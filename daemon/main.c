@@ -489,7 +489,8 @@ main_journal(const char *dir)
 		killed += proc_kill_instance(json_string_value(json_object_get(
 		    inst, "token")) != NULL ? json_string_value(json_object_get(
 		    inst, "token")) : "", json_string_value(json_object_get(
-		    inst, "cgroup")));
+		    inst, "cgroup")), (long)json_integer_value(json_object_get(
+		    inst, "pid")));
 	json_decref(main_instances);
 	restored = session_restore_done();
 	if (got.dropped > 0 || got.torn)

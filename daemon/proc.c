@@ -1255,8 +1255,30 @@ proc_instance_token(void)
 	return proc_instance;
 }
 
+/* The private TMPDIRs (tmp.<token><n>) of an earlier daemon's tools. */
+static void
+proc_remove_tmpdirs(const char *token)
+{
+	char prefix[64], *path;
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(prefix, sizeof prefix, "tmp.%s", token);
+	if ((d = opendir(proc_output_dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+			continue;
+		xasprintf(&path, "%s/%s", proc_output_dir, de->d_name);
+		if (util_rmtree(path) != 0)
+			log_warn("cannot remove %s: %s", path, strerror(errno));
+		free(path);
+	}
+	closedir(d);
+}
+
 unsigned
-proc_kill_instance(const char *token, const char *cgroup)
+proc_kill_instance(const char *token, const char *cgroup, long old_pid)
 {
 	struct timespec tick = { 0, 10 * 1000 * 1000 };
 	char value[64], *end;
@@ -1290,6 +1312,9 @@ proc_kill_instance(const char *token, const char *cgroup)
 		closedir(d);
 		killed += found;
 	}
+	proc_remove_tmpdirs(token);
+	if (old_pid > 0 && old_pid != (long)getpid())
+		toolcg_remove_stale(old_pid);
 	return killed;
 }
 

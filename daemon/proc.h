@@ -168,12 +168,14 @@ unsigned proc_fds_needed(void);
  */
 const char *proc_instance_token(void);
 /*
- * After a crash (issue 10): kill whatever an earlier daemon left, the
- * processes whose environment carries its token prefix and everything in
- * its cgroup subtree (NULL: none), pass after pass until none is left (at
- * most about a second). How many processes were killed.
+ * After a crash (issue 10): kill whatever an earlier daemon (of that pid)
+ * left, the processes whose environment carries its token prefix and
+ * everything in its cgroup subtree (NULL: none), pass after pass until
+ * none is left (at most about a second); then remove its tools' TMPDIRs
+ * and v1 cgroups. How many processes were killed.
  */
-unsigned proc_kill_instance(const char *token, const char *cgroup);
+unsigned proc_kill_instance(const char *token, const char *cgroup,
+    long pid);
 
 /* Processes running and started since proc_init, for stats. */
 unsigned proc_running(void);

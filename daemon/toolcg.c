@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -293,6 +294,37 @@ toolcg_shutdown(void)
 	}
 	free(toolcg_v2_dir);
 	toolcg_v2_dir = NULL;
+}
+
+void
+toolcg_remove_stale(long pid)
+{
+	enum toolcg_ctl c;
+	struct dirent *de;
+	char *dir, *sub, *slash;
+	DIR *d;
+
+	for (c = 0; c < CTL_N; c++) {
+		if (toolcg_v1_dir[c] == NULL ||
+		    (slash = strrchr(toolcg_v1_dir[c], '/')) == NULL)
+			continue;
+		xasprintf(&dir, "%.*s/stexecd-%ld", (int)(slash -
+		    toolcg_v1_dir[c]), toolcg_v1_dir[c], pid);
+		if ((d = opendir(dir)) != NULL) {
+			while ((de = readdir(d)) != NULL) {
+				if (strncmp(de->d_name, "tool-", 5) != 0)
+					continue;
+				xasprintf(&sub, "%s/%s", dir, de->d_name);
+				rmdir(sub);
+				free(sub);
+			}
+			closedir(d);
+			if (rmdir(dir) != 0)
+				log_warn("cannot remove %s: %s", dir,
+				    strerror(errno));
+		}
+		free(dir);
+	}
 }
 
 json_t *

@@ -42,6 +42,8 @@ enum toolcg_hit {
 void toolcg_init(void);
 /* Remove the v1 groups (their processes must be dead). */
 void toolcg_shutdown(void);
+/* Remove the v1 groups a dead daemon of that pid left (empty by now). */
+void toolcg_remove_stale(long pid);
 /* initialize's capabilities: {"supervision", "limits": {name: means}}. */
 json_t *toolcg_capabilities(void);
 /* A tool gets a v2 group of its own: supervision by cgroup. */

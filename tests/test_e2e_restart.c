@@ -6,6 +6,7 @@
  * result, none is repeated, seq goes on, and no process is left.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
@@ -171,6 +172,41 @@ Test(restart, streamed_chunks_keep_their_place_not_their_text)
 	json_decref(all);
 	json_decref(sid_j);
 	c_close(c);
+	d_stop(d);
+}
+
+/* Entries of the daemon's output directory named tmp.* (TMPDIRs). */
+static int
+tmpdirs(struct daemon *d)
+{
+	struct dirent *de;
+	DIR *dir = opendir(d->out);
+	int n = 0;
+
+	cr_assert(dir != NULL);
+	while ((de = readdir(dir)) != NULL)
+		n += strncmp(de->d_name, "tmp.", 4) == 0;
+	closedir(dir);
+	return n;
+}
+
+Test(restart, a_dead_daemons_tmpdirs_are_removed)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid_j = c_session(c, json_pack("{s:[o]}", "tools", e2e_json(
+	    "{\"name\":\"ro\",\"command\":[\"/bin/sleep\",\"60\"],"
+	    "\"concurrencySafe\":true,\"sandbox\":\"read-only\"}")));
+
+	json_decref(c_add(c, json_string_value(sid_j), "t", "ro", NULL));
+	usleep(300 * 1000);
+	cr_assert_eq(tmpdirs(d), 1, "the read-only tool has no TMPDIR");
+	c_close(c);
+	crash(d);
+	d_restart(d, NULL);
+	cr_assert_eq(tmpdirs(d), 0, "the dead daemon's TMPDIR is left");
+	cr_assert(d_wait_no_leftovers(d, 3000));
+	json_decref(sid_j);
 	d_stop(d);
 }
 

@@ -209,6 +209,17 @@ proc_pid(const struct proc *p)
 	return p != NULL ? p->pid : 0;
 }
 
+/* A fake process has no cgroup: nothing is measured. */
+void
+proc_usage(const struct proc *p, uint64_t *peak, bool *has_cpu,
+    uint64_t *cpu_ms)
+{
+	(void)p;
+	*peak = 0;
+	*has_cpu = false;
+	*cpu_ms = 0;
+}
+
 static void
 proc_fake_free(struct proc *p)
 {

@@ -15,6 +15,7 @@
 #include "conn.h"
 #include "idmap.h"
 #include "journal.h"
+#include "session_int.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "outdir.h"
@@ -35,15 +36,6 @@ struct shared {
 	unsigned refs;
 };
 
-/* One notification as sent: a whole line, newline included. */
-struct note {
-	uint64_t seq;
-	char *line;               /* NULL while it is being encoded */
-	size_t len;
-	struct shared *shared;    /* line's owner when it is shared */
-	uint64_t end; /* bytes of every note up to and including this one */
-	bool output;              /* a streamOutput chunk: journaled elided */
-};
 
 /* A large tool_result being encoded, a slice per loop pass. */
 struct slicer {
@@ -82,62 +74,11 @@ struct session_tool {
 	struct utf8_carry carry[2];
 };
 
-struct session {
-	char id[24];
-	uid_t uid;
-	struct exec *ex;
-	struct idmap tools;       /* the session's own ToolDefs by name */
 
-	struct note *notes;       /* a ring of the retained notifications */
-	size_t cap, head, count;
-	uint64_t last_seq;
-	uint64_t bytes_end;       /* `end` of the newest note */
-	uint64_t prev_turn_seq;   /* first seq of the previous turn */
-	uint64_t cur_turn_seq;    /* first seq of the current turn */
-	struct sub *subs;
-	bool paused;
-
-	char **envp;              /* exec_env as "K=V", built at first spawn */
-	unsigned envp_gen;
-
-	struct exec_tool **running; /* tools with a process */
-	size_t nrunning, caprunning;
-
-	struct outdir_set *files; /* its tools' whole-output files */
-	unsigned output_grace_ms;
-
-	unsigned refs;            /* open connections referring to it */
-	struct event *idle;       /* pending while the session is idle */
-
-	bool closing;
-	bool finish_wanted;       /* close once the slicers are done */
-	struct ticket **closers;
-	size_t nclosers;
-
-	struct slicer *slicers, **slicers_tail;
-	struct waiter *waiters, **waiters_tail;
-	struct session *slice_next; /* in session_slicing, when queued */
-	bool slice_queued;
-
-	char *journal;            /* its createSession, as journaled (text:
-	                             a JSON tree would triple an idle
-	                             session's memory) */
-
-	struct session *prev, *next;
-};
-
-/* A session being restored from the journal (issue 10). */
-struct restoring {
-	struct session *s;
-	uint64_t turn;            /* of the adds below */
-	json_t *adds;             /* [[id, name]...] added in that turn */
-	json_t *delivered;        /* toolUseId -> turn of its tool_result */
-	uint64_t ended;           /* the turn of the last turn_end */
-};
 
 static struct session_config session_cfg;
-static struct idmap session_map;
-static struct session *session_list;
+struct idmap session_map;
+struct session *session_list;
 static unsigned session_n;
 static uint64_t session_started, session_completed;
 static const struct timeval *session_idle_tv;
@@ -145,18 +86,9 @@ static const struct timeval *session_idle_tv;
 static struct session *session_slicing, **session_slicing_tail =
     &session_slicing;
 static struct event *session_slice_ev;
-static bool session_stopping;
-static bool session_restoring;  /* loading the journal: write nothing */
-static struct idmap session_restored;
+bool session_stopping;
 
 static void	session_effect(void *, const struct exec_effect *);
-static struct session *session_new(const char *, uid_t, struct tooldef **,
-		    size_t, unsigned, const char *, const json_t *);
-static char	*session_journal_text(struct session *, struct tooldef **,
-		    size_t, unsigned, const char *, const json_t *);
-static void	session_journal_session(struct session *);
-static void	session_journal_note(struct session *, const struct note *);
-static void	session_journal_elided(struct session *, const struct note *);
 static void	session_note(struct session *, const char *, json_t *);
 static void	session_note_repaired(struct session *, struct buf *,
     const char *, const json_t *);
@@ -164,7 +96,6 @@ static void	session_note_output(struct session *,
 		    const struct exec_effect *);
 static void	session_log(struct session *, struct buf *, bool,
 		    const struct buf *);
-static struct note *session_log_note(struct session *, bool);
 static void	session_logged(struct session *);
 static const json_t *session_big_text(const json_t *);
 static int	session_split(struct buf **, struct buf *,
@@ -186,15 +117,12 @@ static bool	session_our_var(const char *);
 static char	**session_env_strings(struct session *);
 static char	**session_envp(struct session *, struct exec_tool *,
 		    const json_t *, struct buf *);
-static void	session_trim(struct session *);
 static void	session_pressure(struct session *);
 static struct note *session_note_at(struct session *, uint64_t);
 static uint64_t	session_lag(struct session *, uint64_t);
 static void	session_finish(struct session *);
 static void	session_catch_up(struct session *, struct conn *);
 static void	session_sub_send(struct sub *, bool);
-static void	session_free(struct session *);
-static void	session_idle_update(struct session *);
 static void	session_idle_cb(evutil_socket_t, short, void *);
 static void	session_proc_line(void *, const char *, size_t);
 static void	session_proc_chunk(void *, int, const char *, size_t);
@@ -307,7 +235,7 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 }
 
 /* A session of this id (NULL: a new random one), in the map and list. */
-static struct session *
+struct session *
 session_new(const char *id, uid_t uid, struct tooldef **tools, size_t ntools,
     unsigned max_parallel, const char *cwd, const json_t *env)
 {
@@ -475,7 +403,7 @@ session_unrefer(const char *id)
 }
 
 /* Start the idle clock when the session becomes idle, stop it when not. */
-static void
+void
 session_idle_update(struct session *s)
 {
 	bool idle = s->refs == 0 && s->subs == NULL && !exec_busy(s->ex) &&
@@ -1080,7 +1008,7 @@ session_note_output(struct session *s, const struct exec_effect *e)
 	n = snprintf(num, sizeof num, "},\"sessionId\":\"%s\",\"seq\":%llu}}\n",
 	    s->id, (unsigned long long)(s->last_seq + 1));
 	buf_add(&out, num, (size_t)n);
-	if (!journal_active() || session_restoring) {
+	if (!journal_active() || session_journal_restoring) {
 		session_log(s, &out, false, NULL);
 		return;
 	}
@@ -1132,7 +1060,7 @@ session_log(struct session *s, struct buf *out, bool turn_end,
 }
 
 /* A new note at the end of the log, with the next seq and no line yet. */
-static struct note *
+struct note *
 session_log_note(struct session *s, bool turn_end)
 {
 	struct note *n;
@@ -1230,7 +1158,7 @@ session_lag(struct session *s, uint64_t seq)
  * subscriber so far behind that the log passes four budgets is cut off;
  * it may come back with `since`.
  */
-static void
+void
 session_trim(struct session *s)
 {
 	struct note *n;
@@ -1452,7 +1380,7 @@ session_close(struct session *s, struct ticket *tk)
 	session_idle_update(s);
 	log_debug("session %s closing", s->id);
 	/* Not at shutdown: sessions outlive a restart, closeSession ends them. */
-	if (!session_stopping && !session_restoring && journal_active())
+	if (!session_stopping && !session_journal_restoring && journal_active())
 		journal_append(JOURNAL_CLOSE, s->id, strlen(s->id), NULL, 0);
 	exec_close(s->ex);
 	if (!exec_busy(s->ex))
@@ -1485,7 +1413,7 @@ session_finish(struct session *s)
 	session_free(s);
 }
 
-static void
+void
 session_free(struct session *s)
 {
 	struct session **pp;
@@ -1560,320 +1488,11 @@ session_shutdown(void)
 	session_slice_ev = NULL;
 }
 
-/* The createSession a restart needs to make this session again. */
-static char *
-session_journal_text(struct session *s, struct tooldef **tools,
-    size_t ntools, unsigned max_parallel, const char *cwd, const json_t *env)
-{
-	json_t *defs = json_array(), *rec;
-	char *text;
-	size_t i;
-
-	for (i = 0; i < ntools; i++)
-		json_array_append_new(defs, tooldef_json(tools[i]));
-	rec = json_pack("{s:s, s:I, s:o, s:I, s:s?, s:O?, s:I}", "id", s->id,
-	    "uid", (json_int_t)s->uid, "tools", defs, "maxParallel",
-	    (json_int_t)max_parallel, "cwd", cwd, "env", env,
-	    "outputGraceMs", (json_int_t)s->output_grace_ms);
-	if (rec == NULL || (text = json_dumps(rec, JSON_COMPACT)) == NULL)
-		fatal("cannot encode session %s for the journal", s->id);
-	json_decref(rec);
-	return text;
-}
-
-static void
-session_journal_session(struct session *s)
-{
-	if (journal_active() && !session_restoring)
-		journal_append(JOURNAL_SESSION, s->journal, strlen(s->journal),
-		    NULL, 0);
-}
-
-static void
-session_journal_note(struct session *s, const struct note *n)
-{
-	char head[64];
-	int len;
-
-	if (!journal_active() || session_stopping || session_restoring)
-		return;
-	len = snprintf(head, sizeof head, "%s %llu ", s->id,
-	    (unsigned long long)n->seq);
-	journal_append(JOURNAL_NOTE, head, (size_t)len, n->line, n->len);
-}
-
-/* A streamOutput chunk as session_note_output journals it, at compaction. */
-static void
-session_journal_elided(struct session *s, const struct note *n)
-{
-	json_t *line = json_loadb(n->line, n->len, JSON_ALLOW_NUL, NULL);
-	json_t *data = json_object_get(json_object_get(line, "params"),
-	    "data");
-	struct note as = *n;
-	char *text;
-
-	json_object_set_new(data, "elided", json_integer((json_int_t)
-	    json_string_length(json_object_get(data, "text"))));
-	json_object_set_new(data, "text", json_string(""));
-	if (line != NULL && (text = json_dumps(line, JSON_COMPACT)) != NULL) {
-		as.len = strlen(text) + 1;
-		as.line = xmalloc(as.len);
-		memcpy(as.line, text, as.len - 1);
-		as.line[as.len - 1] = '\n';
-		session_journal_note(s, &as);
-		free(as.line);
-		free(text);
-	}
-	json_decref(line);
-}
-
 int
 session_add(struct session *s, const char *id, const char *name,
     const json_t *input, struct exec_added *out)
 {
-	char *text;
-	json_t *rec;
-
 	/* Before the tool can be reported: a restart must know it was added. */
-	if (journal_active() && (rec = json_pack("{s:s, s:I, s:s, s:s}", "s",
-	    s->id, "t", (json_int_t)exec_turn(s->ex), "id", id, "name",
-	    name)) != NULL) {
-		if ((text = json_dumps(rec, JSON_COMPACT)) != NULL)
-			journal_append(JOURNAL_ADD, text, strlen(text), NULL, 0);
-		free(text);
-		json_decref(rec);
-	}
+	session_journal_add(s, exec_turn(s->ex), id, name);
 	return exec_add(s->ex, id, name, session_tool(s, name), input, out);
-}
-
-void
-session_journal_snapshot(void)
-{
-	struct session *s;
-	const char *id, *name;
-	struct note *n;
-	json_t *rec;
-	char *text;
-	size_t i;
-
-	for (s = session_list; s != NULL; s = s->next) {
-		if (s->closing)
-			continue;
-		session_journal_session(s);
-		for (i = 0; (id = exec_turn_tool(s->ex, i, &name)) != NULL;
-		    i++) {
-			rec = json_pack("{s:s, s:I, s:s, s:s}", "s", s->id,
-			    "t", (json_int_t)exec_turn(s->ex), "id", id,
-			    "name", name);
-			text = json_dumps(rec, JSON_COMPACT);
-			journal_append(JOURNAL_ADD, text, strlen(text), NULL, 0);
-			free(text);
-			json_decref(rec);
-		}
-		for (i = 0; i < s->count; i++) {
-			n = &s->notes[(s->head + i) % s->cap];
-			if (n->line != NULL && n->output)
-				session_journal_elided(s, n);
-			else if (n->line != NULL)
-				session_journal_note(s, n);
-		}
-	}
-}
-
-/* A session of the journal: made again, empty, as its client made it. */
-static void
-session_restore_session(const json_t *rec)
-{
-	const json_t *defs = json_object_get(rec, "tools"), *v;
-	const char *id = json_string_value(json_object_get(rec, "id"));
-	struct tooldef **tools;
-	struct restoring *r;
-	char err[512];
-	size_t i, n = 0;
-	bool ok = true;
-
-	if (id == NULL || strlen(id) >= sizeof(((struct session *)0)->id) ||
-	    idmap_get(&session_map, id) != NULL) {
-		log_warn("journal: a session record without a usable id was "
-		    "dropped");
-		return;
-	}
-	tools = xcalloc(json_array_size(defs) + 1, sizeof *tools);
-	json_array_foreach(defs, i, v) {
-		if ((tools[n] = tooldef_parse(v, err, sizeof err)) == NULL) {
-			log_warn("journal: session %s dropped: its tool %zu no "
-			    "longer parses: %s", id, i, err);
-			ok = false;
-			break;
-		}
-		n++;
-	}
-	if (ok) {
-		r = xcalloc(1, sizeof *r);
-		r->s = session_new(id, (uid_t)json_integer_value(
-		    json_object_get(rec, "uid")), tools, n,
-		    (unsigned)json_integer_value(json_object_get(rec,
-		    "maxParallel")), json_string_value(json_object_get(rec,
-		    "cwd")), json_object_get(rec, "env"));
-		r->s->output_grace_ms = (unsigned)json_integer_value(
-		    json_object_get(rec, "outputGraceMs"));
-		r->s->journal = json_dumps(rec, JSON_COMPACT);
-		r->adds = json_array();
-		r->delivered = json_object();
-		/* The session's own id outlives the record: the map's key. */
-		idmap_put(&session_restored, r->s->id, r);
-	}
-	for (i = 0; i < n; i++)
-		tooldef_unref(tools[i]);
-	free(tools);
-}
-
-static void
-session_restore_free(struct restoring *r)
-{
-	json_decref(r->adds);
-	json_decref(r->delivered);
-	free(r);
-}
-
-/* A retained note, with its seq; what it says of results and turns. */
-static void
-session_restore_note(const char *data, size_t len)
-{
-	char id[64], *end;
-	const char *sp;
-	struct restoring *r;
-	struct note *n;
-	unsigned long long seq;
-	json_t *line, *params;
-	size_t head;
-	bool result, turn_end;
-
-	sp = memchr(data, ' ', len);
-	if (sp == NULL || (size_t)(sp - data) >= sizeof id)
-		return;
-	memcpy(id, data, (size_t)(sp - data));
-	id[sp - data] = '\0';
-	if ((r = idmap_get(&session_restored, id)) == NULL)
-		return;
-	seq = strtoull(sp + 1, &end, 10);
-	if (*end != ' ' || seq <= r->s->last_seq)
-		return;
-	end++;
-	len -= (size_t)(end - data);
-	/* The method comes first in the line the codec writes. */
-	head = len < 64 ? len : 64;
-	result = memmem(end, head, "\"method\":\"tool_result\"", 22) != NULL;
-	turn_end = memmem(end, head, "\"method\":\"turn_end\"", 19) != NULL;
-	r->s->last_seq = seq - 1;
-	n = session_log_note(r->s, turn_end);
-	n->line = xmalloc(len);
-	memcpy(n->line, end, len);
-	n->len = len;
-	r->s->bytes_end += len;
-	n->end = r->s->bytes_end;
-	if (!result && !turn_end)
-		return;
-	if ((line = json_loadb(end, len, 0, NULL)) == NULL)
-		return;
-	params = json_object_get(line, "params");
-	if (result)
-		json_object_set(r->delivered, json_string_value(json_object_get(
-		    params, "toolUseId")) != NULL ? json_string_value(
-		    json_object_get(params, "toolUseId")) : "",
-		    json_object_get(params, "turn"));
-	else if ((uint64_t)json_integer_value(json_object_get(params,
-	    "turn")) > r->ended)
-		r->ended = (uint64_t)json_integer_value(json_object_get(params,
-		    "turn"));
-	json_decref(line);
-}
-
-void
-session_restore(char kind, const char *data, size_t len)
-{
-	struct restoring *r;
-	json_t *rec;
-	uint64_t turn;
-
-	session_restoring = true;
-	if (kind == JOURNAL_NOTE) {
-		session_restore_note(data, len);
-		return;
-	}
-	if (kind == JOURNAL_CLOSE) {
-		if ((r = idmap_del(&session_restored, data)) != NULL) {
-			session_free(r->s);
-			session_restore_free(r);
-		}
-		return;
-	}
-	if ((rec = json_loadb(data, len, 0, NULL)) == NULL)
-		return;
-	if (kind == JOURNAL_SESSION)
-		session_restore_session(rec);
-	else if (kind == JOURNAL_ADD && (r = idmap_get(&session_restored,
-	    json_string_value(json_object_get(rec, "s")) != NULL ?
-	    json_string_value(json_object_get(rec, "s")) : "")) != NULL) {
-		turn = (uint64_t)json_integer_value(json_object_get(rec, "t"));
-		if (turn > r->turn) {
-			json_array_clear(r->adds);
-			r->turn = turn;
-		}
-		if (turn == r->turn)
-			json_array_append_new(r->adds, json_pack("[O, O]",
-			    json_object_get(rec, "id"),
-			    json_object_get(rec, "name")));
-	}
-	json_decref(rec);
-}
-
-/*
- * Every session is back with its log: each resumes at its current turn,
- * where the tools whose results were not delivered get daemon_restarted.
- */
-unsigned
-session_restore_done(void)
-{
-	struct exec_restored *tools;
-	struct restoring *r;
-	const json_t *add, *got;
-	unsigned count = 0, lost;
-	uint64_t turn;
-	size_t i, k, n;
-
-	session_restoring = false;
-	for (i = 0; i < session_restored.cap; i++) {
-		if (session_restored.slots[i].key == NULL ||
-		    (r = session_restored.slots[i].value) == NULL)
-			continue;
-		turn = r->ended + 1 > r->turn ? r->ended + 1 : r->turn;
-		n = turn == r->turn ? json_array_size(r->adds) : 0;
-		tools = xcalloc(n + 1, sizeof *tools);
-		lost = 0;
-		json_array_foreach(turn == r->turn ? r->adds : NULL, k, add) {
-			tools[k].id = json_string_value(json_array_get(add, 0));
-			tools[k].name = json_string_value(json_array_get(add,
-			    1));
-			got = json_object_get(r->delivered, tools[k].id);
-			tools[k].delivered = got != NULL &&
-			    (uint64_t)json_integer_value(got) == turn;
-			lost += !tools[k].delivered;
-		}
-		for (k = 0; k < n; k++)
-			if (tools[k].id == NULL || tools[k].name == NULL)
-				tools[k].id = tools[k].name = "";
-		exec_restore(r->s->ex, turn, tools, n);
-		free(tools);
-		session_trim(r->s);
-		session_idle_update(r->s);
-		log_info("session %s restored at turn %llu, seq %llu; %u "
-		    "result(s) lost to the restart", r->s->id,
-		    (unsigned long long)turn,
-		    (unsigned long long)r->s->last_seq, lost);
-		session_restore_free(r);
-		count++;
-	}
-	idmap_free(&session_restored);
-	return count;
 }

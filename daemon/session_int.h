@@ -1,0 +1,99 @@
+/*
+ * What session.c shares with session_journal.c, and nobody else: the
+ * session and its notes, and the few steps the journal's restore needs.
+ */
+#ifndef STEXEC_SESSION_INT_H
+#define STEXEC_SESSION_INT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "idmap.h"
+#include "session.h"
+
+struct shared;
+struct slicer;
+struct waiter;
+struct tooldef;
+
+/* One notification as sent: a whole line, newline included. */
+struct note {
+	uint64_t seq;
+	char *line;               /* NULL while it is being encoded */
+	size_t len;
+	struct shared *shared;    /* line's owner when it is shared */
+	uint64_t end; /* bytes of every note up to and including this one */
+	bool output;              /* a streamOutput chunk: journaled elided */
+};
+
+struct session {
+	char id[24];
+	uid_t uid;
+	struct exec *ex;
+	struct idmap tools;       /* the session's own ToolDefs by name */
+
+	struct note *notes;       /* a ring of the retained notifications */
+	size_t cap, head, count;
+	uint64_t last_seq;
+	uint64_t bytes_end;       /* `end` of the newest note */
+	uint64_t prev_turn_seq;   /* first seq of the previous turn */
+	uint64_t cur_turn_seq;    /* first seq of the current turn */
+	struct sub *subs;
+	bool paused;
+
+	char **envp;              /* exec_env as "K=V", built at first spawn */
+	unsigned envp_gen;
+
+	struct exec_tool **running; /* tools with a process */
+	size_t nrunning, caprunning;
+
+	struct outdir_set *files; /* its tools' whole-output files */
+	unsigned output_grace_ms;
+
+	unsigned refs;            /* open connections referring to it */
+	struct event *idle;       /* pending while the session is idle */
+
+	bool closing;
+	bool finish_wanted;       /* close once the slicers are done */
+	struct ticket **closers;
+	size_t nclosers;
+
+	struct slicer *slicers, **slicers_tail;
+	struct waiter *waiters, **waiters_tail;
+	struct session *slice_next; /* in session_slicing, when queued */
+	bool slice_queued;
+
+	char *journal;            /* its createSession, as journaled (text:
+	                             a JSON tree would triple an idle
+	                             session's memory) */
+
+	struct session *prev, *next;
+};
+
+extern struct idmap session_map;
+extern struct session *session_list;
+extern bool session_stopping;
+/* True while the journal is read back: nothing is journaled. */
+extern bool session_journal_restoring;
+
+/* A session of this id (NULL: a new random one), in the map and list. */
+struct session *session_new(const char *id, uid_t, struct tooldef **,
+    size_t, unsigned max_parallel, const char *cwd, const json_t *env);
+void session_free(struct session *);
+/* A new note at the end of the log, with the next seq and no line yet. */
+struct note *session_log_note(struct session *, bool turn_end);
+void session_trim(struct session *);
+void session_idle_update(struct session *);
+
+/* session_journal.c */
+char *session_journal_text(struct session *, struct tooldef **, size_t,
+    unsigned max_parallel, const char *cwd, const json_t *env);
+void session_journal_session(struct session *);
+void session_journal_note(struct session *, const struct note *);
+/* addTool, before the tool can be reported. */
+void session_journal_add(struct session *, uint64_t turn, const char *id,
+    const char *name);
+
+#endif

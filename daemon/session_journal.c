@@ -1,0 +1,335 @@
+/*
+ * Sessions and the crash journal (journal.h): what each session writes to
+ * it (its creation, its notifications; an added tool is written by
+ * session_add), what compaction rewrites, and the restore at start.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor.h"
+#include "journal.h"
+#include "log.h"
+#include "session_int.h"
+#include "tooldef.h"
+#include "util.h"
+
+/* A session being restored from the journal (issue 10). */
+struct restoring {
+	struct session *s;
+	uint64_t turn;            /* of the adds below */
+	json_t *adds;             /* [[id, name]...] added in that turn */
+	json_t *delivered;        /* toolUseId -> turn of its tool_result */
+	uint64_t ended;           /* the turn of the last turn_end */
+};
+
+bool session_journal_restoring;
+static struct idmap session_restored;
+
+static void	session_journal_elided(struct session *, const struct note *);
+
+/* The createSession a restart needs to make this session again. */
+char *
+session_journal_text(struct session *s, struct tooldef **tools,
+    size_t ntools, unsigned max_parallel, const char *cwd, const json_t *env)
+{
+	json_t *defs = json_array(), *rec;
+	char *text;
+	size_t i;
+
+	for (i = 0; i < ntools; i++)
+		json_array_append_new(defs, tooldef_json(tools[i]));
+	rec = json_pack("{s:s, s:I, s:o, s:I, s:s?, s:O?, s:I}", "id", s->id,
+	    "uid", (json_int_t)s->uid, "tools", defs, "maxParallel",
+	    (json_int_t)max_parallel, "cwd", cwd, "env", env,
+	    "outputGraceMs", (json_int_t)s->output_grace_ms);
+	if (rec == NULL || (text = json_dumps(rec, JSON_COMPACT)) == NULL)
+		fatal("cannot encode session %s for the journal", s->id);
+	json_decref(rec);
+	return text;
+}
+
+void
+session_journal_session(struct session *s)
+{
+	if (journal_active() && !session_journal_restoring)
+		journal_append(JOURNAL_SESSION, s->journal, strlen(s->journal),
+		    NULL, 0);
+}
+
+void
+session_journal_note(struct session *s, const struct note *n)
+{
+	char head[64];
+	int len;
+
+	if (!journal_active() || session_stopping || session_journal_restoring)
+		return;
+	len = snprintf(head, sizeof head, "%s %llu ", s->id,
+	    (unsigned long long)n->seq);
+	journal_append(JOURNAL_NOTE, head, (size_t)len, n->line, n->len);
+}
+
+/* A streamOutput chunk as session_note_output journals it, at compaction. */
+static void
+session_journal_elided(struct session *s, const struct note *n)
+{
+	json_t *line = json_loadb(n->line, n->len, JSON_ALLOW_NUL, NULL);
+	json_t *data = json_object_get(json_object_get(line, "params"),
+	    "data");
+	struct note as = *n;
+	char *text;
+
+	json_object_set_new(data, "elided", json_integer((json_int_t)
+	    json_string_length(json_object_get(data, "text"))));
+	json_object_set_new(data, "text", json_string(""));
+	if (line != NULL && (text = json_dumps(line, JSON_COMPACT)) != NULL) {
+		as.len = strlen(text) + 1;
+		as.line = xmalloc(as.len);
+		memcpy(as.line, text, as.len - 1);
+		as.line[as.len - 1] = '\n';
+		session_journal_note(s, &as);
+		free(as.line);
+		free(text);
+	}
+	json_decref(line);
+}
+
+void
+session_journal_add(struct session *s, uint64_t turn, const char *id,
+    const char *name)
+{
+	json_t *rec;
+	char *text;
+
+	if (!journal_active() || session_journal_restoring ||
+	    (rec = json_pack("{s:s, s:I, s:s, s:s}", "s", s->id, "t",
+	    (json_int_t)turn, "id", id, "name", name)) == NULL)
+		return;
+	if ((text = json_dumps(rec, JSON_COMPACT)) != NULL)
+		journal_append(JOURNAL_ADD, text, strlen(text), NULL, 0);
+	free(text);
+	json_decref(rec);
+}
+
+void
+session_journal_snapshot(void)
+{
+	struct session *s;
+	const char *id, *name;
+	struct note *n;
+	size_t i;
+
+	for (s = session_list; s != NULL; s = s->next) {
+		if (s->closing)
+			continue;
+		session_journal_session(s);
+		for (i = 0; (id = exec_turn_tool(s->ex, i, &name)) != NULL;
+		    i++)
+			session_journal_add(s, exec_turn(s->ex), id, name);
+		for (i = 0; i < s->count; i++) {
+			n = &s->notes[(s->head + i) % s->cap];
+			if (n->line != NULL && n->output)
+				session_journal_elided(s, n);
+			else if (n->line != NULL)
+				session_journal_note(s, n);
+		}
+	}
+}
+
+/* A session of the journal: made again, empty, as its client made it. */
+static void
+session_restore_session(const json_t *rec)
+{
+	const json_t *defs = json_object_get(rec, "tools"), *v;
+	const char *id = json_string_value(json_object_get(rec, "id"));
+	struct tooldef **tools;
+	struct restoring *r;
+	char err[512];
+	size_t i, n = 0;
+	bool ok = true;
+
+	if (id == NULL || strlen(id) >= sizeof(((struct session *)0)->id) ||
+	    idmap_get(&session_map, id) != NULL) {
+		log_warn("journal: a session record without a usable id was "
+		    "dropped");
+		return;
+	}
+	tools = xcalloc(json_array_size(defs) + 1, sizeof *tools);
+	json_array_foreach(defs, i, v) {
+		if ((tools[n] = tooldef_parse(v, err, sizeof err)) == NULL) {
+			log_warn("journal: session %s dropped: its tool %zu no "
+			    "longer parses: %s", id, i, err);
+			ok = false;
+			break;
+		}
+		n++;
+	}
+	if (ok) {
+		r = xcalloc(1, sizeof *r);
+		r->s = session_new(id, (uid_t)json_integer_value(
+		    json_object_get(rec, "uid")), tools, n,
+		    (unsigned)json_integer_value(json_object_get(rec,
+		    "maxParallel")), json_string_value(json_object_get(rec,
+		    "cwd")), json_object_get(rec, "env"));
+		r->s->output_grace_ms = (unsigned)json_integer_value(
+		    json_object_get(rec, "outputGraceMs"));
+		r->s->journal = json_dumps(rec, JSON_COMPACT);
+		r->adds = json_array();
+		r->delivered = json_object();
+		/* The session's own id outlives the record: the map's key. */
+		idmap_put(&session_restored, r->s->id, r);
+	}
+	for (i = 0; i < n; i++)
+		tooldef_unref(tools[i]);
+	free(tools);
+}
+
+static void
+session_restore_free(struct restoring *r)
+{
+	json_decref(r->adds);
+	json_decref(r->delivered);
+	free(r);
+}
+
+/* A retained note, with its seq; what it says of results and turns. */
+static void
+session_restore_note(const char *data, size_t len)
+{
+	char id[64], *end;
+	const char *sp;
+	struct restoring *r;
+	struct note *n;
+	unsigned long long seq;
+	json_t *line, *params;
+	size_t head;
+	bool result, turn_end;
+
+	sp = memchr(data, ' ', len);
+	if (sp == NULL || (size_t)(sp - data) >= sizeof id)
+		return;
+	memcpy(id, data, (size_t)(sp - data));
+	id[sp - data] = '\0';
+	if ((r = idmap_get(&session_restored, id)) == NULL)
+		return;
+	seq = strtoull(sp + 1, &end, 10);
+	if (*end != ' ' || seq <= r->s->last_seq)
+		return;
+	end++;
+	len -= (size_t)(end - data);
+	/* The method comes first in the line the codec writes. */
+	head = len < 64 ? len : 64;
+	result = memmem(end, head, "\"method\":\"tool_result\"", 22) != NULL;
+	turn_end = memmem(end, head, "\"method\":\"turn_end\"", 19) != NULL;
+	r->s->last_seq = seq - 1;
+	n = session_log_note(r->s, turn_end);
+	n->line = xmalloc(len);
+	memcpy(n->line, end, len);
+	n->len = len;
+	r->s->bytes_end += len;
+	n->end = r->s->bytes_end;
+	if (!result && !turn_end)
+		return;
+	if ((line = json_loadb(end, len, 0, NULL)) == NULL)
+		return;
+	params = json_object_get(line, "params");
+	if (result)
+		json_object_set(r->delivered, json_string_value(json_object_get(
+		    params, "toolUseId")) != NULL ? json_string_value(
+		    json_object_get(params, "toolUseId")) : "",
+		    json_object_get(params, "turn"));
+	else if ((uint64_t)json_integer_value(json_object_get(params,
+	    "turn")) > r->ended)
+		r->ended = (uint64_t)json_integer_value(json_object_get(params,
+		    "turn"));
+	json_decref(line);
+}
+
+void
+session_restore(char kind, const char *data, size_t len)
+{
+	struct restoring *r;
+	json_t *rec;
+	uint64_t turn;
+
+	session_journal_restoring = true;
+	if (kind == JOURNAL_NOTE) {
+		session_restore_note(data, len);
+		return;
+	}
+	if (kind == JOURNAL_CLOSE) {
+		if ((r = idmap_del(&session_restored, data)) != NULL) {
+			session_free(r->s);
+			session_restore_free(r);
+		}
+		return;
+	}
+	if ((rec = json_loadb(data, len, 0, NULL)) == NULL)
+		return;
+	if (kind == JOURNAL_SESSION)
+		session_restore_session(rec);
+	else if (kind == JOURNAL_ADD && (r = idmap_get(&session_restored,
+	    json_string_value(json_object_get(rec, "s")) != NULL ?
+	    json_string_value(json_object_get(rec, "s")) : "")) != NULL) {
+		turn = (uint64_t)json_integer_value(json_object_get(rec, "t"));
+		if (turn > r->turn) {
+			json_array_clear(r->adds);
+			r->turn = turn;
+		}
+		if (turn == r->turn)
+			json_array_append_new(r->adds, json_pack("[O, O]",
+			    json_object_get(rec, "id"),
+			    json_object_get(rec, "name")));
+	}
+	json_decref(rec);
+}
+
+/*
+ * Every session is back with its log: each resumes at its current turn,
+ * where the tools whose results were not delivered get daemon_restarted.
+ */
+unsigned
+session_restore_done(void)
+{
+	struct exec_restored *tools;
+	struct restoring *r;
+	const json_t *add, *got;
+	unsigned count = 0, lost;
+	uint64_t turn;
+	size_t i, k, n;
+
+	session_journal_restoring = false;
+	for (i = 0; i < session_restored.cap; i++) {
+		if (session_restored.slots[i].key == NULL ||
+		    (r = session_restored.slots[i].value) == NULL)
+			continue;
+		turn = r->ended + 1 > r->turn ? r->ended + 1 : r->turn;
+		n = turn == r->turn ? json_array_size(r->adds) : 0;
+		tools = xcalloc(n + 1, sizeof *tools);
+		lost = 0;
+		json_array_foreach(turn == r->turn ? r->adds : NULL, k, add) {
+			tools[k].id = json_string_value(json_array_get(add, 0));
+			tools[k].name = json_string_value(json_array_get(add,
+			    1));
+			got = json_object_get(r->delivered, tools[k].id);
+			tools[k].delivered = got != NULL &&
+			    (uint64_t)json_integer_value(got) == turn;
+			lost += !tools[k].delivered;
+		}
+		for (k = 0; k < n; k++)
+			if (tools[k].id == NULL || tools[k].name == NULL)
+				tools[k].id = tools[k].name = "";
+		exec_restore(r->s->ex, turn, tools, n);
+		free(tools);
+		session_trim(r->s);
+		session_idle_update(r->s);
+		log_info("session %s restored at turn %llu, seq %llu; %u "
+		    "result(s) lost to the restart", r->s->id,
+		    (unsigned long long)turn,
+		    (unsigned long long)r->s->last_seq, lost);
+		session_restore_free(r);
+		count++;
+	}
+	idmap_free(&session_restored);
+	return count;
+}

@@ -323,10 +323,12 @@ session_restore_done(void)
 		free(tools);
 		session_trim(r->s);
 		session_idle_update(r->s);
-		log_info("session %s restored at turn %llu, seq %llu; %u "
-		    "result(s) lost to the restart", r->s->id,
-		    (unsigned long long)turn,
-		    (unsigned long long)r->s->last_seq, lost);
+		/* One line per session only where a result was lost. */
+		if (lost > 0)
+			log_info("session %s restored at turn %llu, seq %llu; "
+			    "%u result(s) lost to the restart", r->s->id,
+			    (unsigned long long)turn,
+			    (unsigned long long)r->s->last_seq, lost);
 		session_restore_free(r);
 		count++;
 	}

@@ -328,6 +328,30 @@ wait_file(struct daemon *d, const char *name, int ms)
 	}
 }
 
+/*
+ * A file a tool writes with `echo N > name`: it exists from the redirect,
+ * before the echo, so wait for its newline too (a tool killed in between,
+ * as a cgroup kill may, would leave it empty).
+ */
+static void
+wait_written(struct daemon *d, const char *name, int ms)
+{
+	long long until = e2e_now_ms() + ms;
+	char *text;
+
+	for (;;) {
+		text = e2e_read_file(d_path(d, name), NULL);
+		if (text != NULL && strchr(text, '\n') != NULL) {
+			free(text);
+			return;
+		}
+		free(text);
+		cr_assert(e2e_now_ms() < until, "%s not written after %d ms",
+		    name, ms);
+		usleep(5000);
+	}
+}
+
 /* The number in a file the test or a tool wrote (a STAMP or a pid). */
 static long long
 number_in(struct daemon *d, const char *name)
@@ -514,7 +538,7 @@ Test(S11, killed_cancel_tool_blocks_next_turn_until_dead)
 
 	add(c, sid, "k", "u_cancel", "trap '' TERM; echo $$ > k.pid; "
 	    "sleep 30", "executing");
-	wait_file(d, "k.pid", 5000);
+	wait_written(d, "k.pid", 5000);
 	json_decref(call_s(c, "discard", sid));
 	add(c, sid, "x", "u_block", "p=$(cat k.pid); if [ -e /proc/$p ] && "
 	    "[ \"$(cut -d' ' -f3 /proc/$p/stat)\" != Z ]; then echo alive; "
@@ -1530,7 +1554,7 @@ Test(S18, interrupt_kills_setsid_escapee_before_result)
 	    "echo \\$\\$ > esc.pid; sleep 30\" & touch ready; wait",
 	    "executing");
 	wait_file(d, "ready", 5000);
-	wait_file(d, "esc.pid", 5000);
+	wait_written(d, "esc.pid", 5000);
 	json_decref(c_call(c, "abort", json_pack("{s:O, s:s}", "sessionId",
 	    sid, "reason", "interrupt")));
 	p = until_result(c, log, "t", 10000);

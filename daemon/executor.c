@@ -950,12 +950,21 @@ exec_restore(struct exec *ex, uint64_t turn, const struct exec_restored *r,
 	for (i = 0; i < n; i++) {
 		if (idmap_get(&tt->ids, r[i].id) != NULL)
 			continue;
-		t = exec_turn_append(ex, r[i].id, r[i].name, NULL);
 		/* Results go in order (S5): the delivered ones lead. */
 		delivered = delivered && r[i].delivered;
+		if (!delivered && r[i].requeue) {
+			exec_add_tool(ex, r[i].id, r[i].name, r[i].def,
+			    r[i].input);
+			continue;
+		}
+		t = exec_turn_append(ex, r[i].id, r[i].name, NULL);
 		if (delivered) {
 			t->status = EXEC_DELIVERED;
 			tt->deliver++;
+		} else if (r[i].result != NULL) {
+			/* Its status went out already: the result waits. */
+			t->status = EXEC_COMPLETED;
+			t->result = json_deep_copy(r[i].result);
 		} else
 			exec_complete_synthetic(t, REASON_DAEMON_RESTARTED);
 	}
@@ -1136,6 +1145,21 @@ exec_status_json(const struct exec *ex,
 	return json_pack("{s:I, s:b, s:o}", "turn",
 	    (json_int_t)ex->turn.number, "interruptible",
 	    exec_interruptible(ex), "tools", tools);
+}
+
+const char *
+exec_turn_tool_state(const struct exec *ex, size_t i, enum exec_status *st,
+    const json_t **input, const json_t **result)
+{
+	const struct exec_tool *t;
+
+	if (i >= ex->turn.n)
+		return NULL;
+	t = ex->turn.tools[i];
+	*st = t->status;
+	*input = t->input;
+	*result = t->result;
+	return t->id;
 }
 
 const char *

@@ -163,19 +163,36 @@ void exec_drain(struct exec *, void *cookie);
 int exec_permission(struct exec *, const char *id, bool allow,
     const char *message);
 /*
- * After a crash (issue 10): a fresh executor resumes at this turn, whose
- * tools were added before the daemon died. Those whose results were
- * delivered keep their place; every other one completes now with
- * daemon_restarted (no process: its processes died with the daemon), and
- * their results go out in order.
+ * After a crash or a reload (issue 10): a fresh executor resumes at this
+ * turn, whose tools were added before. Those whose results were delivered
+ * keep their place; a held result or a tool that never started comes back
+ * as it was (a reload); every other one completes now with
+ * daemon_restarted (its processes died with the daemon), and the results
+ * go out in order.
  */
 struct exec_restored {
 	const char *id;
 	const char *name;
 	bool delivered;
+	/*
+	 * After a reload (SIGHUP) rather than a crash, a tool may also be:
+	 * completed, its result (params of tool_result) held for ordering;
+	 * or one that never started (requeue), added again with its def
+	 * and input, to run now.
+	 */
+	const json_t *result;
+	bool requeue;
+	struct tooldef *def;
+	const json_t *input;
 };
 void exec_restore(struct exec *, uint64_t turn, const struct exec_restored *,
     size_t);
+/*
+ * The id of the current turn's i-th tool with its status, input and held
+ * result (COMPLETED); NULL past the end. For a reload's handover.
+ */
+const char *exec_turn_tool_state(const struct exec *, size_t,
+    enum exec_status *, const json_t **input, const json_t **result);
 /* The id (and *name) of the current turn's i-th tool; NULL past the end. */
 const char *exec_turn_tool(const struct exec *, size_t, const char **name);
 /* closeSession: kill every process, deliver nothing more, fail drains. */

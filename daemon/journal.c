@@ -168,6 +168,21 @@ void
 journal_load(void (*cb)(char, const char *, size_t, void *), void *arg,
     struct journal_loaded *out)
 {
+	journal_load_fd(journal_fd, cb, arg, out);
+	/*
+	 * Bad up to the end: the append a crash cut short, most likely. Cut it
+	 * off, or the next append would be glued to it and lost too.
+	 */
+	if (out->torn && journal_fd != -1 &&
+	    ftruncate(journal_fd, (off_t)out->good_end) != 0)
+		log_warn("cannot cut the torn end of %s: %s", journal_path,
+		    strerror(errno));
+}
+
+void
+journal_load_fd(int from, void (*cb)(char, const char *, size_t, void *),
+    void *arg, struct journal_loaded *out)
+{
 	char *line = NULL, *payload, kind, end;
 	size_t cap = 0, len;
 	unsigned long crc;
@@ -177,7 +192,7 @@ journal_load(void (*cb)(char, const char *, size_t, void *), void *arg,
 	bool ok, skipping = false;
 
 	memset(out, 0, sizeof *out);
-	if (journal_fd == -1 || (fd = dup(journal_fd)) == -1)
+	if (from == -1 || (fd = dup(from)) == -1)
 		return;
 	if ((f = fdopen(fd, "r")) == NULL) {
 		close(fd);
@@ -214,14 +229,8 @@ journal_load(void (*cb)(char, const char *, size_t, void *), void *arg,
 		free(payload);
 		at = at_good = ftell(f);
 	}
-	/*
-	 * Bad up to the end: the append a crash cut short, most likely. Cut it
-	 * off, or the next append would be glued to it and lost too.
-	 */
 	out->torn = skipping;
-	if (skipping && ftruncate(journal_fd, at_good) != 0)
-		log_warn("cannot cut the torn end of %s: %s", journal_path,
-		    strerror(errno));
+	out->good_end = (uint64_t)at_good;
 	free(line);
 	fclose(f);
 }
@@ -266,6 +275,24 @@ journal_append(char kind, const char *a, size_t alen, const char *b,
 	    journal_written > JOURNAL_GROWTH_MIN &&
 	    journal_written > 2 * journal_base)
 		event_active(journal_compact_ev, EV_TIMEOUT, 1);
+}
+
+int
+journal_redirect(int fd)
+{
+	int old = journal_fd;
+
+	/* No compaction meanwhile; a write error closes only fd. */
+	journal_fd = fd;
+	journal_compacting = true;
+	return old;
+}
+
+void
+journal_redirect_end(int old)
+{
+	journal_fd = old;
+	journal_compacting = false;
 }
 
 void

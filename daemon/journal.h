@@ -23,6 +23,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct event_base;
 
@@ -32,11 +33,15 @@ struct event_base;
 #define JOURNAL_CLOSE 'C'    /* closeSession: the id */
 #define JOURNAL_ADD 'A'      /* addTool: "SID TURN ID NAME" */
 #define JOURNAL_NOTE 'N'     /* a notification: "SID SEQ " then its line */
+/* Only in a reload's handover: */
+#define JOURNAL_HELD 'R'     /* a result held for ordering: JSON */
+#define JOURNAL_REQUEUE 'Q'  /* a tool that never started: JSON */
 
 struct journal_loaded {
 	unsigned records;  /* read whole */
 	unsigned dropped;  /* corrupt ones skipped */
 	bool torn;         /* the last one was cut short (a crash mid-write) */
+	uint64_t good_end; /* where the last whole record ends */
 };
 
 /*
@@ -50,6 +55,15 @@ bool journal_active(void);
 /* Every record of the file, in order, then the counts. */
 void journal_load(void (*cb)(char kind, const char *data, size_t len,
     void *arg), void *arg, struct journal_loaded *);
+/* The same, from another file of records (a reload's handover). */
+void journal_load_fd(int fd, void (*cb)(char kind, const char *data,
+    size_t len, void *arg), void *arg, struct journal_loaded *);
+/*
+ * Send what journal_append writes to fd until journal_redirect_end(the
+ * returned value): a reload's handover file.
+ */
+int journal_redirect(int fd);
+void journal_redirect_end(int old);
 /* Append a record (payload a then b); on a write error the journal stops. */
 void journal_append(char kind, const char *a, size_t alen, const char *b,
     size_t blen);

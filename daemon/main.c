@@ -3,6 +3,7 @@
  * (DESIGN.md §5).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <event2/event.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -72,6 +74,12 @@ struct options {
 #define MAIN_FDS_BASE 32
 
 static struct event_base *main_base;
+/* Reload (SIGHUP): what to execute again, and how far it is. */
+static char **main_argv;
+static char main_exe[PATH_MAX];
+static struct event *main_reload_ev;
+static bool main_reloading;
+static bool main_activated;
 
 static void	usage(FILE *, int) __attribute__((noreturn));
 static long	parse_number(const char *, const char *, long, long);
@@ -85,9 +93,14 @@ static int	activated_socket(void);
 static int	connection_cap(unsigned, unsigned *);
 static json_t	*main_enforcement(bool);
 static char	*default_state_dir(void);
-static void	main_journal(const char *);
+static void	main_journal(const char *, int);
+static int	main_take_fd(const char *);
+static void	main_reload(void);
+static void	main_reload_cb(evutil_socket_t, short, void *);
+static void	main_reexec(void);
 static void	main_restore(char, const char *, size_t, void *);
 static void	main_snapshot(void);
+static void	main_snapshot_as(bool);
 
 static void
 usage(FILE *f, int status)
@@ -455,6 +468,13 @@ main_restore(char kind, const char *data, size_t len, void *arg)
 static void
 main_snapshot(void)
 {
+	main_snapshot_as(false);
+}
+
+/* whole: a reload's handover, streamed chunks with their text. */
+static void
+main_snapshot_as(bool whole)
+{
 	json_t *rec = json_pack("{s:s, s:s?, s:I}", "token",
 	    proc_instance_token(), "cgroup", cgroup_path(), "pid",
 	    (json_int_t)getpid());
@@ -463,28 +483,37 @@ main_snapshot(void)
 	journal_append(JOURNAL_INSTANCE, text, strlen(text), NULL, 0);
 	free(text);
 	json_decref(rec);
-	session_journal_snapshot();
+	session_journal_snapshot(whole);
 }
 
 /*
  * Open the journal, kill what the daemons it names left, restore their
- * sessions, and start a fresh file with this daemon in it.
+ * sessions (from the handover of a reload when there is one, which is
+ * newer than the journal), and start a fresh file with this daemon in it.
  */
 static void
-main_journal(const char *dir)
+main_journal(const char *dir, int handover)
 {
 	struct journal_loaded got;
 	const json_t *inst;
 	unsigned restored, killed = 0;
 	char err[1024];
+	bool open_ok = false;
 	size_t i;
 
-	if (journal_open(main_base, dir, err, sizeof err) != 0) {
-		log_warn("no crash journal: %s", err);
-		return;
+	if (dir != NULL && *dir != '\0') {
+		if (journal_open(main_base, dir, err, sizeof err) == 0)
+			open_ok = true;
+		else
+			log_warn("no crash journal: %s", err);
 	}
+	if (!open_ok && handover == -1)
+		return;
 	main_instances = json_array();
-	journal_load(main_restore, NULL, &got);
+	if (handover != -1)
+		journal_load_fd(handover, main_restore, NULL, &got);
+	else
+		journal_load(main_restore, NULL, &got);
 	json_array_foreach(main_instances, i, inst)
 		killed += proc_kill_instance(json_string_value(json_object_get(
 		    inst, "token")) != NULL ? json_string_value(json_object_get(
@@ -494,14 +523,125 @@ main_journal(const char *dir)
 	json_decref(main_instances);
 	restored = session_restore_done();
 	if (got.dropped > 0 || got.torn)
-		log_warn("journal %s/journal: %u records read, %u corrupt "
-		    "stretch(es) skipped%s", dir, got.records, got.dropped,
+		log_warn("%s: %u records read, %u corrupt stretch(es) "
+		    "skipped%s", handover != -1 ? "the reload's handover" :
+		    "the journal", got.records, got.dropped,
 		    got.torn ? ", the last record cut short" : "");
 	if (restored > 0 || killed > 0)
 		log_info("restored %u session(s) from %s; killed %u process(es) "
-		    "an earlier daemon left", restored, dir, killed);
-	journal_set_snapshot(main_snapshot);
-	journal_compact();
+		    "an earlier daemon left", restored, handover != -1 ?
+		    "the reload's handover" : dir, killed);
+	if (open_ok) {
+		journal_set_snapshot(main_snapshot);
+		journal_compact();
+	}
+}
+
+/* A descriptor a reloading image passed in NAME, taken out of the env. */
+static int
+main_take_fd(const char *name)
+{
+	const char *v = getenv(name);
+	char *end;
+	long fd;
+
+	if (v == NULL)
+		return -1;
+	fd = strtol(v, &end, 10);
+	unsetenv(name);
+	if (*end != '\0' || fd < 0 || fd > INT_MAX ||
+	    fcntl((int)fd, F_SETFD, FD_CLOEXEC) != 0)
+		return -1;
+	return (int)fd;
+}
+
+/*
+ * SIGHUP: execute the daemon's binary again (the installed one: an
+ * upgrade takes effect) in this process. Running tools are not touched:
+ * the reload waits until none runs, and meanwhile starts no new process
+ * (added tools wait, as for a --max-procs slot). Then every session,
+ * held result and waiting tool goes to the next image in a handover file
+ * (the journal's format), and the listening socket stays open across.
+ */
+static void
+main_reload(void)
+{
+	if (main_reloading)
+		return;
+	if (main_exe[0] == '\0' || access(main_exe, X_OK) != 0) {
+		log_error("SIGHUP: cannot reload: %s is not executable",
+		    main_exe[0] != '\0' ? main_exe : "the daemon's binary");
+		return;
+	}
+	main_reloading = true;
+	log_info("SIGHUP: reloading %s once no tool process runs", main_exe);
+	sd_notify(0, "RELOADING=1");
+	proc_hold(true);
+	event_active(main_reload_ev, EV_TIMEOUT, 1);
+}
+
+static void
+main_reload_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct timeval tick = { 0, 10000 };
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	/* A large result half encoded is not in the log yet. */
+	if (!proc_idle() || session_encoding()) {
+		evtimer_add(main_reload_ev, &tick);
+		return;
+	}
+	main_reexec();
+}
+
+static void
+main_reexec(void)
+{
+	const char *path;
+	char num[32];
+	int mfd, old, lfd;
+	struct stat st;
+
+	if ((mfd = memfd_create("stexec-handover", 0)) == -1) {
+		log_error("cannot reload: memfd_create: %s", strerror(errno));
+		proc_hold(false);
+		main_reloading = false;
+		return;
+	}
+	old = journal_redirect(mfd);
+	main_snapshot_as(true);
+	session_journal_handover();
+	journal_redirect_end(old);
+	if (fstat(mfd, &st) != 0 || lseek(mfd, 0, SEEK_SET) != 0) {
+		log_error("cannot reload: the handover could not be written");
+		close(mfd);
+		proc_hold(false);
+		main_reloading = false;
+		return;
+	}
+	snprintf(num, sizeof num, "%d", mfd);
+	setenv("STEXEC_HANDOVER_FD", num, 1);
+	if ((lfd = server_socket(&path)) != -1 &&
+	    fcntl(lfd, F_SETFD, 0) == 0) {
+		snprintf(num, sizeof num, "%d", lfd);
+		setenv("STEXEC_LISTEN_FD", num, 1);
+		if (path != NULL)
+			setenv("STEXEC_LISTEN_PATH", path, 1);
+		if (main_activated)
+			setenv("STEXEC_LISTEN_ACTIVATED", "1", 1);
+	}
+	log_info("reloading: %lld bytes handed over", (long long)st.st_size);
+	/* What the clients were sent last (a drain's reply...) goes out. */
+	conn_shutdown();
+	/* Nothing runs: this stops the sentinel and removes the cgroups. */
+	journal_close();
+	proc_shutdown();
+	execv(main_exe, main_argv);
+	log_error("cannot execute %s: %s; exiting: the next start restores "
+	    "the sessions from the journal", main_exe, strerror(errno));
+	_exit(1);
 }
 
 /* Disk, not tmpfs: whole outputs can be large. */
@@ -620,7 +760,7 @@ static void
 on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	if (sig == SIGHUP) {
-		log_info("SIGHUP ignored: restart the daemon to reload tools");
+		main_reload();
 		return;
 	}
 	log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -649,7 +789,8 @@ main(int argc, char **argv)
 	struct methods_config mcfg = { 0 };
 	struct event *sigs[3];
 	char err[1024], pathbuf[4096], *tool, *outdir, cwd[PATH_MAX];
-	char *statedir;
+	char *statedir, *listen_path = NULL;
+	int handover, listen_fd;
 	const char *path;
 	bool activated;
 	unsigned max_conns;
@@ -658,6 +799,17 @@ main(int argc, char **argv)
 
 	parse_options(argc, argv, &o);
 	signal(SIGPIPE, SIG_IGN);
+	/* What a reload executes and hands over (main_reexec). */
+	main_argv = argv;
+	if (realpath("/proc/self/exe", main_exe) == NULL)
+		main_exe[0] = '\0';
+	handover = main_take_fd("STEXEC_HANDOVER_FD");
+	listen_fd = main_take_fd("STEXEC_LISTEN_FD");
+	if ((path = getenv("STEXEC_LISTEN_PATH")) != NULL)
+		listen_path = xstrdup(path);
+	main_activated = getenv("STEXEC_LISTEN_ACTIVATED") != NULL;
+	unsetenv("STEXEC_LISTEN_PATH");
+	unsetenv("STEXEC_LISTEN_ACTIVATED");
 	if ((main_base = event_base_new()) == NULL)
 		fatal("cannot create the event loop");
 
@@ -721,16 +873,22 @@ main(int argc, char **argv)
 	session_init(&scfg);
 	statedir = o.state_dir != NULL ? xstrdup(o.state_dir) :
 	    default_state_dir();
-	if (statedir != NULL && *statedir != '\0')
-		main_journal(statedir);
+	main_journal(statedir, handover);
+	if (handover != -1)
+		close(handover);
 	conn_init(main_base, o.max_message, &methods_conn_ops);
 	conn_set_limits(max_conns, o.max_conns_per_uid);
 	mcfg.max_message = o.max_message;
 	mcfg.enforcement = main_enforcement(o.safe_read_only);
 	methods_init(&mcfg);
 
-	activated = (fd = activated_socket()) >= 0;
-	if (activated) {
+	if (listen_fd != -1) {
+		/* A reload: the socket never closed. */
+		activated = main_activated;
+		path = listen_path != NULL ? listen_path : "the inherited socket";
+		server_start(main_base, listen_fd, listen_path);
+	} else if ((activated = (fd = activated_socket()) >= 0)) {
+		main_activated = true;
 		path = "the socket systemd passed";
 		server_start(main_base, fd, NULL);
 	} else {
@@ -752,6 +910,7 @@ main(int argc, char **argv)
 	sigs[0] = evsignal_new(main_base, SIGTERM, on_signal, NULL);
 	sigs[1] = evsignal_new(main_base, SIGINT, on_signal, NULL);
 	sigs[2] = evsignal_new(main_base, SIGHUP, on_signal, NULL);
+	main_reload_ev = evtimer_new(main_base, main_reload_cb, NULL);
 	for (i = 0; i < nitems(sigs); i++)
 		event_add(sigs[i], NULL);
 
@@ -773,6 +932,8 @@ main(int argc, char **argv)
 	registry_free();
 	json_decref(scfg.base_env);
 	json_decref(mcfg.enforcement);
+	event_free(main_reload_ev);
+	free(listen_path);
 	free(o.tools_dirs);
 	free(outdir);
 	event_base_free(main_base);

@@ -179,6 +179,7 @@ static uint64_t proc_next_token;
 /* "<16 hex digits>-": this daemon's tokens start with it. */
 static char proc_instance[24];
 static bool proc_starting;
+static bool proc_held;   /* reloading: nothing new starts */
 /* One read buffer for all pipes: reads never nest. +1 for a NUL. */
 static char proc_rbuf[PROC_READ_SIZE + 1];
 
@@ -329,7 +330,7 @@ proc_start_queued(void)
 	if (proc_starting)
 		return;
 	proc_starting = true;
-	while ((p = TAILQ_FIRST(&proc_queue)) != NULL) {
+	while ((p = TAILQ_FIRST(&proc_queue)) != NULL && !proc_held) {
 		if (proc_cfg.max_procs > 0 &&
 		    proc_nrunning >= (unsigned)proc_cfg.max_procs)
 			break;
@@ -1249,6 +1250,26 @@ proc_fds_needed(void)
 	return procs * PROC_FDS_PER_TOOL + PROC_FDS_SPAWN;
 }
 
+void
+proc_hold(bool hold)
+{
+	proc_held = hold;
+	if (!hold)
+		proc_start_queued();
+}
+
+bool
+proc_idle(void)
+{
+	struct proc *p;
+
+	TAILQ_FOREACH(p, &proc_all, all_entry) {
+		if (p->state != PROC_QUEUED)
+			return false;
+	}
+	return true;
+}
+
 const char *
 proc_instance_token(void)
 {
@@ -1291,7 +1312,12 @@ proc_kill_instance(const char *token, const char *cgroup, long old_pid)
 
 	if (tlen == 0 || strcmp(token, proc_instance) == 0)
 		return 0;
-	if (cgroup != NULL)
+	/*
+	 * Same pid, same name: our own subtree, made anew (a reload, or a pid
+	 * used again); cgroup_create removed the stale one before we entered.
+	 */
+	if (cgroup != NULL && (cgroup_path() == NULL ||
+	    strcmp(cgroup, cgroup_path()) != 0))
 		cgroup_destroy_stale(cgroup);
 	/* Killed ones may be forking still: until a pass finds none. */
 	for (pass = 0; pass < 100 && found > 0; pass++) {

@@ -163,6 +163,13 @@ void proc_usage(const struct proc *, uint64_t *peak, bool *has_cpu,
 unsigned proc_fds_needed(void);
 
 /*
+ * Reload (SIGHUP): while held, queued processes do not start; idle when
+ * every process is queued, none started (none runs, none is ending).
+ */
+void proc_hold(bool);
+bool proc_idle(void);
+
+/*
  * This daemon's token prefix ("<16 hex digits>-"): every tool carries
  * STEXEC_PROC_TOKEN=<prefix><n>.
  */

@@ -198,3 +198,10 @@ server_stop(void)
 		server_path = NULL;
 	}
 }
+
+int
+server_socket(const char **unlink_path)
+{
+	*unlink_path = server_path;
+	return server_fd;
+}

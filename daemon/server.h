@@ -22,5 +22,11 @@ int server_listen(const char *path, mode_t mode, char *err, size_t errlen);
 void server_start(struct event_base *, int fd, const char *unlink_path);
 /* Stop accepting and close the socket. */
 void server_stop(void);
+/*
+ * For a reload: the listening socket (-1: none) and the path to remove at
+ * stop (NULL: none), to hand to the next image, which keeps listening on
+ * it: no connection attempt is refused meanwhile.
+ */
+int server_socket(const char **unlink_path);
 
 #endif

@@ -152,6 +152,12 @@ session_init(const struct session_config *cfg)
 		    NULL);
 }
 
+bool
+session_encoding(void)
+{
+	return session_slicing != NULL;
+}
+
 unsigned
 session_count(void)
 {

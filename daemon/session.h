@@ -42,6 +42,8 @@ void session_init(const struct session_config *);
 /* Close every session and kill its tools; for shutdown. */
 void session_shutdown(void);
 unsigned session_count(void);
+/* A large result is still being encoded, a slice per loop pass. */
+bool session_encoding(void);
 
 /*
  * createSession. tools is an array of parsed session ToolDefs (borrowed:
@@ -78,11 +80,17 @@ int session_add(struct session *, const char *id, const char *name,
 
 /*
  * The crash journal (journal.h): what compaction writes (every open
- * session, its current turn's tools, its retained notifications), and the
+ * session, its current turn's tools, its retained notifications; streamed
+ * chunks elided unless whole, as a reload's handover wants them), and the
  * restore at start: every record, then session_restore_done, which
  * returns how many sessions came back.
  */
-void session_journal_snapshot(void);
+void session_journal_snapshot(bool whole);
+/*
+ * Reload (SIGHUP), once no process runs: after the snapshot, the current
+ * turns' held results and never-started tools, for the next image.
+ */
+void session_journal_handover(void);
 void session_restore(char kind, const char *data, size_t len);
 unsigned session_restore_done(void);
 

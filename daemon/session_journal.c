@@ -20,6 +20,7 @@ struct restoring {
 	json_t *adds;             /* [[id, name]...] added in that turn */
 	json_t *delivered;        /* toolUseId -> turn of its tool_result */
 	uint64_t ended;           /* the turn of the last turn_end */
+	json_t *live;             /* reload: toolUseId -> {result} or {input} */
 };
 
 bool session_journal_restoring;
@@ -112,7 +113,7 @@ session_journal_add(struct session *s, uint64_t turn, const char *id,
 }
 
 void
-session_journal_snapshot(void)
+session_journal_snapshot(bool whole)
 {
 	struct session *s;
 	const char *id, *name;
@@ -128,10 +129,50 @@ session_journal_snapshot(void)
 			session_journal_add(s, exec_turn(s->ex), id, name);
 		for (i = 0; i < s->count; i++) {
 			n = &s->notes[(s->head + i) % s->cap];
-			if (n->line != NULL && n->output)
+			if (n->line != NULL && n->output && !whole)
 				session_journal_elided(s, n);
 			else if (n->line != NULL)
 				session_journal_note(s, n);
+		}
+	}
+}
+
+/*
+ * A reload's handover, after the snapshot: each tool of a current turn
+ * that is neither delivered nor lost, since no process runs now: a result
+ * held for ordering, or a tool that never started.
+ */
+void
+session_journal_handover(void)
+{
+	const json_t *input, *result;
+	enum exec_status st;
+	struct session *s;
+	const char *id;
+	json_t *rec;
+	char *text;
+	size_t i;
+
+	for (s = session_list; s != NULL; s = s->next) {
+		if (s->closing)
+			continue;
+		for (i = 0; (id = exec_turn_tool_state(s->ex, i, &st, &input,
+		    &result)) != NULL; i++) {
+			if (st == EXEC_DELIVERED)
+				continue;
+			if (st == EXEC_COMPLETED && result != NULL)
+				rec = json_pack("{s:s, s:s, s:O}", "s", s->id,
+				    "id", id, "result", result);
+			else
+				rec = json_pack("{s:s, s:s, s:O}", "s", s->id,
+				    "id", id, "input", input);
+			if (rec == NULL ||
+			    (text = json_dumps(rec, JSON_COMPACT)) == NULL)
+				fatal("cannot encode the handover of %s", id);
+			journal_append(st == EXEC_COMPLETED ? JOURNAL_HELD :
+			    JOURNAL_REQUEUE, text, strlen(text), NULL, 0);
+			free(text);
+			json_decref(rec);
 		}
 	}
 }
@@ -176,6 +217,7 @@ session_restore_session(const json_t *rec)
 		r->s->journal = json_dumps(rec, JSON_COMPACT);
 		r->adds = json_array();
 		r->delivered = json_object();
+		r->live = json_object();
 		/* The session's own id outlives the record: the map's key. */
 		idmap_put(&session_restored, r->s->id, r);
 	}
@@ -189,6 +231,7 @@ session_restore_free(struct restoring *r)
 {
 	json_decref(r->adds);
 	json_decref(r->delivered);
+	json_decref(r->live);
 	free(r);
 }
 
@@ -268,6 +311,13 @@ session_restore(char kind, const char *data, size_t len)
 		return;
 	if (kind == JOURNAL_SESSION)
 		session_restore_session(rec);
+	else if ((kind == JOURNAL_HELD || kind == JOURNAL_REQUEUE) &&
+	    (r = idmap_get(&session_restored, json_string_value(
+	    json_object_get(rec, "s")) != NULL ? json_string_value(
+	    json_object_get(rec, "s")) : "")) != NULL &&
+	    json_string_value(json_object_get(rec, "id")) != NULL)
+		json_object_set(r->live, json_string_value(json_object_get(rec,
+		    "id")), rec);
 	else if (kind == JOURNAL_ADD && (r = idmap_get(&session_restored,
 	    json_string_value(json_object_get(rec, "s")) != NULL ?
 	    json_string_value(json_object_get(rec, "s")) : "")) != NULL) {
@@ -314,7 +364,16 @@ session_restore_done(void)
 			got = json_object_get(r->delivered, tools[k].id);
 			tools[k].delivered = got != NULL &&
 			    (uint64_t)json_integer_value(got) == turn;
-			lost += !tools[k].delivered;
+			/* A reload hands over what a crash loses. */
+			got = json_object_get(r->live, tools[k].id);
+			tools[k].result = json_object_get(got, "result");
+			if ((tools[k].input = json_object_get(got, "input")) !=
+			    NULL && tools[k].name != NULL) {
+				tools[k].requeue = true;
+				tools[k].def = session_tool(r->s,
+				    tools[k].name);
+			}
+			lost += !tools[k].delivered && got == NULL;
 		}
 		for (k = 0; k < n; k++)
 			if (tools[k].id == NULL || tools[k].name == NULL)

@@ -828,9 +828,9 @@ Test(results, close_kills_everything_and_answers_drains)
 Test(restore, lost_results_come_in_order_after_the_delivered_ones)
 {
 	static const struct exec_restored tools[] = {
-		{ "a", "read", true },
-		{ "b", "write", false },
-		{ "c", "read", false },
+		{ .id = "a", .name = "read", .delivered = true },
+		{ .id = "b", .name = "write", .delivered = false },
+		{ .id = "c", .name = "read", .delivered = false },
 	};
 	json_t *st;
 
@@ -857,12 +857,36 @@ Test(restore, lost_results_come_in_order_after_the_delivered_ones)
 Test(restore, a_result_delivered_after_a_lost_one_cannot_be)
 {
 	static const struct exec_restored tools[] = {
-		{ "a", "read", false },
-		{ "b", "read", true },
+		{ .id = "a", .name = "read", .delivered = false },
+		{ .id = "b", .name = "read", .delivered = true },
 	};
 
 	/* S5: results go in order, so b was not delivered either. */
 	exec_restore(h->ex, 1, tools, 2);
 	h_expect(h, "status a completed", "status b completed",
 	    "result a " RESTARTED, "result b " RESTARTED, NULL);
+}
+
+Test(restore, a_reload_hands_over_held_results_and_tools_not_started)
+{
+	json_t *held = json_pack("{s:I, s:s, s:{s:s, s:s, s:s, s:b}, s:{s:s}}",
+	    "turn", (json_int_t)1, "toolUseId", "a", "result", "type",
+	    "tool_result", "tool_use_id", "a", "content", "kept", "is_error",
+	    0, "meta", "reason", "ok");
+	json_t *input = json_pack("{s:s}", "file_path", "/b");
+	struct exec_restored tools[] = {
+		{ .id = "a", .name = "read", .result = held },
+		{ .id = "b", .name = "read", .requeue = true,
+		    .def = h_def(h, "read"), .input = input },
+	};
+
+	/* a's result waits for nothing earlier: it goes out; b starts. */
+	exec_restore(h->ex, 1, tools, 2);
+	h_expect(h, "result a ok kept", "spawn b", "status b executing",
+	    "state 0 [b]", NULL);
+	h_exit(h, h_find(h, "b"), 0, "done");
+	h_expect(h, "status b completed", "result b ok done", "state 0 []",
+	    NULL);
+	json_decref(held);
+	json_decref(input);
 }

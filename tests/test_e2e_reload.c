@@ -1,0 +1,269 @@
+/*
+ * Issue 10, live reload: SIGHUP re-executes the daemon's binary in the same
+ * process. Running tools are never signalled and deliver their real
+ * results, tools added meanwhile run after it, a client resuming with
+ * `since` misses nothing, and the listening socket never closes.
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "e2e.h"
+
+#define SLOW 30000
+
+TestSuite(reload, .fini = e2e_fini);
+
+/*
+ * SIGHUP, then wait for the old image to close c: the exec happened.
+ * What c got meanwhile (new reference).
+ */
+static json_t *
+reload_got(struct daemon *d, struct client *c)
+{
+	json_t *m, *got = json_array();
+
+	kill(d->pid, SIGHUP);
+	while ((m = c_read(c, SLOW)) != NULL)
+		json_array_append_new(got, m);
+	cr_assert(c->eof, "the connection did not close within 30 s");
+	cr_assert_eq(kill(d->pid, 0), 0, "the daemon is gone");
+	return got;
+}
+
+static void
+reload(struct daemon *d, struct client *c)
+{
+	json_decref(reload_got(d, c));
+}
+
+/* Every notification of the session from seq 1, checked gap-free. */
+static json_t *
+all_notes(struct client *c, const char *sid)
+{
+	json_t *r = c_call(c, "events", json_pack("{s:s, s:i}", "sessionId",
+	    sid, "since", 0)), *list, *n;
+	json_int_t expect = 1;
+	size_t i;
+
+	list = json_incref(json_object_get(r, "notifications"));
+	json_decref(r);
+	json_array_foreach(list, i, n)
+		cr_assert_eq(e2e_int(json_object_get(n, "params"), "seq"),
+		    expect++, "seq %lld missing", (long long)expect - 1);
+	return list;
+}
+
+static const json_t *
+result_of(const json_t *list, const char *id)
+{
+	const json_t *n, *p;
+	size_t i;
+
+	json_array_foreach(list, i, n) {
+		p = json_object_get(n, "params");
+		if (strcmp(e2e_str(n, "method"), "tool_result") == 0 &&
+		    strcmp(e2e_str(p, "toolUseId"), id) == 0)
+			return p;
+	}
+	return NULL;
+}
+
+Test(reload, running_tools_keep_running_and_deliver_their_results)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid_j = c_session(c, NULL), *list;
+	const char *sid = json_string_value(sid_j);
+	pid_t pid = d->pid;
+	const json_t *r;
+
+	/* t1 runs through the reload; t2 waits behind it (S3). */
+	json_decref(c_add(c, sid, "t1", "bash",
+	    "{\"command\":\"sleep 1; echo one\"}"));
+	json_decref(c_add(c, sid, "t2", "bash", "{\"command\":\"echo two\"}"));
+	usleep(200 * 1000);
+	reload(d, c);
+	c_close(c);
+	cr_assert_eq(d->pid, pid);
+
+	c = c_open(d);
+	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", sid)));
+	list = all_notes(c, sid);
+	cr_assert_not_null(r = result_of(list, "t1"));
+	cr_assert_str_eq(e2e_reason(r), "ok");
+	cr_assert_str_eq(e2e_content(r), "one\n");
+	cr_assert_not_null(r = result_of(list, "t2"));
+	cr_assert_str_eq(e2e_reason(r), "ok", "%s", e2e_content(r));
+	cr_assert_str_eq(e2e_content(r), "two\n");
+	json_decref(list);
+	cr_assert(d_wait_no_leftovers(d, 2000));
+	json_decref(sid_j);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(reload, a_pending_drain_is_answered_and_streams_come_whole)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid_j = c_session(c, json_pack("{s:[o]}", "tools", e2e_json(
+	    "{\"name\":\"talk\",\"command\":[\"/bin/sh\",\"-c\","
+	    "\"printf hello; sleep 1; printf world\"],"
+	    "\"streamOutput\":true}"))), *r, *list, *n = NULL;
+	const char *sid = json_string_value(sid_j);
+	char text[64] = "", line[256];
+	size_t i;
+
+	json_decref(c_add(c, sid, "t", "talk", NULL));
+	/* A drain the old image never answers: the client sends it again. */
+	snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":99,"
+	    "\"method\":\"drain\",\"params\":{\"sessionId\":\"%s\"}}", sid);
+	c_send_raw(c, line);
+	usleep(200 * 1000);
+	list = reload_got(d, c);
+	c_close(c);
+	/* The reload waited for the tool: the drain was answered first. */
+	json_array_foreach(list, i, n)
+		if (e2e_int(n, "id") == 99)
+			break;
+	cr_assert_lt(i, json_array_size(list), "the drain got no answer "
+	    "before the reload");
+	cr_assert_eq(e2e_int(json_object_get(n, "result"), "results"), 1);
+	json_decref(list);
+
+	c = c_open(d);
+	list = all_notes(c, sid);
+	json_array_foreach(list, i, n) {
+		const json_t *data = json_object_get(json_object_get(n,
+		    "params"), "data");
+
+		if (e2e_str(data, "stream") != NULL)
+			strncat(text, e2e_str(data, "text"), sizeof text -
+			    strlen(text) - 1);
+	}
+	/* A reload hands streamed chunks over whole, not elided. */
+	cr_assert_str_eq(text, "helloworld");
+	json_decref(list);
+	/* Sent again, a drain drains the turn that is current now. */
+	r = c_call(c, "drain", json_pack("{s:s}", "sessionId", sid));
+	cr_assert_eq(e2e_int(r, "turn"), 2);
+	json_decref(r);
+	json_decref(sid_j);
+	c_close(c);
+	d_stop(d);
+}
+
+/* A bare connect to the daemon's socket: true when not refused. */
+static bool
+connects(struct daemon *d)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", d->sock);
+	ok = connect(fd, (struct sockaddr *)&sun, sizeof sun) == 0;
+	close(fd);
+	return ok;
+}
+
+Test(reload, tools_added_meanwhile_run_after_it_and_no_connect_is_refused)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d), *w = c_open(d);
+	json_t *sid_j = c_session(c, NULL), *list, *m;
+	const char *sid = json_string_value(sid_j);
+	char id[16], input[64];
+	const json_t *r;
+	int i, refused = 0;
+
+	json_decref(c_add(c, sid, "slow", "bash",
+	    "{\"command\":\"sleep 1; echo slow\"}"));
+	usleep(100 * 1000);
+	kill(d->pid, SIGHUP);
+	/* While it waits for the slow tool: more tools, pings, connects. */
+	for (i = 0; i < 5; i++) {
+		snprintf(id, sizeof id, "n%d", i);
+		snprintf(input, sizeof input, "{\"command\":\"echo %d\"}", i);
+		json_decref(c_add(w, sid, id, "bash", input));
+		c_ping(w);
+	}
+	while ((m = c_read(c, 100)) != NULL || !c->eof) {
+		json_decref(m);
+		refused += !connects(d);
+	}
+	for (i = 0; i < 50; i++, usleep(2000))
+		refused += !connects(d);
+	cr_assert_eq(refused, 0, "%d connection attempts were refused",
+	    refused);
+	c_close(c);
+	c_close(w);
+
+	c = c_open(d);
+	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", sid)));
+	list = all_notes(c, sid);
+	cr_assert_str_eq(e2e_content(result_of(list, "slow")), "slow\n");
+	for (i = 0; i < 5; i++) {
+		snprintf(id, sizeof id, "n%d", i);
+		snprintf(input, sizeof input, "%d\n", i);
+		cr_assert_not_null(r = result_of(list, id), "no result %s",
+		    id);
+		cr_assert_str_eq(e2e_content(r), input);
+	}
+	json_decref(list);
+	json_decref(sid_j);
+	c_close(c);
+	d_stop(d);
+}
+
+/* Copy the file at from to to (through a new inode: rename over). */
+static void
+install(const char *from, const char *to)
+{
+	char cmd[1024];
+
+	snprintf(cmd, sizeof cmd, "cp '%s' '%s.new' && chmod 755 '%s.new' && "
+	    "mv -f '%s.new' '%s'", from, to, to, to, to);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+Test(reload, the_binary_installed_now_is_the_one_executed)
+{
+	const char *built = getenv("STEXEC_DAEMON");
+	char bin[512], exe[512];
+	struct daemon *d;
+	struct client *c;
+	struct stat before, after, now;
+
+	cr_assert(built != NULL);
+	snprintf(bin, sizeof bin, "/tmp/stexec-reload-%ld", (long)getpid());
+	install(built, bin);
+	setenv("STEXEC_DAEMON", bin, 1);
+	d = d_start(NULL);
+	c = c_open(d);
+	c_ping(c);
+	cr_assert_eq(stat(bin, &before), 0);
+	/* An upgrade: a new file at the same path. */
+	install(built, bin);
+	cr_assert_eq(stat(bin, &after), 0);
+	cr_assert_neq(before.st_ino, after.st_ino);
+	reload(d, c);
+	c_close(c);
+
+	c = c_open(d);
+	c_ping(c);
+	snprintf(exe, sizeof exe, "/proc/%ld/exe", (long)d->pid);
+	cr_assert_eq(stat(exe, &now), 0);
+	cr_assert_eq(now.st_ino, after.st_ino, "the old binary still runs");
+	c_close(c);
+	d_stop(d);
+	unlink(bin);
+}

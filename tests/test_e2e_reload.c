@@ -267,3 +267,52 @@ Test(reload, the_binary_installed_now_is_the_one_executed)
 	d_stop(d);
 	unlink(bin);
 }
+
+Test(reload, safe_tools_finish_and_a_permission_is_asked_again)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *tools = json_array(), *sid_j, *list, *p;
+	const char *sid;
+	const json_t *r;
+	json_int_t asked_seq;
+
+	json_array_append_new(tools, e2e_json("{\"name\":\"peek\",\"command\":"
+	    "[\"/bin/sh\",\"-c\",\"sleep 0.5; echo peek\"],"
+	    "\"concurrencySafe\":true}"));
+	json_array_append_new(tools, e2e_json("{\"name\":\"ask\",\"command\":"
+	    "[\"/bin/echo\",\"asked\"],\"concurrencySafe\":true,"
+	    "\"requiresPermission\":true}"));
+	sid_j = c_session(c, json_pack("{s:o}", "tools", tools));
+	sid = json_string_value(sid_j);
+	json_decref(c_add(c, sid, "p1", "peek", NULL));
+	json_decref(c_add(c, sid, "p2", "peek", NULL));
+	json_decref(c_add(c, sid, "a", "ask", NULL));
+	p = c_wait(c, "permission_request", SLOW);
+	asked_seq = e2e_int(json_object_get(p, "params"), "seq");
+	json_decref(p);
+	reload(d, c);
+	c_close(c);
+
+	/* The new image asks again: the old answer would have had no tool. */
+	c = c_open(d);
+	json_decref(c_call(c, "subscribe", json_pack("{s:s, s:I}",
+	    "sessionId", sid, "since", asked_seq)));
+	p = c_wait(c, "permission_request", SLOW);
+	cr_assert_str_eq(e2e_str(json_object_get(p, "params"), "toolUseId"),
+	    "a");
+	json_decref(p);
+	json_decref(c_call(c, "respondPermission", json_pack("{s:s, s:s, s:s}",
+	    "sessionId", sid, "toolUseId", "a", "decision", "allow")));
+	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", sid)));
+	json_decref(c_until(c, "turn_end", SLOW));
+	list = all_notes(c, sid);
+	cr_assert_str_eq(e2e_content(r = result_of(list, "p1")), "peek\n");
+	cr_assert_str_eq(e2e_reason(r), "ok");
+	cr_assert_str_eq(e2e_content(result_of(list, "p2")), "peek\n");
+	cr_assert_str_eq(e2e_content(result_of(list, "a")), "asked\n");
+	json_decref(list);
+	json_decref(sid_j);
+	c_close(c);
+	d_stop(d);
+}

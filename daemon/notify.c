@@ -8,10 +8,10 @@
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
-#include "conn.h"
+#include "net/conn.h"
 #include "log.h"
-#include "proc.h"
-#include "session.h"
+#include "supervisor/proc.h"
+#include "session/session.h"
 
 static struct event_base *notify_base;
 static struct event *notify_tick, *notify_dog;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tooldef.h"
+#include "core/tooldef.h"
 #include "utf8.h"
 #include "util.h"
 

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "executor.h"
+#include "core/executor.h"
 
 struct harness {
 	struct exec *ex;

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "stexec/protocol.h"
-#include "tooldef.h"
+#include "core/tooldef.h"
 #include "utf8.h"
 #include "util.h"
 

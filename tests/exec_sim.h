@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "executor.h"
+#include "core/executor.h"
 
 #define SIM_MAX_RECS 512
 #define SIM_MAX_TURNS 512

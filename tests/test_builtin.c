@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "builtin/defs.h"
-#include "tooldef.h"
+#include "core/tooldef.h"
 #include "util.h"
 
 /* What one run of the tool gave. */

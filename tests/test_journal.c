@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "journal.h"
+#include "session/journal.h"
 
 struct seen {
 	char kinds[64];

@@ -22,7 +22,7 @@
 
 #include <event2/event.h>
 
-#include "proc.h"
+#include "supervisor/proc.h"
 #include "util.h"
 
 #define MAX_LINES 64

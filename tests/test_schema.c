@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "schema.h"
+#include "core/schema.h"
 #include "util.h"
 
 static char err[1024];

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tooldef.h"
+#include "core/tooldef.h"
 #include "util.h"
 
 static char err[1024];

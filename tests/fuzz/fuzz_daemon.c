@@ -25,14 +25,14 @@
 #include <event2/event.h>
 
 #include "fuzz.h"
-#include "conn.h"
+#include "net/conn.h"
 #include "jsonrpc.h"
 #include "log.h"
-#include "methods.h"
+#include "rpc/methods.h"
 #include "ndjson.h"
-#include "proc.h"
-#include "registry.h"
-#include "session.h"
+#include "supervisor/proc.h"
+#include "session/registry.h"
+#include "session/session.h"
 #include "util.h"
 
 /* Small, so that the fuzzer reaches the too-long line too. */

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "schema.h"
-#include "tooldef.h"
+#include "core/schema.h"
+#include "core/tooldef.h"
 #include "utf8.h"
 
 static void	fuzz_tooldef_err(const char *);

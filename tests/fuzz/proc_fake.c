@@ -9,7 +9,7 @@
  * spawn, otherwise it exits 0 or 1, or dies of a signal, by a hash of what
  * it was given. Every report comes from the loop, as proc.c promises.
  */
-#include "proc.h"
+#include "supervisor/proc.h"
 
 #include <stdlib.h>
 #include <string.h>

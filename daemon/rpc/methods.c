@@ -2,7 +2,7 @@
  * The JSON-RPC methods: strict parameter checks with errors that name the
  * field (-32602), then one call into the session or the executor.
  */
-#include "methods.h"
+#include "rpc/methods.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,12 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "executor.h"
-#include "session.h"
+#include "net/conn.h"
+#include "core/executor.h"
+#include "session/session.h"
 #include "stexec/protocol.h"
 #include "utf8.h"
-#include "tooldef.h"
+#include "core/tooldef.h"
 #include "util.h"
 
 #define METHODS_EVENTS_MAX 10000

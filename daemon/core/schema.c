@@ -1,5 +1,5 @@
 /* The JSON Schema subset of DESIGN.md §4: check a schema, validate input. */
-#include "schema.h"
+#include "core/schema.h"
 
 #include <stdarg.h>
 #include <stdint.h>

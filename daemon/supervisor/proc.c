@@ -3,7 +3,7 @@
  * without blocking, the timeout and kill escalation, leftovers killed and
  * reaped before the one exit callback.
  */
-#include "proc.h"
+#include "supervisor/proc.h"
 
 #include <sys/queue.h>
 #include <sys/random.h>
@@ -23,13 +23,13 @@
 
 #include <event2/event.h>
 
-#include "capture.h"
-#include "cgroup.h"
+#include "supervisor/capture.h"
+#include "supervisor/cgroup.h"
 #include "log.h"
-#include "reaper.h"
-#include "sandbox.h"
-#include "sentinel.h"
-#include "spawn.h"
+#include "supervisor/reaper.h"
+#include "supervisor/sandbox.h"
+#include "supervisor/sentinel.h"
+#include "supervisor/spawn.h"
 #include "util.h"
 
 #define PROC_TOKEN "STEXEC_PROC_TOKEN"

@@ -1,5 +1,5 @@
 /* Child subreaper: one SIGCHLD event, a waitpid loop, orphans from /proc. */
-#include "reaper.h"
+#include "supervisor/reaper.h"
 
 #include <sys/prctl.h>
 #include <sys/queue.h>

@@ -1,5 +1,5 @@
 /* concurrencySafe rule patterns: POSIX ERE with a bounded cost. */
-#include "pattern.h"
+#include "core/pattern.h"
 
 #include <regex.h>
 #include <stdbool.h>

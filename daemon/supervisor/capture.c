@@ -1,5 +1,5 @@
 /* Output capture: whole in memory, or head + tail in memory and a file. */
-#include "capture.h"
+#include "supervisor/capture.h"
 
 #include <sys/stat.h>
 

@@ -1,5 +1,5 @@
 /* The listening socket: created with care, accepted from the loop. */
-#include "server.h"
+#include "net/server.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -11,7 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "conn.h"
+#include "net/conn.h"
 #include "log.h"
 #include "socket_path.h"
 #include "stexec/protocol.h"

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "output.h"
-#include "tooldef.h"
+#include "core/tooldef.h"
 
 #define EXEC_MAX_PARALLEL_DEFAULT 10
 #define EXEC_MAX_PARALLEL_LIMIT 256

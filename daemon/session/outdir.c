@@ -1,5 +1,5 @@
 /* Whole-output files: owned by sessions, kept under a budget. See outdir.h. */
-#include "outdir.h"
+#include "session/outdir.h"
 
 #include <sys/queue.h>
 #include <sys/stat.h>

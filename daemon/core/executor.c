@@ -4,7 +4,7 @@
  * (S12), permissions (S13), context modifiers (S14) and the state reports
  * (S15) of one session, as a pure state machine. See executor.h.
  */
-#include "executor.h"
+#include "core/executor.h"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "executor.h"
-#include "journal.h"
+#include "core/executor.h"
+#include "session/journal.h"
 #include "log.h"
-#include "session_int.h"
-#include "tooldef.h"
+#include "session/session_int.h"
+#include "core/tooldef.h"
 #include "util.h"
 
 /* A session being restored from the journal (issue 10). */

@@ -1,5 +1,5 @@
 /* The crash journal: append, load, compact. See journal.h. */
-#include "journal.h"
+#include "session/journal.h"
 
 #include <sys/file.h>
 #include <sys/stat.h>

@@ -15,7 +15,7 @@
 #include <sys/types.h>
 
 #include "output.h"
-#include "toolcg.h"
+#include "supervisor/toolcg.h"
 
 struct event_base;
 struct proc;

@@ -1,5 +1,5 @@
 /* The daemon-wide tools: ToolDef files from --tools-dir, or the built-ins. */
-#include "registry.h"
+#include "session/registry.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* The sentinel: kills what the daemon's tools leave when the daemon dies. */
-#include "sentinel.h"
+#include "supervisor/sentinel.h"
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -19,9 +19,9 @@
 
 #include <event2/event.h>
 
-#include "cgroup.h"
+#include "supervisor/cgroup.h"
 #include "log.h"
-#include "reaper.h"
+#include "supervisor/reaper.h"
 #include "util.h"
 
 /* Pids are below PID_MAX_LIMIT (4M on 64-bit): a bitmap of 512 KiB. */

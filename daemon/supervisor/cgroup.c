@@ -1,5 +1,5 @@
 /* A cgroup v2 subtree for the daemon and its tools: create, enter, kill. */
-#include "cgroup.h"
+#include "supervisor/cgroup.h"
 
 #include <sys/stat.h>
 

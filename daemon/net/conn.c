@@ -2,7 +2,7 @@
  * Client connections: NDJSON framing, JSON-RPC dispatch, bounded output.
  * See conn.h.
  */
-#include "conn.h"
+#include "net/conn.h"
 
 #include <errno.h>
 #include <event2/buffer.h>

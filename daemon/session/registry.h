@@ -5,7 +5,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "tooldef.h"
+#include "core/tooldef.h"
 
 /* Load every *.json file of dir (one ToolDef each). -1 with err. */
 int registry_load_dir(const char *dir, char *err, size_t errlen);

@@ -4,7 +4,7 @@
  * steps first. The child shares our memory and runs on a stack of its own,
  * so it may only make system calls: no malloc, no stdio, no locks.
  */
-#include "spawn.h"
+#include "supervisor/spawn.h"
 
 #include <sys/prctl.h>
 #include <sys/syscall.h>

@@ -1,5 +1,5 @@
 /* Tool definitions (DESIGN.md §4): parsing a ToolDef, the per-call rules. */
-#include "tooldef.h"
+#include "core/tooldef.h"
 
 #include <inttypes.h>
 #include <stddef.h>
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pattern.h"
-#include "schema.h"
+#include "core/pattern.h"
+#include "core/schema.h"
 #include "utf8.h"
 #include "util.h"
 

@@ -1,5 +1,5 @@
 /* A cgroup per tool: supervision on v2, limits on v2, v1 or rlimits. */
-#include "toolcg.h"
+#include "supervisor/toolcg.h"
 
 #include <sys/stat.h>
 
@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cgroup.h"
+#include "supervisor/cgroup.h"
 #include "log.h"
-#include "spawn.h"
+#include "supervisor/spawn.h"
 #include "util.h"
 
 enum toolcg_ctl {

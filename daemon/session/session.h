@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "executor.h"
+#include "core/executor.h"
 #include "util.h"
 
 struct conn;

@@ -1,5 +1,5 @@
 /* Landlock rulesets for read-only tools: read everywhere, write in TMPDIR. */
-#include "sandbox.h"
+#include "supervisor/sandbox.h"
 
 #include <sys/syscall.h>
 

@@ -11,7 +11,7 @@
 #include <sys/types.h>
 
 #include "idmap.h"
-#include "session.h"
+#include "session/session.h"
 
 struct shared;
 struct slicer;

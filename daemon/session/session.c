@@ -3,7 +3,7 @@
  * the per-session notification log with replay, subscribers and
  * backpressure. See session.h.
  */
-#include "session.h"
+#include "session/session.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -12,15 +12,15 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "conn.h"
+#include "net/conn.h"
 #include "idmap.h"
-#include "journal.h"
-#include "session_int.h"
+#include "session/journal.h"
+#include "session/session_int.h"
 #include "jsonrpc.h"
 #include "log.h"
-#include "outdir.h"
-#include "proc.h"
-#include "registry.h"
+#include "session/outdir.h"
+#include "supervisor/proc.h"
+#include "session/registry.h"
 #include "stexec/protocol.h"
 #include "utf8.h"
 

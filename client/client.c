@@ -263,7 +263,7 @@ client_connect_error(char *buf, size_t len, const char *path,
 /*
  * With no path the daemon's own rule decides; when it is the
  * $XDG_RUNTIME_DIR one and nothing listens there, a system daemon on
- * /run/stexec is the next best guess (DESIGN.md §3: look in that order).
+ * /run/stexec is the next best guess (doc/design.md §3: look in that order).
  */
 struct stexec *
 stexec_connect(const char *path, char *err, size_t errlen)

@@ -1,6 +1,6 @@
 /*
  * stexecd: options, setup, the event loop, and an orderly shutdown
- * (DESIGN.md §5).
+ * (doc/design.md §5).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -501,6 +501,7 @@ main_journal(const char *dir, int handover)
 	bool open_ok = false;
 	size_t i;
 
+	session_journal_init();
 	if (dir != NULL && *dir != '\0') {
 		if (journal_open(main_base, dir, err, sizeof err) == 0)
 			open_ok = true;

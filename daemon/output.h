@@ -1,5 +1,5 @@
 /*
- * A tool's captured output as the executor sees it (DESIGN.md §4, S17): the
+ * A tool's captured output as the executor sees it (doc/design.md §4, S17): the
  * combined content (stdout, then stderr, with a newline between them when
  * stdout does not end with one) either whole, or as head + tail with the
  * whole written to a file.

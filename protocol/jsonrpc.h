@@ -1,5 +1,5 @@
 /*
- * JSON-RPC 2.0 messages over NDJSON (DESIGN.md §3). Encoding produces one
+ * JSON-RPC 2.0 messages over NDJSON (doc/design.md §3). Encoding produces one
  * line ending in '\n'; decoding classifies an incoming line.
  */
 #ifndef STEXEC_JSONRPC_H

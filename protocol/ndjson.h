@@ -1,5 +1,5 @@
 /*
- * NDJSON framing (DESIGN.md §3): one JSON text per line, '\n' terminated,
+ * NDJSON framing (doc/design.md §3): one JSON text per line, '\n' terminated,
  * with a cap on the line length. Transport-agnostic: feed it bytes, take
  * complete lines out. Shared by the daemon and the client library.
  */

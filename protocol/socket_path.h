@@ -1,6 +1,6 @@
 /*
  * Where the daemon listens when no --socket is given, and where clients look
- * (DESIGN.md §3): the one rule both sides follow.
+ * (doc/design.md §3): the one rule both sides follow.
  */
 #ifndef STEXEC_SOCKET_PATH_H
 #define STEXEC_SOCKET_PATH_H

@@ -1,6 +1,6 @@
 /*
  * A simulated session around the executor core that checks the invariants
- * of DESIGN.md §2 after every step: at most maxParallel executing, an
+ * of doc/design.md §2 after every step: at most maxParallel executing, an
  * unsafe tool only alone, results once each and in order, nothing for a
  * discarded turn, every drain answered, no process left. Every choice is
  * asked of a picker, so one simulation serves both the seeded random

@@ -803,7 +803,7 @@ Test(cli, nul_bytes_in_output_survive)
 	d_stop(d);
 }
 
-/* run works where it is run from, as any command does (issue 12). */
+/* run works where it is run from, as any command does. */
 Test(cli, run_in_the_callers_directory)
 {
 	struct daemon *d = d_start(NULL);
@@ -832,7 +832,7 @@ Test(cli, run_in_the_callers_directory)
 	d_stop(d);
 }
 
-/* The built-in bash is bash: models write bash for it (issue 12). */
+/* The built-in bash is bash: models write bash for it. */
 Test(cli, builtin_bash_is_bash)
 {
 	struct daemon *d = d_start(NULL);

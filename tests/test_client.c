@@ -159,7 +159,7 @@ Test(client, connect_errors_say_what_to_do)
 	unlink(path);
 	rmdir(dir);
 
-	/* The default rules of DESIGN.md §3. */
+	/* The default rules of doc/design.md §3. */
 	setenv("STEXEC_SOCKET", "/x/env.sock", 1);
 	cr_assert_eq(stexec_default_socket(path, sizeof path), 0);
 	cr_assert_str_eq(path, "/x/env.sock");

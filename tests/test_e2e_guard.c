@@ -1,5 +1,5 @@
 /*
- * No tool outlives the daemon (issue 13, S18): the real stexecd is SIGKILLed
+ * No tool outlives the daemon (doc/design.md S18): the real stexecd is SIGKILLed
  * or aborts while its tools run, background jobs, double forks and setsid
  * escapees included, and every one of them is dead within a bounded wait,
  * with a cgroup v2 subtree where this machine allows one and without.

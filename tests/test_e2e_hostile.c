@@ -1,5 +1,5 @@
 /*
- * Hostile input (issue 13): long non-ASCII text in every place an error
+ * Hostile input (doc/design.md §7): long non-ASCII text in every place an error
  * quotes it. The daemon cuts its messages to a bounded size; each test
  * sends characters of 1, 2, 3 and 4 bytes at every alignment before the
  * cut, and checks the exact error, that the answer is valid UTF-8 (c_read

@@ -1,5 +1,5 @@
 /*
- * Fair sharing (issue 13): connection caps and the descriptor reserve,
+ * Fair sharing (doc/design.md §7, Hostile input): connection caps and the descriptor reserve,
  * idle sessions closed after --session-idle-timeout, whole-output files
  * owned by their session under a disk budget, and sessions of other uids
  * on a root daemon. Each against the real daemon with real processes.

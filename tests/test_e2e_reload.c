@@ -1,5 +1,5 @@
 /*
- * Issue 10, live reload: SIGHUP re-executes the daemon's binary in the same
+ * Live reload (doc/design.md §7, Restart): SIGHUP re-executes the daemon's binary in the same
  * process. Running tools are never signalled and deliver their real
  * results, tools added meanwhile run after it, a client resuming with
  * `since` misses nothing, and the listening socket never closes.

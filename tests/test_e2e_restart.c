@@ -1,5 +1,5 @@
 /*
- * Issue 10 end to end: a daemon killed (a real SIGKILL, its sentinel
+ * Crash recovery (doc/design.md §7, Restart) end to end: a daemon killed (a real SIGKILL, its sentinel
  * stopped first so that the new daemon has leftovers to find) or stopped,
  * then started again on the same --state-dir: sessions come back, every
  * tool of the turn whose result was not delivered gets one daemon_restarted

@@ -1,7 +1,7 @@
 /*
  * The daemon under abuse: bad input on the wire, other users, a second
  * daemon, dropped clients, floods of output, stubborn and leaky tools, and
- * valgrind. Each test checks the exact error (DESIGN.md §3) and that the
+ * valgrind. Each test checks the exact error (doc/design.md §3) and that the
  * daemon keeps serving: the same connection where the protocol says it
  * stays usable, and always a second client.
  */
@@ -812,7 +812,7 @@ Test(lifecycle, a_stale_socket_is_replaced_on_restart)
 	d_restart(d, NULL);
 	c = c_open(d);
 	c_ping(c);
-	/* A new daemon, the old one's sessions restored (issue 10). */
+	/* A new daemon, the old one's sessions restored. */
 	json_decref(c_call(c, "status", json_pack("{s:O}", "sessionId", sid)));
 	json_decref(sid);
 	second_client_ok(d);

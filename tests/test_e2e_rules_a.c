@@ -1,5 +1,5 @@
 /*
- * DESIGN.md §2 rules S1-S10 and S15 end to end, as a client sees them on the
+ * doc/design.md §2 rules S1-S10 and S15 end to end, as a client sees them on the
  * wire: the real daemon, real /bin/sh tools defined by each session.
  *
  * Timing never comes from fixed sleeps. Tools record their own start/end

@@ -1,5 +1,5 @@
 /*
- * Rules S11-S14 and S16-S20 of DESIGN.md §2 end to end, as a client sees
+ * Rules S11-S14 and S16-S20 of doc/design.md §2 end to end, as a client sees
  * them over the wire: the real daemon, real tool processes. What ran when is
  * proven by the tools' own timestamps and marker files, and tools that must
  * stay put wait for a file the test creates, so no test depends on a sleep

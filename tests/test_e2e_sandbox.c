@@ -1,5 +1,5 @@
 /*
- * Issue 14 end to end: the read-only sandbox (Landlock, by the kernel),
+ * doc/design.md §7, Sandbox, end to end: the read-only sandbox (Landlock, by the kernel),
  * per-tool limits (the host's cgroups), and what initialize says of them.
  * Run in both supervision modes (meson registers this suite twice).
  */

@@ -1,5 +1,5 @@
 /*
- * DESIGN.md §2, rule by rule: each suite is named after its row and drives
+ * doc/design.md §2, rule by rule: each suite is named after its row and drives
  * the executor core with scripted events, asserting every effect in order.
  */
 #include <criterion/criterion.h>

@@ -1,7 +1,7 @@
 /*
  * Random interleavings of add / progress / exit / kill / abort / discard /
  * drain / permission over random tool mixes, checking the invariants of
- * DESIGN.md §2 after every step (exec_sim.c). Seeded: STEXEC_SEED=N
+ * doc/design.md §2 after every step (exec_sim.c). Seeded: STEXEC_SEED=N
  * reproduces a run, STEXEC_SCHEDULES=N changes how many schedules run
  * (default 10000), STEXEC_TRACE=1 prints every step and effect.
  */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# meson install into a DESTDIR, as on a fresh machine (issue 12): where each
+# meson install into a DESTDIR, as on a fresh machine: where each
 # file lands, a program built against the installed libstexec through
 # pkg-config and run, the man pages, and the bash completion sourced from
 # where it was installed.

@@ -87,7 +87,7 @@ argv_of(const struct tooldef *def, const char *input)
 	return argv;
 }
 
-/* The definition of the built-in bash tool, DESIGN.md §4. */
+/* The definition of the built-in bash tool, doc/design.md §4. */
 static const char bash_def[] =
     "{\"name\":\"bash\",\"description\":\"Run a shell command\","
     "\"command\":[\"/bin/sh\",\"-c\",\"{command}\"],"

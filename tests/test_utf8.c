@@ -1,4 +1,4 @@
-/* Cutting text at a character boundary, and repairing JSON (issue 13). */
+/* Cutting text at a character boundary, and repairing JSON. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * stexec-tool: the built-in tools of DESIGN.md §4, one subcommand each. The
+ * stexec-tool: the built-in tools of doc/design.md §4, one subcommand each. The
  * daemon writes the input object on stdin; the result goes to stdout, errors
  * to stderr; exit 0 on success, 1 on error, 2 on invalid input.
  */

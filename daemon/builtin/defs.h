@@ -1,5 +1,5 @@
 /*
- * The built-in default tool set of DESIGN.md §4, served when no --tools-dir
+ * The built-in default tool set of doc/design.md §4, served when no --tools-dir
  * is given: bash runs bash (/bin/sh where there is none), the others run
  * stexec-tool.
  */

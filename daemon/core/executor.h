@@ -1,5 +1,5 @@
 /*
- * The executor core (DESIGN.md §2): one session's turns as a sans-I/O state
+ * The executor core (doc/design.md §2): one session's turns as a sans-I/O state
  * machine. Events come in as calls (a tool was added, a process ended, the
  * client aborted...); what must happen goes out as effects through one
  * callback: start this tool's process, kill it, send this notification,
@@ -163,7 +163,7 @@ void exec_drain(struct exec *, void *cookie);
 int exec_permission(struct exec *, const char *id, bool allow,
     const char *message);
 /*
- * After a crash or a reload (issue 10): a fresh executor resumes at this
+ * After a crash or a reload (doc/design.md §7, Restart): a fresh executor resumes at this
  * turn, whose tools were added before. Those whose results were delivered
  * keep their place; a held result or a tool that never started comes back
  * as it was (a reload); every other one completes now with

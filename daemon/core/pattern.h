@@ -1,5 +1,5 @@
 /*
- * A concurrencySafe rule pattern (DESIGN.md §4): a POSIX ERE whose cost the
+ * A concurrencySafe rule pattern (doc/design.md §4): a POSIX ERE whose cost the
  * event loop can afford. Compiling refuses back-references (their matching
  * is exponential), repetitions of what can match the empty string (their
  * compiling is), patterns longer than PATTERN_MAX_LEN bytes and patterns

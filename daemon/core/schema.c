@@ -1,4 +1,4 @@
-/* The JSON Schema subset of DESIGN.md §4: check a schema, validate input. */
+/* The JSON Schema subset of doc/design.md §4: check a schema, validate input. */
 #include "core/schema.h"
 
 #include <stdarg.h>

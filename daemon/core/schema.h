@@ -1,5 +1,5 @@
 /*
- * The JSON Schema subset of DESIGN.md §4: type, properties, required,
+ * The JSON Schema subset of doc/design.md §4: type, properties, required,
  * additionalProperties, items, enum, minimum/maximum, minLength/maxLength.
  * Unknown keywords are ignored. Pure: no I/O.
  */

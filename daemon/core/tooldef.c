@@ -1,4 +1,4 @@
-/* Tool definitions (DESIGN.md §4): parsing a ToolDef, the per-call rules. */
+/* Tool definitions (doc/design.md §4): parsing a ToolDef, the per-call rules. */
 #include "core/tooldef.h"
 
 #include <inttypes.h>
@@ -502,7 +502,7 @@ tooldef_parse_env(struct tooldef *def, const json_t *obj, char *err,
 	return true;
 }
 
-/* The definition as listTools shows it, in the order of DESIGN.md §4. */
+/* The definition as listTools shows it, in the order of doc/design.md §4. */
 static json_t *
 tooldef_build_json(const struct tooldef *def, const json_t *obj)
 {

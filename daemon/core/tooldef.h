@@ -1,5 +1,5 @@
 /*
- * Tool definitions (DESIGN.md §4): parsing and validating a ToolDef, and the
+ * Tool definitions (doc/design.md §4): parsing and validating a ToolDef, and the
  * per-call questions the executor asks of one (is this input valid, is it
  * concurrency-safe, what argv and timeout does it get). Pure: no I/O.
  */

@@ -1,4 +1,4 @@
-/* The listening socket (DESIGN.md §3): path rules, modes, stale sockets. */
+/* The listening socket (doc/design.md §3): path rules, modes, stale sockets. */
 #ifndef STEXEC_SERVER_H
 #define STEXEC_SERVER_H
 

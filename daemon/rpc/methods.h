@@ -1,4 +1,4 @@
-/* The JSON-RPC methods of DESIGN.md §3: params checked, then carried out. */
+/* The JSON-RPC methods of doc/design.md §3: params checked, then carried out. */
 #ifndef STEXEC_METHODS_H
 #define STEXEC_METHODS_H
 

@@ -1,5 +1,5 @@
 /*
- * The crash journal (issue 10): an append-only file in the state directory
+ * The crash journal (doc/design.md §7, Restart): an append-only file in the state directory
  * of what a client needs after the daemon died: its sessions, the tools
  * each turn added, and the retained notifications, so that the next daemon
  * restores every session, continues its seq and gives each tool whose

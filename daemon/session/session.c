@@ -14,7 +14,6 @@
 
 #include "net/conn.h"
 #include "idmap.h"
-#include "session/journal.h"
 #include "session/session_int.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -76,6 +75,7 @@ struct session_tool {
 
 
 
+static const struct session_hooks *session_hooks;
 static struct session_config session_cfg;
 struct idmap session_map;
 struct session *session_list;
@@ -234,10 +234,16 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 	}
 	s = session_new(NULL, uid, tools, ntools, max_parallel, cwd, env);
 	s->output_grace_ms = output_grace_ms;
-	s->journal = session_journal_text(s, tools, ntools, max_parallel, cwd,
-	    env);
-	session_journal_session(s);
+	if (session_hooks != NULL)
+		session_hooks->created(s, tools, ntools, max_parallel, cwd,
+		    env);
 	return s;
+}
+
+void
+session_set_hooks(const struct session_hooks *hooks)
+{
+	session_hooks = hooks;
 }
 
 /* A session of this id (NULL: a new random one), in the map and list. */
@@ -928,7 +934,8 @@ session_slice(struct session *s, size_t max)
 	n0->shared = xmalloc(sizeof *n0->shared);
 	n0->shared->data = sl->out.data;
 	n0->shared->refs = 1;
-	session_journal_note(s, n0);
+	if (session_hooks != NULL)
+		session_hooks->logged(s, n0);
 	/* Every note from this one on ends that much later. */
 	s->bytes_end += sl->out.len;
 	for (seq = sl->seq; seq <= s->last_seq; seq++) {
@@ -1014,7 +1021,7 @@ session_note_output(struct session *s, const struct exec_effect *e)
 	n = snprintf(num, sizeof num, "},\"sessionId\":\"%s\",\"seq\":%llu}}\n",
 	    s->id, (unsigned long long)(s->last_seq + 1));
 	buf_add(&out, num, (size_t)n);
-	if (!journal_active() || session_journal_restoring) {
+	if (session_hooks == NULL || !session_hooks->journaling()) {
 		session_log(s, &out, false, NULL);
 		return;
 	}
@@ -1054,13 +1061,13 @@ session_log(struct session *s, struct buf *out, bool turn_end,
 	n->end = s->bytes_end;
 	n->output = journal_as != NULL;
 	/* Journaled before any subscriber can be sent it. */
-	if (journal_as == NULL)
-		session_journal_note(s, n);
-	else {
+	if (session_hooks != NULL && journal_as == NULL)
+		session_hooks->logged(s, n);
+	else if (session_hooks != NULL) {
 		as = *n;
 		as.line = journal_as->data;
 		as.len = journal_as->len;
-		session_journal_note(s, &as);
+		session_hooks->logged(s, &as);
 	}
 	session_logged(s);
 }
@@ -1385,9 +1392,8 @@ session_close(struct session *s, struct ticket *tk)
 	s->closing = true;
 	session_idle_update(s);
 	log_debug("session %s closing", s->id);
-	/* Not at shutdown: sessions outlive a restart, closeSession ends them. */
-	if (!session_stopping && !session_journal_restoring && journal_active())
-		journal_append(JOURNAL_CLOSE, s->id, strlen(s->id), NULL, 0);
+	if (session_hooks != NULL)
+		session_hooks->closed(s);
 	exec_close(s->ex);
 	if (!exec_busy(s->ex))
 		session_finish(s);
@@ -1499,6 +1505,7 @@ session_add(struct session *s, const char *id, const char *name,
     const json_t *input, struct exec_added *out)
 {
 	/* Before the tool can be reported: a restart must know it was added. */
-	session_journal_add(s, exec_turn(s->ex), id, name);
+	if (session_hooks != NULL)
+		session_hooks->added(s, exec_turn(s->ex), id, name);
 	return exec_add(s->ex, id, name, session_tool(s, name), input, out);
 }

@@ -83,8 +83,10 @@ int session_add(struct session *, const char *id, const char *name,
  * session, its current turn's tools, its retained notifications; streamed
  * chunks elided unless whole, as a reload's handover wants them), and the
  * restore at start: every record, then session_restore_done, which
- * returns how many sessions came back.
+ * returns how many sessions came back. session_journal_init gives the
+ * sessions the hooks through which they journal what happens.
  */
+void session_journal_init(void);
 void session_journal_snapshot(bool whole);
 /*
  * Reload (SIGHUP), once no process runs: after the snapshot, the current

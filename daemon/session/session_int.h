@@ -1,6 +1,8 @@
 /*
  * What session.c shares with session_journal.c, and nobody else: the
- * session and its notes, and the few steps the journal's restore needs.
+ * session and its notes, the few steps the journal's restore needs, and the
+ * hooks through which session.c tells the journal what happened. The
+ * journal calls session.c; session.c never calls the journal by name.
  */
 #ifndef STEXEC_SESSION_INT_H
 #define STEXEC_SESSION_INT_H
@@ -87,13 +89,24 @@ struct note *session_log_note(struct session *, bool turn_end);
 void session_trim(struct session *);
 void session_idle_update(struct session *);
 
-/* session_journal.c */
-char *session_journal_text(struct session *, struct tooldef **, size_t,
-    unsigned max_parallel, const char *cwd, const json_t *env);
-void session_journal_session(struct session *);
-void session_journal_note(struct session *, const struct note *);
-/* addTool, before the tool can be reported. */
-void session_journal_add(struct session *, uint64_t turn, const char *id,
-    const char *name);
+/*
+ * What a session reports as it happens, each before a client can see it:
+ * made (createSession, with what makes it again), a note logged (journal_as:
+ * the line to keep instead, for a streamed chunk), a tool added, closed.
+ * journaling: whether notes are kept at all, so that a chunk's elided copy
+ * is built only then.
+ */
+struct session_hooks {
+	void (*created)(struct session *, struct tooldef **, size_t,
+	    unsigned max_parallel, const char *cwd, const json_t *env);
+	void (*logged)(struct session *, const struct note *);
+	void (*added)(struct session *, uint64_t turn, const char *id,
+	    const char *name);
+	void (*closed)(struct session *);
+	bool (*journaling)(void);
+};
+
+/* Install the hooks (NULL: none); the journal does at start. */
+void session_set_hooks(const struct session_hooks *);
 
 #endif

@@ -13,7 +13,7 @@
 #include "core/tooldef.h"
 #include "util.h"
 
-/* A session being restored from the journal (issue 10). */
+/* A session being restored from the journal. */
 struct restoring {
 	struct session *s;
 	uint64_t turn;            /* of the adds below */
@@ -27,10 +27,14 @@ bool session_journal_restoring;
 static struct idmap session_restored;
 
 static void	session_journal_elided(struct session *, const struct note *);
+static void	session_journal_session(struct session *);
+static void	session_journal_note(struct session *, const struct note *);
+static void	session_journal_add(struct session *, uint64_t, const char *,
+		    const char *);
 
-/* The createSession a restart needs to make this session again. */
-char *
-session_journal_text(struct session *s, struct tooldef **tools,
+/* Keep the createSession a restart needs to make this session again. */
+static void
+session_journal_created(struct session *s, struct tooldef **tools,
     size_t ntools, unsigned max_parallel, const char *cwd, const json_t *env)
 {
 	json_t *defs = json_array(), *rec;
@@ -46,10 +50,11 @@ session_journal_text(struct session *s, struct tooldef **tools,
 	if (rec == NULL || (text = json_dumps(rec, JSON_COMPACT)) == NULL)
 		fatal("cannot encode session %s for the journal", s->id);
 	json_decref(rec);
-	return text;
+	s->journal = text;
+	session_journal_session(s);
 }
 
-void
+static void
 session_journal_session(struct session *s)
 {
 	if (journal_active() && !session_journal_restoring)
@@ -57,7 +62,7 @@ session_journal_session(struct session *s)
 		    NULL, 0);
 }
 
-void
+static void
 session_journal_note(struct session *s, const struct note *n)
 {
 	char head[64];
@@ -95,7 +100,7 @@ session_journal_elided(struct session *s, const struct note *n)
 	json_decref(line);
 }
 
-void
+static void
 session_journal_add(struct session *s, uint64_t turn, const char *id,
     const char *name)
 {
@@ -110,6 +115,31 @@ session_journal_add(struct session *s, uint64_t turn, const char *id,
 		journal_append(JOURNAL_ADD, text, strlen(text), NULL, 0);
 	free(text);
 	json_decref(rec);
+}
+
+/* Not at shutdown: sessions outlive a restart, closeSession ends them. */
+static void
+session_journal_closed(struct session *s)
+{
+	if (!session_stopping && !session_journal_restoring && journal_active())
+		journal_append(JOURNAL_CLOSE, s->id, strlen(s->id), NULL, 0);
+}
+
+static bool
+session_journal_journaling(void)
+{
+	return journal_active() && !session_journal_restoring;
+}
+
+static const struct session_hooks session_journal_hooks = {
+	session_journal_created, session_journal_note, session_journal_add,
+	session_journal_closed, session_journal_journaling,
+};
+
+void
+session_journal_init(void)
+{
+	session_set_hooks(&session_journal_hooks);
 }
 
 void

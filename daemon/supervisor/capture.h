@@ -1,5 +1,5 @@
 /*
- * A process's captured output (DESIGN.md §4, S17): the combined content is
+ * A process's captured output (doc/design.md §4, S17): the combined content is
  * stdout, then stderr, with a newline between them when both are non-empty
  * and stdout does not end with one. It is kept whole in memory while it fits
  * in max bytes; beyond, only a head (the first max/2 bytes) and a tail (the

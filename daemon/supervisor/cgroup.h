@@ -1,6 +1,6 @@
 /*
- * The daemon's cgroup v2 subtree (issue 13; issue 14 will hang per-tool
- * cgroups with limits under it). PARENT/stexecd-PID, where PARENT is the
+ * The daemon's cgroup v2 subtree, where toolcg.h hangs the per-tool
+ * cgroups with their limits. PARENT/stexecd-PID, where PARENT is the
  * cgroup the daemon was started in, holds the daemon itself in its "daemon"
  * leaf, so every tool and every descendant, setsid escapees included, is
  * inside it and dies with one write to its cgroup.kill. Only where the v2

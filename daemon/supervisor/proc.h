@@ -1,5 +1,5 @@
 /*
- * A supervised tool process (DESIGN.md §4, S16-S18, S20). Spawned in its own
+ * A supervised tool process (doc/design.md §4, S16-S18, S20). Spawned in its own
  * process group with stdin fed then closed, stdout/stderr/fd 3 read without
  * blocking, a wall-clock timeout with TERM -> grace -> KILL to the group,
  * output kept as head + tail in memory and written whole to a file when it
@@ -175,7 +175,7 @@ bool proc_idle(void);
  */
 const char *proc_instance_token(void);
 /*
- * After a crash (issue 10): kill whatever an earlier daemon (of that pid)
+ * After a crash (doc/design.md §7, Restart): kill whatever an earlier daemon (of that pid)
  * left, the processes whose environment carries its token prefix and
  * everything in its cgroup subtree (NULL: none), pass after pass until
  * none is left (at most about a second); then remove its tools' TMPDIRs

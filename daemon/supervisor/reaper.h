@@ -1,5 +1,5 @@
 /*
- * The one SIGCHLD path (DESIGN.md §6, S18): the daemon is a child subreaper,
+ * The one SIGCHLD path (doc/design.md §6, S18): the daemon is a child subreaper,
  * a single libevent signal event reaps every child with a waitpid loop and
  * hands the status of registered pids to their owner; anything else (orphans
  * re-parented to the daemon) is reaped silently. Also finds those orphans

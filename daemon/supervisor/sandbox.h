@@ -1,5 +1,5 @@
 /*
- * The read-only sandbox (issue 14): a tool that runs "read-only" may read
+ * The read-only sandbox (doc/design.md §7, Sandbox): a tool that runs "read-only" may read
  * and execute everything the daemon can, but write only its own private
  * directory (its TMPDIR) and the usual device files. Enforced by Landlock:
  * the parent builds the ruleset, the child restricts itself with it just

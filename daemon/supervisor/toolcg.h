@@ -1,5 +1,5 @@
 /*
- * A tool's cgroups (issue 14): one cgroup v2 group per tool under the
+ * A tool's cgroups (doc/design.md §7, Limits): one cgroup v2 group per tool under the
  * daemon's subtree (cgroup.h), which the tool is born into (spawn.h), that
  * cgroup.kill empties at once, setsid escapees included, and whose
  * cgroup.events says when all of it is gone; and its resource limits, each

@@ -1,5 +1,5 @@
 /*
- * libstexec: the C client of stexecd (DESIGN.md §3, protocol/PROTOCOL.md).
+ * libstexec: the C client of stexecd (doc/design.md §3, protocol/PROTOCOL.md).
  *
  * One struct stexec is one connection. It can be used two ways:
  *
@@ -78,7 +78,7 @@ struct stexec_error {
 void stexec_error_clear(struct stexec_error *err);
 
 /*
- * The socket path used when none is given (DESIGN.md §3): $STEXEC_SOCKET,
+ * The socket path used when none is given (doc/design.md §3): $STEXEC_SOCKET,
  * else $XDG_RUNTIME_DIR/stexec/stexecd.sock if XDG_RUNTIME_DIR is absolute,
  * else /run/stexec/stexecd.sock: the daemon's own rule. Writes it to buf; returns 0, or -1 if it does not fit.
  */

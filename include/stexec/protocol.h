@@ -1,4 +1,4 @@
-/* stexec wire protocol constants (DESIGN.md §3). Version 1. */
+/* stexec wire protocol constants (doc/design.md §3). Version 1. */
 #ifndef STEXEC_PROTOCOL_H
 #define STEXEC_PROTOCOL_H
 

@@ -1,5 +1,5 @@
 /*
- * Benchmark support (issue 6): start a private stexecd, speak the wire
+ * Benchmark support (README, Benchmarks): start a private stexecd, speak the wire
  * with a raw socket and a minimal line reader (so the figures measure the
  * daemon, not a client library), time, summarize, and print one line per
  * figure:

@@ -1,6 +1,6 @@
 /*
  * result: what the costliest requests the limits still allow hold the
- * event loop for (issue 13 items 3-5).
+ * event loop for (doc/design.md §7, Hostile input).
  *
  * - result-stall: a tool writes N MiB of control bytes (each is 6 bytes of
  *   JSON) with maxResultBytes N MiB, the daemon's --max-result-bytes; the

@@ -3,7 +3,7 @@
  * choices of the simulated session of exec_sim.c (which event comes next,
  * which tool, how it ends) and the text of progress lines, output chunks
  * and exit output, so every schedule libFuzzer finds is checked against
- * the invariants of DESIGN.md §2 after every step.
+ * the invariants of doc/design.md §2 after every step.
  *   text: a length byte (0..63), then that many bytes
  */
 #include <stdint.h>

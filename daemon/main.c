@@ -66,6 +66,7 @@ struct options {
 	bool other_uids;
 	size_t max_result_bytes;
 	bool safe_read_only;
+	enum tooldef_sandbox_mode default_sandbox, min_sandbox;
 	struct tooldef_limits limits;
 	const char *state_dir;    /* NULL: the default; "": no journal */
 };
@@ -91,7 +92,7 @@ static int	make_dirs(const char *);
 static void	on_signal(evutil_socket_t, short, void *);
 static int	activated_socket(void);
 static int	connection_cap(unsigned, unsigned *);
-static json_t	*main_enforcement(bool);
+static json_t	*main_enforcement(const struct options *);
 static char	*default_state_dir(void);
 static void	main_journal(const char *, int);
 static int	main_take_fd(const char *);
@@ -152,6 +153,12 @@ usage(FILE *f, int status)
 "  --safe-read-only         run every tool that is concurrency-safe for its\n"
 "                           input and has no \"sandbox\" field read-only\n"
 "                           (Landlock): recommended\n"
+"  --default-sandbox MODE   read-only, workspace-write or none (default):\n"
+"                           the profile of tools whose ToolDef and session\n"
+"                           give none\n"
+"  --min-sandbox MODE       the floor: no session or ToolDef may ask for\n"
+"                           less; the daemon's own tools run at it\n"
+"                           (default none)\n"
 "  --memory-limit BYTES     per tool, for ToolDefs without limits.memoryBytes\n"
 "  --max-processes N        per tool, for ToolDefs without\n"
 "                           limits.maxProcesses\n"
@@ -203,6 +210,8 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "allow-other-uids", no_argument, NULL, 'A' },
 		{ "max-result-bytes", required_argument, NULL, 'R' },
 		{ "safe-read-only", no_argument, NULL, 'O' },
+		{ "default-sandbox", required_argument, NULL, 'x' },
+		{ "min-sandbox", required_argument, NULL, 'n' },
 		{ "state-dir", required_argument, NULL, 'D' },
 		{ "memory-limit", required_argument, NULL, 'L' },
 		{ "max-processes", required_argument, NULL, 'P' },
@@ -302,6 +311,18 @@ parse_options(int argc, char **argv, struct options *o)
 		case 'O':
 			o->safe_read_only = true;
 			break;
+		case 'x':
+		case 'n':
+			if (tooldef_sandbox_mode(optarg) == TOOLDEF_SANDBOX_UNSET) {
+				fprintf(stderr, "stexecd: --%s: expected "
+				    "read-only, workspace-write or none, got "
+				    "\"%s\"\n", c == 'x' ? "default-sandbox" :
+				    "min-sandbox", optarg);
+				exit(2);
+			}
+			*(c == 'x' ? &o->default_sandbox : &o->min_sandbox) =
+			    tooldef_sandbox_mode(optarg);
+			break;
 		case 'D':
 			o->state_dir = optarg;
 			break;
@@ -397,30 +418,57 @@ base_environment(void)
 }
 
 /*
- * What initialize reports is enforced (extension): the read-only sandbox,
+ * What initialize reports is enforced (extension): the sandbox profiles,
  * supervision and limits, as this host and these options have them.
  */
 static json_t *
-main_enforcement(bool safe_read_only)
+main_enforcement(const struct options *o)
 {
-	json_t *e = toolcg_capabilities();
+	static const enum sandbox_profile profiles[] = {
+		SANDBOX_READ_ONLY, SANDBOX_WORKSPACE_WRITE,
+	};
+	static const char *const names[] = {
+		[SANDBOX_READ_ONLY] = "read-only",
+		[SANDBOX_WORKSPACE_WRITE] = "workspace-write",
+	};
+	json_t *e = toolcg_capabilities(), *sb, *can = json_array();
+	json_t *why = json_object();
+	size_t i;
 
-	if (sandbox_abi() > 0) {
-		json_object_set_new(e, "sandbox", json_pack("{s:s, s:i, s:b}",
-		    "readOnly", "landlock", "landlockAbi", sandbox_abi(),
-		    "safeReadOnly", safe_read_only));
-		log_info("read-only tools run under Landlock ABI %d%s",
-		    sandbox_abi(), safe_read_only ? "; so do safe tools "
-		    "without a sandbox field" : "");
-	} else {
-		json_object_set_new(e, "sandbox", json_pack("{s:n, s:s, s:b}",
-		    "readOnly", "why", sandbox_error() != NULL ?
-		    sandbox_error() : "unknown", "safeReadOnly",
-		    safe_read_only));
-		log_warn("no read-only sandbox: %s; read-only tools will be "
-		    "refused", sandbox_error() != NULL ? sandbox_error() :
-		    "unknown");
+	for (i = 0; i < nitems(profiles); i++) {
+		if (sandbox_can(profiles[i])) {
+			json_array_append_new(can, json_string(names[profiles[i]]));
+			continue;
+		}
+		json_object_set_new(why, names[profiles[i]],
+		    json_string(sandbox_error(profiles[i])));
+		log_warn("no %s sandbox: %s; such tools will be refused",
+		    names[profiles[i]], sandbox_error(profiles[i]));
 	}
+	sb = json_pack("{s:o, s:s, s:s, s:b, s:i, s:b, s:b, s:b}",
+	    "profiles", can,
+	    "default", tooldef_sandbox_name(o->default_sandbox),
+	    "floor", tooldef_sandbox_name(o->min_sandbox),
+	    "safeReadOnly", o->safe_read_only,
+	    "landlockAbi", sandbox_abi(),
+	    "scopedSignals", sandbox_abi() >= 6,
+	    "seccomp", sandbox_seccomp(),
+	    "mountNamespace", sandbox_mount_ns());
+	/* Older clients read readOnly: "landlock" or null and why. */
+	json_object_set_new(sb, "readOnly", sandbox_can(SANDBOX_READ_ONLY) ?
+	    json_string("landlock") : json_null());
+	if (json_object_size(why) > 0) {
+		json_object_set(sb, "whyNot", why);
+		json_object_set_new(sb, "why", json_string(
+		    sandbox_error(json_array_size(can) == 0 ?
+		    SANDBOX_READ_ONLY : SANDBOX_WORKSPACE_WRITE)));
+	}
+	json_decref(why);
+	json_object_set_new(e, "sandbox", sb);
+	log_info("sandbox: %zu of 2 profiles (Landlock ABI %d), default %s, "
+	    "floor %s", json_array_size(can), sandbox_abi(),
+	    tooldef_sandbox_name(o->default_sandbox),
+	    tooldef_sandbox_name(o->min_sandbox));
 	return e;
 }
 
@@ -784,6 +832,8 @@ main(int argc, char **argv)
 		.session_idle_s = 3600,
 		.output_budget = 1024 * 1024 * 1024,
 		.max_result_bytes = TOOLDEF_RESULT_CEILING_DEFAULT,
+		.default_sandbox = TOOLDEF_SANDBOX_NONE,
+		.min_sandbox = TOOLDEF_SANDBOX_NONE,
 	};
 	struct proc_config pcfg = { 0 };
 	struct session_config scfg = { 0 };
@@ -870,6 +920,8 @@ main(int argc, char **argv)
 	scfg.base = main_base;
 	scfg.idle_timeout_s = o.session_idle_s;
 	scfg.safe_read_only = o.safe_read_only;
+	scfg.default_sandbox = o.default_sandbox;
+	scfg.min_sandbox = o.min_sandbox;
 	scfg.limits = o.limits;
 	session_init(&scfg);
 	statedir = o.state_dir != NULL ? xstrdup(o.state_dir) :
@@ -880,7 +932,7 @@ main(int argc, char **argv)
 	conn_init(main_base, o.max_message, &methods_conn_ops);
 	conn_set_limits(max_conns, o.max_conns_per_uid);
 	mcfg.max_message = o.max_message;
-	mcfg.enforcement = main_enforcement(o.safe_read_only);
+	mcfg.enforcement = main_enforcement(&o);
 	methods_init(&mcfg);
 
 	if (listen_fd != -1) {

@@ -55,7 +55,7 @@ struct exec_spawn {
 	bool stream_output;
 	const char *name;
 	bool safe;             /* concurrency-safe for this input */
-	enum tooldef_sandbox sandbox;        /* the ToolDef's */
+	const struct tooldef_sandbox *sandbox; /* the ToolDef's */
 	const struct tooldef_limits *limits; /* the ToolDef's; 0: none given */
 };
 

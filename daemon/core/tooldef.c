@@ -43,7 +43,7 @@ struct tooldef {
 	bool abort_siblings;
 	bool requires_permission;
 	bool stream_output;
-	enum tooldef_sandbox sandbox;
+	struct tooldef_sandbox sandbox;
 	struct tooldef_limits limits;
 	int64_t timeout_ms;
 	int64_t max_timeout_ms;
@@ -112,6 +112,7 @@ tooldef_free(struct tooldef *def)
 	free(def->timeout_field);
 	json_decref(def->env);
 	json_decref(def->json);
+	tooldef_sandbox_clear(&def->sandbox);
 	free(def);
 }
 
@@ -545,10 +546,9 @@ tooldef_build_json(const struct tooldef *def, const json_t *obj)
 	if (json == NULL)
 		fatal("%s: cannot build the definition", __func__);
 	/* The extensions, only when given: UNSET is the daemon's choice. */
-	if (def->sandbox != TOOLDEF_SANDBOX_UNSET)
-		json_object_set_new(json, "sandbox", json_string(
-		    def->sandbox == TOOLDEF_SANDBOX_READ_ONLY ? "read-only" :
-		    "none"));
+	if (def->sandbox.mode != TOOLDEF_SANDBOX_UNSET)
+		json_object_set_new(json, "sandbox",
+		    tooldef_sandbox_json(&def->sandbox));
 	if (json_object_get(obj, "limits") != NULL)
 		json_object_set(json, "limits", json_object_get(obj, "limits"));
 	return json;
@@ -650,18 +650,9 @@ tooldef_parse(const json_t *obj, char *err, size_t errlen)
 	if (!tooldef_parse_env(def, obj, err, errlen))
 		goto fail;
 
-	if ((v = tooldef_get(obj, "sandbox")) == NULL)
-		def->sandbox = TOOLDEF_SANDBOX_UNSET;
-	else if (json_is_string(v) &&
-	    strcmp(json_string_value(v), "read-only") == 0)
-		def->sandbox = TOOLDEF_SANDBOX_READ_ONLY;
-	else if (json_is_string(v) && strcmp(json_string_value(v), "none") == 0)
-		def->sandbox = TOOLDEF_SANDBOX_NONE;
-	else {
-		tooldef_fail(err, errlen,
-		    "sandbox: must be \"read-only\" or \"none\"");
+	if (!tooldef_parse_sandbox(tooldef_get(obj, "sandbox"), "sandbox",
+	    &def->sandbox, err, errlen))
 		goto fail;
-	}
 	if ((v = tooldef_get(obj, "limits")) != NULL &&
 	    !tooldef_parse_limits(v, &def->limits, err, errlen))
 		goto fail;
@@ -729,10 +720,141 @@ tooldef_stream_output(const struct tooldef *def)
 	return def->stream_output;
 }
 
-enum tooldef_sandbox
+const struct tooldef_sandbox *
 tooldef_sandbox(const struct tooldef *def)
 {
-	return def->sandbox;
+	return &def->sandbox;
+}
+
+static const char *const tooldef_sandbox_names[] = {
+	[TOOLDEF_SANDBOX_NONE] = "none",
+	[TOOLDEF_SANDBOX_WORKSPACE_WRITE] = "workspace-write",
+	[TOOLDEF_SANDBOX_READ_ONLY] = "read-only",
+};
+
+const char *
+tooldef_sandbox_name(enum tooldef_sandbox_mode mode)
+{
+	return mode == TOOLDEF_SANDBOX_UNSET ? NULL :
+	    tooldef_sandbox_names[mode];
+}
+
+enum tooldef_sandbox_mode
+tooldef_sandbox_mode(const char *name)
+{
+	size_t i;
+
+	for (i = TOOLDEF_SANDBOX_NONE; i < nitems(tooldef_sandbox_names); i++)
+		if (strcmp(name, tooldef_sandbox_names[i]) == 0)
+			return (enum tooldef_sandbox_mode)i;
+	return TOOLDEF_SANDBOX_UNSET;
+}
+
+/* writableRoots: at most TOOLDEF_MAX_ROOTS absolute paths. */
+static bool
+tooldef_parse_roots(const json_t *v, const char *field, json_t **out,
+    char *err, size_t errlen)
+{
+	const json_t *e;
+	const char *p;
+	size_t i;
+
+	if (!json_is_array(v) || json_array_size(v) > TOOLDEF_MAX_ROOTS) {
+		tooldef_fail(err, errlen, "%s.writableRoots: must be an array of "
+		    "at most %d absolute paths", field, TOOLDEF_MAX_ROOTS);
+		return false;
+	}
+	json_array_foreach(v, i, e) {
+		p = json_string_value(e);
+		if (p == NULL || p[0] != '/' || json_string_length(e) >= 4096 ||
+		    strlen(p) != json_string_length(e)) {
+			tooldef_fail(err, errlen, "%s.writableRoots[%zu]: must be "
+			    "an absolute path", field, i);
+			return false;
+		}
+	}
+	*out = json_deep_copy(v);
+	return true;
+}
+
+bool
+tooldef_parse_sandbox(const json_t *v, const char *field,
+    struct tooldef_sandbox *sb, char *err, size_t errlen)
+{
+	const json_t *mode = v, *x;
+	const char *key;
+
+	memset(sb, 0, sizeof *sb);
+	sb->network = -1;
+	if (v == NULL || json_is_null(v))
+		return true;
+	if (json_is_object(v)) {
+		json_object_foreach((json_t *)v, key, x) {
+			if (strcmp(key, "mode") != 0 &&
+			    strcmp(key, "writableRoots") != 0 &&
+			    strcmp(key, "network") != 0) {
+				tooldef_fail(err, errlen, "%s: unknown field "
+				    "(known: mode, writableRoots, network)",
+				    field);
+				return false;
+			}
+		}
+		mode = json_object_get(v, "mode");
+	}
+	if (json_is_string(mode))
+		sb->mode = tooldef_sandbox_mode(json_string_value(mode));
+	if (sb->mode == TOOLDEF_SANDBOX_UNSET) {
+		tooldef_fail(err, errlen, "%s%s: must be \"read-only\", "
+		    "\"workspace-write\" or \"none\"", field,
+		    json_is_object(v) ? ".mode" : "");
+		return false;
+	}
+	if (!json_is_object(v))
+		return true;
+	x = json_object_get(v, "network");
+	if (x != NULL && !json_is_boolean(x)) {
+		tooldef_fail(err, errlen, "%s.network: must be a boolean", field);
+		return false;
+	}
+	if (x != NULL)
+		sb->network = json_is_true(x);
+	if (sb->network == 1 && sb->mode == TOOLDEF_SANDBOX_READ_ONLY) {
+		tooldef_fail(err, errlen, "%s.network: a read-only tool has no "
+		    "network; ask for workspace-write", field);
+		return false;
+	}
+	x = json_object_get(v, "writableRoots");
+	if (x != NULL && sb->mode == TOOLDEF_SANDBOX_READ_ONLY &&
+	    json_array_size(x) > 0) {
+		tooldef_fail(err, errlen, "%s.writableRoots: a read-only tool "
+		    "writes nothing; ask for workspace-write", field);
+		return false;
+	}
+	return x == NULL || tooldef_parse_roots(x, field, &sb->roots, err,
+	    errlen);
+}
+
+void
+tooldef_sandbox_clear(struct tooldef_sandbox *sb)
+{
+	json_decref(sb->roots);
+	sb->roots = NULL;
+}
+
+/* The short form where it says all, else the object. */
+json_t *
+tooldef_sandbox_json(const struct tooldef_sandbox *sb)
+{
+	json_t *o;
+
+	if (sb->network == -1 && sb->roots == NULL)
+		return json_string(tooldef_sandbox_name(sb->mode));
+	o = json_pack("{s:s}", "mode", tooldef_sandbox_name(sb->mode));
+	if (sb->network != -1)
+		json_object_set_new(o, "network", json_boolean(sb->network));
+	if (sb->roots != NULL)
+		json_object_set(o, "writableRoots", sb->roots);
+	return o;
 }
 
 const struct tooldef_limits *

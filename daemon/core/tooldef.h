@@ -22,11 +22,24 @@ enum tooldef_interrupt {
 	TOOLDEF_CANCEL,
 };
 
-/* sandbox (extension): what the ToolDef says; UNSET leaves it to the daemon. */
-enum tooldef_sandbox {
+/*
+ * sandbox (extension, doc/design.md §7): a profile, ordered from the
+ * weakest to the strictest, so that a floor is a comparison. UNSET leaves
+ * the choice to the session and the daemon.
+ */
+enum tooldef_sandbox_mode {
 	TOOLDEF_SANDBOX_UNSET,
 	TOOLDEF_SANDBOX_NONE,
+	TOOLDEF_SANDBOX_WORKSPACE_WRITE,
 	TOOLDEF_SANDBOX_READ_ONLY,
+};
+#define TOOLDEF_MAX_ROOTS 16
+
+/* A ToolDef's or a session's sandbox field. */
+struct tooldef_sandbox {
+	enum tooldef_sandbox_mode mode;
+	int network;        /* -1: not said; 0, 1 */
+	json_t *roots;      /* writableRoots: absolute paths; NULL: none */
 };
 
 /* limits (extension): 0 where the ToolDef gives none (the daemon's applies). */
@@ -68,7 +81,19 @@ enum tooldef_interrupt tooldef_interrupt(const struct tooldef *);
 bool tooldef_abort_siblings(const struct tooldef *);
 bool tooldef_requires_permission(const struct tooldef *);
 bool tooldef_stream_output(const struct tooldef *);
-enum tooldef_sandbox tooldef_sandbox(const struct tooldef *);
+const struct tooldef_sandbox *tooldef_sandbox(const struct tooldef *);
+/*
+ * Parse a sandbox field ("read-only", "workspace-write", "none", or
+ * {mode, writableRoots?, network?}); false with err naming field.
+ * tooldef_sandbox_clear frees what a parsed one holds.
+ */
+bool tooldef_parse_sandbox(const json_t *, const char *field,
+    struct tooldef_sandbox *, char *err, size_t errlen);
+void tooldef_sandbox_clear(struct tooldef_sandbox *);
+json_t *tooldef_sandbox_json(const struct tooldef_sandbox *);
+/* "read-only"...; UNSET: NULL. And back: UNSET for an unknown name. */
+const char *tooldef_sandbox_name(enum tooldef_sandbox_mode);
+enum tooldef_sandbox_mode tooldef_sandbox_mode(const char *);
 const struct tooldef_limits *tooldef_limits(const struct tooldef *);
 /*
  * Check a limits object (a ToolDef's, or the daemon's defaults given as

@@ -239,6 +239,8 @@ methods_create_session(struct call *call)
 {
 	const json_t *tools = json_object_get(call->params, "tools");
 	const json_t *env = json_object_get(call->params, "env"), *v;
+	struct tooldef_sandbox sandbox;
+	enum tooldef_sandbox_mode mode;
 	struct tooldef **defs = NULL;
 	struct session *s;
 	uint64_t max_parallel = EXEC_MAX_PARALLEL_DEFAULT;
@@ -273,10 +275,23 @@ methods_create_session(struct call *call)
 				return;
 			}
 	}
+	if (!tooldef_parse_sandbox(json_object_get(call->params, "sandbox"),
+	    "sandbox", &sandbox, err, sizeof err)) {
+		methods_bad_param(call, "sandbox", "%s", err);
+		return;
+	}
+	if (sandbox.mode != TOOLDEF_SANDBOX_UNSET &&
+	    sandbox.mode < session_min_sandbox()) {
+		methods_bad_param(call, "sandbox", "\"%s\" is below this "
+		    "daemon's floor, \"%s\" (--min-sandbox)",
+		    tooldef_sandbox_name(sandbox.mode),
+		    tooldef_sandbox_name(session_min_sandbox()));
+		goto out;
+	}
 	if (tools != NULL && !json_is_null(tools)) {
 		if (!json_is_array(tools)) {
 			methods_bad_param(call, "tools", "must be an array of ToolDefs");
-			return;
+			goto out;
 		}
 		defs = xcalloc(json_array_size(tools) + 1, sizeof *defs);
 		for (n = 0; n < json_array_size(tools); n++) {
@@ -285,6 +300,18 @@ methods_create_session(struct call *call)
 			snprintf(field, sizeof field, "tools[%zu]", n);
 			if (defs[n] == NULL) {
 				methods_bad_param(call, field, "%s", err);
+				goto out;
+			}
+			mode = tooldef_sandbox(defs[n])->mode;
+			if (mode != TOOLDEF_SANDBOX_UNSET &&
+			    mode < session_min_sandbox()) {
+				snprintf(field, sizeof field, "tools[%zu].sandbox",
+				    n);
+				methods_bad_param(call, field, "\"%s\" is below "
+				    "this daemon's floor, \"%s\" (--min-sandbox)",
+				    tooldef_sandbox_name(mode),
+				    tooldef_sandbox_name(session_min_sandbox()));
+				n++;
 				goto out;
 			}
 			for (i = 0; i < n; i++)
@@ -298,7 +325,7 @@ methods_create_session(struct call *call)
 		}
 	}
 	s = session_create(conn_uid(call->c), defs, n, (unsigned)max_parallel,
-	    cwd, env, (unsigned)grace, &code, err, sizeof err);
+	    cwd, env, (unsigned)grace, &sandbox, &code, err, sizeof err);
 	if (s == NULL)
 		conn_error(call->c, call->id, code, NULL, "%s", err);
 	else {
@@ -310,6 +337,7 @@ out:
 	for (i = 0; i < n; i++)
 		tooldef_unref(defs[i]);
 	free(defs);
+	tooldef_sandbox_clear(&sandbox);
 }
 
 static void

@@ -214,7 +214,8 @@ session_tool_describe(struct exec_tool *t, json_t *o)
 struct session *
 session_create(uid_t uid, struct tooldef **tools, size_t ntools,
     unsigned max_parallel, const char *cwd, const json_t *env,
-    unsigned output_grace_ms, int *code, char *err, size_t errlen)
+    unsigned output_grace_ms, const struct tooldef_sandbox *sandbox,
+    int *code, char *err, size_t errlen)
 {
 	struct session *s;
 
@@ -234,10 +235,18 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 	}
 	s = session_new(NULL, uid, tools, ntools, max_parallel, cwd, env);
 	s->output_grace_ms = output_grace_ms;
+	s->sandbox = *sandbox;
+	s->sandbox.roots = json_incref(sandbox->roots);
 	if (session_hooks != NULL)
 		session_hooks->created(s, tools, ntools, max_parallel, cwd,
 		    env);
 	return s;
+}
+
+enum tooldef_sandbox_mode
+session_min_sandbox(void)
+{
+	return session_cfg.min_sandbox;
 }
 
 void
@@ -569,10 +578,48 @@ session_envp(struct session *s, struct exec_tool *t, const json_t *tenv,
 	return envp;
 }
 
+/*
+ * A tool's profile: its ToolDef's; else read-only where --safe-read-only
+ * holds it to its safety; else the session's; else the daemon's default;
+ * never below the floor. Network and writable roots: the ToolDef's and the
+ * session's.
+ */
+static void
+session_sandbox(struct session *s, const struct exec_spawn *req,
+    struct sandbox_spec *out, const char **roots)
+{
+	const struct tooldef_sandbox *td = req->sandbox;
+	enum tooldef_sandbox_mode mode = td->mode;
+	const json_t *lists[2] = { td->roots, s->sandbox.roots }, *v;
+	size_t i, j;
+
+	if (mode == TOOLDEF_SANDBOX_UNSET && req->safe &&
+	    session_cfg.safe_read_only)
+		mode = TOOLDEF_SANDBOX_READ_ONLY;
+	if (mode == TOOLDEF_SANDBOX_UNSET)
+		mode = s->sandbox.mode;
+	if (mode == TOOLDEF_SANDBOX_UNSET)
+		mode = session_cfg.default_sandbox;
+	if (mode < session_cfg.min_sandbox)
+		mode = session_cfg.min_sandbox;
+	out->profile = mode == TOOLDEF_SANDBOX_READ_ONLY ? SANDBOX_READ_ONLY :
+	    mode == TOOLDEF_SANDBOX_WORKSPACE_WRITE ? SANDBOX_WORKSPACE_WRITE :
+	    SANDBOX_NONE;
+	out->network = td->network != -1 ? td->network == 1 :
+	    s->sandbox.network == 1;
+	out->nroots = 0;
+	for (i = 0; i < nitems(lists); i++)
+		json_array_foreach(lists[i], j, v)
+			if (out->nroots < SANDBOX_MAX_ROOTS)
+				roots[out->nroots++] = json_string_value(v);
+	out->roots = roots;
+}
+
 static void
 session_spawn(struct session *s, struct exec_tool *t,
     const struct exec_spawn *req)
 {
+	const char *roots[SANDBOX_MAX_ROOTS];
 	struct proc_spec spec = { 0 };
 	struct session_tool *st = xcalloc(1, sizeof *st);
 	struct buf vars = { 0 };
@@ -589,10 +636,7 @@ session_spawn(struct session *s, struct exec_tool *t,
 	spec.max_output = req->max_output;
 	spec.stream_output = req->stream_output;
 	spec.name = req->name;
-	/* A ToolDef's sandbox wins; without one, --safe-read-only decides. */
-	spec.read_only = req->sandbox == TOOLDEF_SANDBOX_READ_ONLY ||
-	    (req->sandbox == TOOLDEF_SANDBOX_UNSET && req->safe &&
-	    session_cfg.safe_read_only);
+	session_sandbox(s, req, &spec.sandbox, roots);
 	spec.limits.memory_bytes = req->limits->memory_bytes > 0 ?
 	    req->limits->memory_bytes : session_cfg.limits.memory_bytes;
 	spec.limits.max_processes = req->limits->max_processes > 0 ?
@@ -1465,6 +1509,7 @@ session_free(struct session *s)
 	free(s->running);
 	free(s->envp);
 	free(s->journal);
+	tooldef_sandbox_clear(&s->sandbox);
 	free(s);
 }
 

@@ -35,6 +35,8 @@ struct session_config {
 	unsigned idle_timeout_s; /* close sessions idle this long; 0: never */
 	bool safe_read_only;     /* tools safe for their input and without a
 	                            sandbox field run read-only */
+	enum tooldef_sandbox_mode default_sandbox; /* for tools without one */
+	enum tooldef_sandbox_mode min_sandbox;     /* the floor */
 	struct tooldef_limits limits; /* for tools that give none */
 };
 
@@ -52,7 +54,10 @@ bool session_encoding(void);
  */
 struct session *session_create(uid_t, struct tooldef **tools, size_t ntools,
     unsigned max_parallel, const char *cwd, const json_t *env,
-    unsigned output_grace_ms, int *code, char *err, size_t errlen);
+    unsigned output_grace_ms, const struct tooldef_sandbox *,
+    int *code, char *err, size_t errlen);
+/* The operator's floor (--min-sandbox): nothing may ask for less. */
+enum tooldef_sandbox_mode session_min_sandbox(void);
 /* NULL and an error code (-32001 or -32003) when it cannot be had. */
 struct session *session_find(const char *id, uid_t, int *code);
 const char *session_id(const struct session *);

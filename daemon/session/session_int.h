@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "idmap.h"
+#include "core/tooldef.h"
 #include "session/session.h"
 
 struct shared;
@@ -66,6 +67,9 @@ struct session {
 	struct waiter *waiters, **waiters_tail;
 	struct session *slice_next; /* in session_slicing, when queued */
 	bool slice_queued;
+
+	struct tooldef_sandbox sandbox; /* createSession's: for its tools
+	                             without one */
 
 	char *journal;            /* its createSession, as journaled (text:
 	                             a JSON tree would triple an idle

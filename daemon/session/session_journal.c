@@ -43,10 +43,12 @@ session_journal_created(struct session *s, struct tooldef **tools,
 
 	for (i = 0; i < ntools; i++)
 		json_array_append_new(defs, tooldef_json(tools[i]));
-	rec = json_pack("{s:s, s:I, s:o, s:I, s:s?, s:O?, s:I}", "id", s->id,
-	    "uid", (json_int_t)s->uid, "tools", defs, "maxParallel",
+	rec = json_pack("{s:s, s:I, s:o, s:I, s:s?, s:O?, s:I, s:o?}", "id",
+	    s->id, "uid", (json_int_t)s->uid, "tools", defs, "maxParallel",
 	    (json_int_t)max_parallel, "cwd", cwd, "env", env,
-	    "outputGraceMs", (json_int_t)s->output_grace_ms);
+	    "outputGraceMs", (json_int_t)s->output_grace_ms, "sandbox",
+	    s->sandbox.mode != TOOLDEF_SANDBOX_UNSET ?
+	    tooldef_sandbox_json(&s->sandbox) : NULL);
 	if (rec == NULL || (text = json_dumps(rec, JSON_COMPACT)) == NULL)
 		fatal("cannot encode session %s for the journal", s->id);
 	json_decref(rec);
@@ -244,6 +246,10 @@ session_restore_session(const json_t *rec)
 		    "cwd")), json_object_get(rec, "env"));
 		r->s->output_grace_ms = (unsigned)json_integer_value(
 		    json_object_get(rec, "outputGraceMs"));
+		if (!tooldef_parse_sandbox(json_object_get(rec, "sandbox"),
+		    "sandbox", &r->s->sandbox, err, sizeof err))
+			log_warn("journal: session %s: %s; its tools fall back "
+			    "to the daemon's sandbox", id, err);
 		r->s->journal = json_dumps(rec, JSON_COMPACT);
 		r->adds = json_array();
 		r->delivered = json_object();

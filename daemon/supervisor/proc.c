@@ -83,8 +83,10 @@ struct proc {
 	int64_t timeout_ms;
 	size_t max_output;
 	bool stream_output;
-	char *tmpdir;       /* read-only: its private TMPDIR, once made */
+	char *tmpdir;       /* sandboxed: its private TMPDIR, once made */
 	bool tmpdir_made;
+	struct sandbox_spec sandbox; /* its roots are roots */
+	char **roots;
 	struct toolcg_limits limits;
 	struct toolcg *cg;  /* its cgroups, if it has any */
 	struct event *limit_timer;
@@ -283,7 +285,12 @@ proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
 		fatal("proc_spawn before proc_init");
 	p = xcalloc(1, sizeof *p);
 	p->token = ++proc_next_token;
-	if (spec->read_only)
+	p->sandbox = spec->sandbox;
+	p->roots = xcalloc(spec->sandbox.nroots + 1, sizeof *p->roots);
+	for (i = 0; i < spec->sandbox.nroots; i++)
+		p->roots[i] = xstrdup(spec->sandbox.roots[i]);
+	p->sandbox.roots = (const char *const *)p->roots;
+	if (spec->sandbox.profile != SANDBOX_NONE)
 		xasprintf(&p->tmpdir, "%s/tmp.%s%" PRIu64, proc_output_dir,
 		    proc_instance, p->token);
 	p->argv = proc_copy_argv(spec->argv);
@@ -513,33 +520,31 @@ proc_pipes(struct proc *p, int child[4])
 }
 
 /*
- * A read-only tool's private TMPDIR and the ruleset that confines it to
- * that; NULL, or why it cannot run.
+ * A sandboxed tool's private TMPDIR and what confines it (sandbox.h);
+ * NULL, or why it cannot run.
  */
 static char *
-proc_confine(struct proc *p, struct spawn_req *req)
+proc_confine(struct proc *p, struct spawn_req *req, struct sandbox_prep **prep)
 {
 	char *msg = NULL;
 
-	if (sandbox_abi() == 0)
-		xasprintf(&msg, "cannot run %s read-only: %s", p->argv[0],
-		    sandbox_error() != NULL ? sandbox_error() :
-		    "no sandbox");
-	else if (mkdir(p->tmpdir, 0700) != 0)
+	if (!sandbox_can(p->sandbox.profile))
+		return sandbox_prepare(&p->sandbox, p->tmpdir, p->cwd,
+		    geteuid(), req, prep);
+	if (mkdir(p->tmpdir, 0700) != 0) {
 		xasprintf(&msg, "cannot create %s: %s", p->tmpdir,
 		    strerror(errno));
-	else {
-		p->tmpdir_made = true;
-		if ((req->landlock_fd = sandbox_ruleset(p->tmpdir)) == -1)
-			xasprintf(&msg, "cannot build the read-only sandbox "
-			    "for %s: %s", p->argv[0], strerror(errno));
+		return msg;
 	}
-	return msg;
+	p->tmpdir_made = true;
+	return sandbox_prepare(&p->sandbox, p->tmpdir, p->cwd, geteuid(), req,
+	    prep);
 }
 
 static void
 proc_start(struct proc *p)
 {
+	struct sandbox_prep *prep = NULL;
 	struct spawn_req req;
 	int error, i;
 	char *path = NULL, *msg = NULL;
@@ -565,7 +570,8 @@ proc_start(struct proc *p)
 	    req.dirfd, &path)) != 0)
 		xasprintf(&msg, "cannot run %s: %s", p->argv[0],
 		    strerror(error));
-	else if (p->tmpdir != NULL && (msg = proc_confine(p, &req)) != NULL)
+	else if (p->tmpdir != NULL &&
+	    (msg = proc_confine(p, &req, &prep)) != NULL)
 		;
 	else if ((p->cg = toolcg_new(p->token, &p->limits, &req, &msg)) ==
 	    NULL && msg != NULL)
@@ -585,8 +591,7 @@ proc_start(struct proc *p)
 			close(req.fds[i]);
 	if (req.dirfd != -1)
 		close(req.dirfd);
-	if (req.landlock_fd != -1)
-		close(req.landlock_fd);
+	sandbox_release(prep);
 	toolcg_spawned(p->cg, &req);
 	free(path);
 	if (msg != NULL) {
@@ -1173,6 +1178,9 @@ proc_free(struct proc *p, bool keep_file)
 	if (p->tmpdir_made && util_rmtree(p->tmpdir) != 0)
 		log_warn("cannot remove %s: %s", p->tmpdir, strerror(errno));
 	free(p->tmpdir);
+	for (i = 0; p->roots != NULL && p->roots[i] != NULL; i++)
+		free(p->roots[i]);
+	free(p->roots);
 	free(p->cwd);
 	free(p->name);
 	free(p->error);

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "output.h"
+#include "supervisor/sandbox.h"
 #include "supervisor/toolcg.h"
 
 struct event_base;
@@ -38,9 +39,10 @@ struct proc_spec {
 	bool stream_output;  /* report stdout/stderr chunks as they come */
 	struct toolcg_limits limits; /* 0s: none (toolcg.h says how each
 	                        is enforced) */
-	bool read_only;      /* in the read-only sandbox (sandbox.h), with a
-	                        private TMPDIR removed when it ends; fails to
-	                        start where there is no sandbox */
+	struct sandbox_spec sandbox; /* its profile (sandbox.h); any but
+	                        none gives it a private TMPDIR removed when it
+	                        ends, and fails to start where the kernel
+	                        cannot enforce it */
 	const char *name;    /* for the output file name and logs */
 };
 

@@ -1,24 +1,67 @@
 /*
- * The read-only sandbox (doc/design.md §7, Sandbox): a tool that runs "read-only" may read
- * and execute everything the daemon can, but write only its own private
- * directory (its TMPDIR) and the usual device files. Enforced by Landlock:
- * the parent builds the ruleset, the child restricts itself with it just
- * before execve (spawn.h), and nothing it starts can lift it.
+ * The sandbox profiles (doc/design.md §7, Sandbox). A sandboxed tool, and
+ * everything it starts, may read and execute what the daemon can and
+ * write its private TMPDIR; workspace-write also writes the session's cwd
+ * and the writable roots, with their existing .git/hooks and .git/config
+ * kept read-only. Neither may signal, trace or inspect a process outside
+ * the tool, open a socket (workspace-write with the network: AF_INET and
+ * AF_INET6 only), or change anything else.
+ *
+ * Layers, each enforced by the kernel in the child just before execve
+ * (spawn.h): Landlock for files, abstract Unix sockets and signals (ABI 6
+ * and later scope the last two to the tool); seccomp for what Landlock
+ * cannot say (seccomp.h); for workspace-write a private mount namespace in
+ * which everything is read-only but the writable areas, which keeps the
+ * metadata of every other file, and .git's hooks and config, unchanged;
+ * and for a root tool, no capabilities. A profile that one of these is
+ * missing for is refused, never run weaker.
  */
 #ifndef STEXEC_SANDBOX_H
 #define STEXEC_SANDBOX_H
 
-/* Probe the kernel once, at start: the Landlock ABI version, or 0. */
-int sandbox_init(void);
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct spawn_req;
+
+enum sandbox_profile {
+	SANDBOX_NONE,
+	SANDBOX_WORKSPACE_WRITE,
+	SANDBOX_READ_ONLY,
+};
+
+/* What a tool's profile allows besides its TMPDIR. */
+#define SANDBOX_MAX_ROOTS 32 /* a ToolDef's 16 and its session's */
+
+struct sandbox_spec {
+	enum sandbox_profile profile;
+	bool network;               /* workspace-write: AF_INET, AF_INET6 */
+	const char *const *roots;   /* writable roots, absolute */
+	size_t nroots;
+};
+
+/* Probe the kernel once, at start, and build what every spawn shares. */
+void sandbox_init(void);
 void sandbox_shutdown(void);
-/* The ABI sandbox_init found; 0: read-only tools cannot run. */
+/* Whether this kernel can enforce the profile; else sandbox_error says. */
+bool sandbox_can(enum sandbox_profile);
+const char *sandbox_error(enum sandbox_profile);
+/* What enforces them, for initialize: Landlock's ABI (0: none) ... */
 int sandbox_abi(void);
-/* Why there is no sandbox ("this kernel has no Landlock..."), or NULL. */
-const char *sandbox_error(void);
+bool sandbox_seccomp(void);
+bool sandbox_mount_ns(void);
+
 /*
- * A ruleset fd for one read-only tool whose private directory is tmpdir,
- * to pass to the child; -1 with errno.
+ * Fill req for one tool: its Landlock ruleset, its seccomp program and,
+ * for workspace-write, the mounts of its namespace (cwd: the tool's
+ * working directory, writable, where it starts). NULL, or why it cannot
+ * run (malloc'd). sandbox_release frees what req was given, whether the
+ * spawn happened or not.
  */
-int sandbox_ruleset(const char *tmpdir);
+struct sandbox_prep;
+char *sandbox_prepare(const struct sandbox_spec *, const char *tmpdir,
+    const char *cwd, uid_t, struct spawn_req *, struct sandbox_prep **);
+void sandbox_release(struct sandbox_prep *);
 
 #endif

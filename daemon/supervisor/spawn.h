@@ -9,12 +9,38 @@
 #ifndef STEXEC_SPAWN_H
 #define STEXEC_SPAWN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 
 #define SPAWN_MAX_JOIN 4
 #define SPAWN_MAX_RLIMITS 4
+
+struct sock_fprog;
+
+/* A bind mount of path onto itself, which must then be dev/ino. */
+struct spawn_mount {
+	const char *path;
+	dev_t dev;
+	ino_t ino;
+	bool writable;        /* else read-only, over a writable one */
+};
+
+/*
+ * A private mount namespace in which everything is read-only but the
+ * writable mounts: the child unshares it (with a user namespace that maps
+ * only its own uid and gid when not root), mounts, then changes to cwd.
+ */
+struct spawn_ns {
+	bool user;
+	const char *uid_map, *gid_map; /* "UID UID 1" */
+	const char *cwd;
+	dev_t cwd_dev;
+	ino_t cwd_ino;
+	const struct spawn_mount *mounts; /* the writable ones first */
+	size_t nmounts;
+};
 
 struct spawn_rlimit {
 	int resource;
@@ -32,7 +58,10 @@ struct spawn_req {
 	size_t njoin;
 	struct spawn_rlimit rlimits[SPAWN_MAX_RLIMITS];
 	size_t nrlimits;
+	const struct spawn_ns *ns; /* NULL: the daemon's mounts */
+	bool drop_caps;          /* give up every capability for good */
 	int landlock_fd;         /* a ruleset to restrict itself with; -1 */
+	const struct sock_fprog *seccomp; /* a filter to install last; NULL */
 };
 
 /*

@@ -933,6 +933,7 @@ main(int argc, char **argv)
 	conn_set_limits(max_conns, o.max_conns_per_uid);
 	mcfg.max_message = o.max_message;
 	mcfg.enforcement = main_enforcement(&o);
+	conn_set_peer_check(proc_sandboxed_peer);
 	methods_init(&mcfg);
 
 	if (listen_fd != -1) {

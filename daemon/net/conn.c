@@ -86,6 +86,7 @@ static LIST_HEAD(, conn) conn_dead = LIST_HEAD_INITIALIZER(conn_dead);
 static struct event *conn_flusher;
 static TAILQ_HEAD(, conn) conn_dirty = TAILQ_HEAD_INITIALIZER(conn_dirty);
 static unsigned conn_max_total, conn_max_per_uid;
+static const char *(*conn_peer_check)(pid_t);
 static struct idmap conn_users;
 static time_t conn_last_refusal;
 
@@ -108,7 +109,7 @@ static void	conn_queue(struct conn *);
 static void	conn_set_reading(struct conn *, bool);
 static void	conn_internal_error(struct conn *, struct batch *,
 		    const json_t *, const char *);
-static bool	conn_refuse(int, uid_t, struct conn_user *);
+static bool	conn_refuse(int, const struct ucred *, struct conn_user *);
 static void	conn_drop_refs(struct conn *);
 
 void
@@ -136,6 +137,12 @@ conn_count(void)
 }
 
 void
+conn_set_peer_check(const char *(*check)(pid_t))
+{
+	conn_peer_check = check;
+}
+
+void
 conn_accept(int fd)
 {
 	struct conn *c;
@@ -152,7 +159,7 @@ conn_accept(int fd)
 	}
 	snprintf(key, sizeof key, "%u", (unsigned)cred.uid);
 	u = idmap_get(&conn_users, key);
-	if (conn_refuse(fd, cred.uid, u))
+	if (conn_refuse(fd, &cred, u))
 		return;
 	if (u == NULL) {
 		u = xcalloc(1, sizeof *u);
@@ -183,12 +190,21 @@ conn_accept(int fd)
  * the write cannot block), then close. True when refused.
  */
 static bool
-conn_refuse(int fd, uid_t uid, struct conn_user *u)
+conn_refuse(int fd, const struct ucred *cred, struct conn_user *u)
 {
 	struct buf out = { 0 };
-	char msg[160];
+	const char *tool;
+	uid_t uid = cred->uid;
+	char msg[200];
+	int code = STEXEC_ERR_LIMIT;
 
-	if (conn_max_total > 0 && conn_n >= conn_max_total)
+	if (conn_peer_check != NULL && (tool = conn_peer_check(cred->pid)) !=
+	    NULL) {
+		code = STEXEC_ERR_NOT_PERMITTED;
+		utf8_snprintf(msg, sizeof msg, "Not permitted: pid %ld is a "
+		    "process of the sandboxed tool %s, which may not reach "
+		    "this daemon", (long)cred->pid, tool);
+	} else if (conn_max_total > 0 && conn_n >= conn_max_total)
 		snprintf(msg, sizeof msg, "Limit exceeded: %u connections are "
 		    "open (--max-connections)", conn_n);
 	else if (conn_max_per_uid > 0 && u != NULL && u->n >= conn_max_per_uid)
@@ -205,7 +221,7 @@ conn_refuse(int fd, uid_t uid, struct conn_user *u)
 	} else
 		log_debug("refusing a connection of uid %u: %s", (unsigned)uid,
 		    msg);
-	if (jsonrpc_error(&out, NULL, STEXEC_ERR_LIMIT, msg, NULL) == 0 &&
+	if (jsonrpc_error(&out, NULL, code, msg, NULL) == 0 &&
 	    write(fd, out.data, out.len) < 0)
 		log_debug("cannot tell a refused client why: %s",
 		    strerror(errno));

@@ -47,6 +47,11 @@ void conn_init(struct event_base *, size_t max_message,
  * with a -32004 error line naming the limit and closed.
  */
 void conn_set_limits(unsigned total, unsigned per_uid);
+/*
+ * Who may not connect at all: check(pid) names the sandboxed tool that
+ * peer belongs to, or NULL. Such a connection gets a -32003 line, closed.
+ */
+void conn_set_peer_check(const char *(*check)(pid_t));
 /* Take over an accepted socket. */
 void conn_accept(int fd);
 /* Close every connection, flushing what can be written without blocking. */

@@ -1072,6 +1072,21 @@ proc_owner(const struct reaper_orphan *ro)
 	return NULL;
 }
 
+const char *
+proc_sandboxed_peer(pid_t pid)
+{
+	struct reaper_orphan ro = { pid, 0, false };
+	const struct proc *q;
+	char state;
+	pid_t ppid;
+
+	if (pid <= 0 || reaper_stat(pid, &ppid, &ro.pgid, &state) != 0)
+		return NULL;
+	q = proc_owner(&ro);
+	return q != NULL && q->sandbox.profile != SANDBOX_NONE ? q->name :
+	    NULL;
+}
+
 /* Started and its processes not yet known to be all dead. */
 static bool
 proc_alive(const struct proc *p)

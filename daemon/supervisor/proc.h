@@ -190,4 +190,11 @@ unsigned proc_kill_instance(const char *token, const char *cgroup,
 unsigned proc_running(void);
 uint64_t proc_started(void);
 
+/*
+ * The name of the sandboxed tool that pid is a process of (by its process
+ * group, else the token in its environment), or NULL: such a process may
+ * not reach the daemon (conn_set_peer_check).
+ */
+const char *proc_sandboxed_peer(pid_t);
+
 #endif

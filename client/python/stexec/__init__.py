@@ -226,11 +226,11 @@ def _params(required: Mapping[str, Any], **optional: Any) -> Dict[str, Any]:
 
 def _session_params(tools: Optional[List[Dict[str, Any]]],
                     max_parallel: Optional[int], cwd: Optional[str],
-                    env: Optional[Mapping[str, Optional[str]]]
-                    ) -> Dict[str, Any]:
+                    env: Optional[Mapping[str, Optional[str]]],
+                    sandbox: Any = None) -> Dict[str, Any]:
     return _params({}, tools=None if tools is None else list(tools),
                    maxParallel=max_parallel, cwd=cwd,
-                   env=None if env is None else dict(env))
+                   env=None if env is None else dict(env), sandbox=sandbox)
 
 
 def _tool_use_params(session_id: str, id: str, name: str,
@@ -604,12 +604,15 @@ class Client:
     def create_session(self, tools: Optional[List[Dict[str, Any]]] = None,
                        max_parallel: Optional[int] = None,
                        cwd: Optional[str] = None,
-                       env: Optional[Mapping[str, Optional[str]]] = None
-                       ) -> str:
+                       env: Optional[Mapping[str, Optional[str]]] = None,
+                       sandbox: Any = None) -> str:
         """Create a session; returns its id. ``tools``: ToolDefs added to
-        the daemon's; ``env``: on top of the daemon's, None unsets."""
+        the daemon's; ``env``: on top of the daemon's, None unsets;
+        ``sandbox``: the profile of its tools that have none
+        ("read-only", "workspace-write", "none" or {mode, writableRoots,
+        network})."""
         sid = self.request("createSession", _session_params(
-            tools, max_parallel, cwd, env))["sessionId"]
+            tools, max_parallel, cwd, env, sandbox))["sessionId"]
         with self._cond:
             self._seqs.created(sid)
         return sid

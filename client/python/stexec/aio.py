@@ -312,12 +312,13 @@ class Client:
                              tools: Optional[List[Dict[str, Any]]] = None,
                              max_parallel: Optional[int] = None,
                              cwd: Optional[str] = None,
-                             env: Optional[Mapping[str, Optional[str]]] = None
-                             ) -> str:
+                             env: Optional[Mapping[str, Optional[str]]] = None,
+                             sandbox: Any = None) -> str:
         """Create a session; returns its id. ``tools``: ToolDefs added to
-        the daemon's; ``env``: on top of the daemon's, None unsets."""
+        the daemon's; ``env``: on top of the daemon's, None unsets;
+        ``sandbox``: the profile of its tools that have none."""
         sid = (await self.request("createSession", _session_params(
-            tools, max_parallel, cwd, env)))["sessionId"]
+            tools, max_parallel, cwd, env, sandbox)))["sessionId"]
         self._seqs.created(sid)
         return sid
 

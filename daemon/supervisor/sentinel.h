@@ -1,5 +1,5 @@
 /*
- * No tool outlives the daemon, even a SIGKILLed one (doc/design.md S18, G-rules of §6). At
+ * No tool outlives the daemon, even a SIGKILLed one (doc/design.md S18, G4). At
  * start the daemon puts itself in a cgroup v2 subtree where it can
  * (cgroup.h) and forks a sentinel: a small process that holds the read end
  * of a pipe only the daemon writes to. The daemon tells it each tool's

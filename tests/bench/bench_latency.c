@@ -11,6 +11,10 @@
  * waitpid. Limit and daemon alternate tool by tool, so drift on a busy
  * machine hits both alike.
  *
+ * The same cat in the read-only and the workspace-write sandbox, tool by
+ * tool beside the others, gives two more rows, judged against the
+ * unsandboxed daemon's figure: a sandbox may add at most 100 us.
+ *
  * STEXEC_BENCH_N: tools per repetition (default 1000).
  */
 #include "bench.h"
@@ -26,14 +30,21 @@
 #define LAT_INPUT "{\"ping\":1}"
 /* Target: what the daemon may add on top of a bare spawn, per tool. */
 #define LAT_TARGET_US 60.0
+/* Target: what a sandbox may add on top of the unsandboxed tool. */
+#define LAT_SANDBOX_TARGET_US 100.0
+/* The tools: unsandboxed, then each profile. */
+static const char *const lat_tools[] = { "cat", "cat-ro", "cat-ww" };
+#define LAT_NTOOLS 3
 
-static double	lat_daemon_one(struct bench_conn *, const char *, int);
+static double	lat_daemon_one(struct bench_conn *, const char *, const char *,
+		    int);
 static double	lat_limit_one(void);
 static double	lat_median(double *, int);
 
 /* One tool through the daemon, in microseconds. */
 static double
-lat_daemon_one(struct bench_conn *c, const char *sid, int k)
+lat_daemon_one(struct bench_conn *c, const char *sid, const char *tool,
+    int k)
 {
 	int64_t id = c->next_id++, t0, t1 = 0;
 	bool got_result = false, got_reply = false;
@@ -43,8 +54,8 @@ lat_daemon_one(struct bench_conn *c, const char *sid, int k)
 
 	n = snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":%" PRId64
 	    ",\"method\":\"addTool\",\"params\":{\"sessionId\":\"%s\","
-	    "\"toolUse\":{\"id\":\"t%d\",\"name\":\"cat\",\"input\":"
-	    LAT_INPUT "}}}\n", id, sid, k);
+	    "\"toolUse\":{\"id\":\"t%d\",\"name\":\"%s\",\"input\":"
+	    LAT_INPUT "}}}\n", id, sid, k, tool);
 	snprintf(tid, sizeof tid, "\"toolUseId\":\"t%d\"", k);
 	t0 = bench_now_ns();
 	bench_write(c->fd, req, (size_t)n);
@@ -115,21 +126,28 @@ int
 main(void)
 {
 	int reps = bench_reps(), n = (int)bench_n(1000, 1, 10000), r, i;
-	double *dsamp = bench_alloc((size_t)n * sizeof *dsamp);
+	double *dsamp[LAT_NTOOLS], *dmed[LAT_NTOOLS];
 	double *lsamp = bench_alloc((size_t)n * sizeof *lsamp);
-	double *dmed = bench_alloc((size_t)reps * sizeof *dmed);
 	double *lmed = bench_alloc((size_t)reps * sizeof *lmed);
 	struct bench_daemon d;
 	struct bench_conn *c;
-	struct bench_sum ds, ls;
-	char params[256], lim[128], cmp[128];
+	struct bench_sum ds[LAT_NTOOLS], ls;
+	char params[256], lim[128], cmp[128], name[64];
+	int t;
 	const char *sid;
 	json_t *res;
 
+	for (t = 0; t < LAT_NTOOLS; t++) {
+		dsamp[t] = bench_alloc((size_t)n * sizeof *dsamp[t]);
+		dmed[t] = bench_alloc((size_t)reps * sizeof *dmed[t]);
+	}
 	bench_daemon_start(&d, NULL);
 	c = bench_conn_open(d.sock);
 	res = bench_call(c, "createSession",
-	    "{\"tools\":[{\"name\":\"cat\",\"command\":[\"/bin/cat\"]}]}");
+	    "{\"tools\":[{\"name\":\"cat\",\"command\":[\"/bin/cat\"]},"
+	    "{\"name\":\"cat-ro\",\"command\":[\"/bin/cat\"],"
+	    "\"sandbox\":\"read-only\"},{\"name\":\"cat-ww\",\"command\":"
+	    "[\"/bin/cat\"],\"sandbox\":\"workspace-write\"}]}");
 	sid = json_string_value(json_object_get(res, "sessionId"));
 	if (sid == NULL)
 		bench_fail("createSession: no sessionId");
@@ -139,33 +157,50 @@ main(void)
 	/* Warm up: page cache, the daemon's allocator, the CPU clocks. */
 	for (i = 0; i < 50; i++) {
 		lat_limit_one();
-		lat_daemon_one(c, sid, i);
+		for (t = 0; t < LAT_NTOOLS; t++)
+			lat_daemon_one(c, sid, lat_tools[t],
+			    i * LAT_NTOOLS + t);
 	}
 	json_decref(bench_call(c, "drain", params));
 
 	for (r = 0; r < reps; r++) {
 		for (i = 0; i < n; i++) {
 			lsamp[i] = lat_limit_one();
-			dsamp[i] = lat_daemon_one(c, sid, i);
+			for (t = 0; t < LAT_NTOOLS; t++)
+				dsamp[t][i] = lat_daemon_one(c, sid,
+				    lat_tools[t], i * LAT_NTOOLS + t);
 		}
 		lmed[r] = lat_median(lsamp, n);
-		dmed[r] = lat_median(dsamp, n);
+		for (t = 0; t < LAT_NTOOLS; t++)
+			dmed[t][r] = lat_median(dsamp[t], n);
 		json_decref(bench_call(c, "drain", params));
 	}
 	json_decref(res);
 	bench_conn_close(c);
 	bench_daemon_stop(&d);
 
-	bench_summarize(dmed, reps, &ds);
+	for (t = 0; t < LAT_NTOOLS; t++)
+		bench_summarize(dmed[t], reps, &ds[t]);
 	bench_summarize(lmed, reps, &ls);
 	snprintf(lim, sizeof lim, "limit %.1f us", ls.med);
 	snprintf(cmp, sizeof cmp, "%+.1f us (target <= +%.0f us)",
-	    ds.med - ls.med, LAT_TARGET_US);
-	bench_report("latency", "us", &ds, lim, cmp,
-	    ds.med - ls.med <= LAT_TARGET_US);
-	free(dsamp);
+	    ds[0].med - ls.med, LAT_TARGET_US);
+	bench_report("latency", "us", &ds[0], lim, cmp,
+	    ds[0].med - ls.med <= LAT_TARGET_US);
+	for (t = 1; t < LAT_NTOOLS; t++) {
+		snprintf(name, sizeof name, "latency, %s", t == 1 ?
+		    "read-only" : "workspace-write");
+		snprintf(lim, sizeof lim, "unsandboxed %.1f us", ds[0].med);
+		snprintf(cmp, sizeof cmp, "%+.1f us (target <= +%.0f us)",
+		    ds[t].med - ds[0].med, LAT_SANDBOX_TARGET_US);
+		bench_report(name, "us", &ds[t], lim, cmp,
+		    ds[t].med - ds[0].med <= LAT_SANDBOX_TARGET_US);
+	}
+	for (t = 0; t < LAT_NTOOLS; t++) {
+		free(dsamp[t]);
+		free(dmed[t]);
+	}
 	free(lsamp);
-	free(dmed);
 	free(lmed);
 	return 0;
 }

@@ -241,8 +241,13 @@ client_connect_error(char *buf, size_t len, const char *path,
 		    "is stale, stexecd is not running. Start it with: %s",
 		    path, tried, strerror(error), start);
 		break;
-	case EACCES:
 	case EPERM:
+		/* Not the socket's mode (EACCES): no socket may be made. */
+		snprintf(buf, len, "cannot connect to %s: %s — this process "
+		    "may not open sockets (a sandboxed tool cannot reach "
+		    "stexecd)", path, strerror(error));
+		break;
+	case EACCES:
 		snprintf(buf, len, "cannot connect to %s: %s — the socket "
 		    "belongs to another user (mode 0600); run as that user, "
 		    "or start stexecd with --socket-mode", path,

@@ -154,6 +154,17 @@ world_skip(struct world *w)
 	return true;
 }
 
+/* The daemon's pid, as stats says. */
+static long
+daemon_pid(struct world *w)
+{
+	json_t *stats = c_call(w->c, "stats", json_object());
+	long pid = (long)e2e_int(stats, "pid");
+
+	json_decref(stats);
+	return pid;
+}
+
 static bool
 exists(const char *path)
 {
@@ -224,7 +235,6 @@ Test(escape, no_signal_or_ptrace_outside_the_tool)
 {
 	struct world w;
 	char script[512];
-	json_t *stats;
 	long dpid;
 	pid_t victim;
 	size_t i;
@@ -232,9 +242,7 @@ Test(escape, no_signal_or_ptrace_outside_the_tool)
 	world_start(&w);
 	if (world_skip(&w))
 		return;
-	stats = c_call(w.c, "stats", json_object());
-	dpid = (long)e2e_int(stats, "pid");
-	json_decref(stats);
+	dpid = daemon_pid(&w);
 	if ((victim = fork()) == 0) {
 		execl("/bin/sleep", "sleep", "100", (char *)NULL);
 		_exit(127);
@@ -344,7 +352,6 @@ Test(escape, a_sandboxed_tool_cannot_reach_its_own_daemon)
 	const char *cli = getenv("STEXEC_CLI");
 	struct world w;
 	char script[1024], marker[160];
-	json_t *stats;
 	long dpid;
 	size_t i, r;
 
@@ -352,9 +359,7 @@ Test(escape, a_sandboxed_tool_cannot_reach_its_own_daemon)
 	world_start(&w);
 	if (world_skip(&w))
 		return;
-	stats = c_call(w.c, "stats", json_object());
-	dpid = (long)e2e_int(stats, "pid");
-	json_decref(stats);
+	dpid = daemon_pid(&w);
 	snprintf(marker, sizeof marker, "%s/marker", w.sibling);
 	for (i = 0; i < nitems(confined); i++) {
 		/* Every way to name the socket: its path, through the

@@ -70,12 +70,12 @@ can(struct client *c, const char *profile)
  * where the kernel cannot enforce both profiles.
  */
 static void
-world_start(struct world *w)
+world_start_wrapped(struct world *w, const char *const *wrapper)
 {
 	json_t *tools = json_array(), *env;
 	char roots[256];
 
-	w->d = d_start(NULL);
+	w->d = wrapper != NULL ? d_start_wrapped(wrapper, NULL) : d_start(NULL);
 	w->c = c_open(w->d);
 	snprintf(w->ws, sizeof w->ws, "%s", d_path(w->d, "ws"));
 	snprintf(w->home, sizeof w->home, "%s", d_path(w->d, "home"));
@@ -94,6 +94,12 @@ world_start(struct world *w)
 	env = json_pack("{s:s}", "HOME", w->home);
 	w->sid = c_session(w->c, json_pack("{s:o, s:s, s:o}", "tools", tools,
 	    "cwd", w->ws, "env", env));
+}
+
+static void
+world_start(struct world *w)
+{
+	world_start_wrapped(w, NULL);
 }
 
 static void
@@ -575,4 +581,54 @@ Test(escape, the_floor_refuses_less_and_raises_the_daemons_tools)
 	json_decref(sid);
 	c_close(c);
 	d_stop(d);
+}
+
+/*
+ * A kernel whose Landlock cannot scope signals (ABI 5, before Linux 6.12):
+ * the profiles still run, and seccomp keeps signals in the tool's own
+ * process group instead.
+ */
+Test(escape, an_older_landlock_keeps_signals_in_by_seccomp)
+{
+	const char *wrap[] = { getenv("STEXEC_OLD_LANDLOCK"), "5", NULL };
+	struct world w;
+	json_t *caps, *sb;
+	char script[512];
+	pid_t victim;
+	size_t i;
+
+	cr_assert(wrap[0] != NULL, "STEXEC_OLD_LANDLOCK is not set");
+	world_start_wrapped(&w, wrap);
+	caps = c_call(w.c, "initialize", json_object());
+	sb = json_object_get(json_object_get(json_object_get(caps,
+	    "capabilities"), "enforcement"), "sandbox");
+	cr_assert_eq(e2e_int(sb, "landlockAbi"), 5);
+	cr_assert(json_is_false(json_object_get(sb, "scopedSignals")));
+	json_decref(caps);
+	if (world_skip(&w))
+		return;
+	if ((victim = fork()) == 0) {
+		execl("/bin/sleep", "sleep", "100", (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < nitems(confined); i++) {
+		snprintf(script, sizeof script, "kill -STOP %ld", (long)victim);
+		cr_assert(!probe(&w, confined[i], script));
+		cr_assert_neq(proc_state(victim), 'T');
+		snprintf(script, sizeof script, "kill -STOP %ld",
+		    daemon_pid(&w));
+		cr_assert(!probe(&w, confined[i], script));
+		c_ping(w.c);
+		/* Its own process group it may still signal. */
+		cr_assert(probe(&w, confined[i], "kill -0 0"));
+		snprintf(script, sizeof script, "echo x > %s/probe", w.sibling);
+		cr_assert(!probe(&w, confined[i], script));
+		cr_assert(probe(&w, confined[i], "echo x > $TMPDIR/probe"));
+	}
+	snprintf(script, sizeof script, "kill -STOP %ld", (long)victim);
+	cr_assert(probe(&w, "none", script));
+	cr_assert_eq(proc_state(victim), 'T');
+	kill(victim, SIGKILL);
+	waitpid(victim, NULL, 0);
+	world_stop(&w);
 }

@@ -121,11 +121,6 @@ sandbox_init(void)
 		    "kernel (boot with lsm=...,landlock)" : errno == ENOSYS ?
 		    "this kernel has no Landlock (Linux >= 5.13 needed)" :
 		    strerror(errno));
-	else if (abi < SANDBOX_SCOPE_ABI)
-		snprintf(sandbox_why[SANDBOX_READ_ONLY], sizeof sandbox_why[0],
-		    "this kernel's Landlock (ABI %ld) cannot keep signals and "
-		    "abstract sockets inside a tool (ABI %d, Linux >= 6.12)",
-		    abi, SANDBOX_SCOPE_ABI);
 	else if (!(sandbox_filter = seccomp_init()))
 		snprintf(sandbox_why[SANDBOX_READ_ONLY], sizeof sandbox_why[0],
 		    "no seccomp filter for this architecture");
@@ -137,8 +132,11 @@ sandbox_init(void)
 		    sandbox_why[SANDBOX_READ_ONLY], sizeof sandbox_why[0]);
 		return;
 	}
-	sandbox_handled = ((LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1) |
-	    LANDLOCK_ACCESS_FS_REFER | LANDLOCK_ACCESS_FS_TRUNCATE;
+	sandbox_handled = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;
+	if (abi >= 2)
+		sandbox_handled |= LANDLOCK_ACCESS_FS_REFER;
+	if (abi >= 3)
+		sandbox_handled |= LANDLOCK_ACCESS_FS_TRUNCATE;
 	if (abi >= 5)
 		sandbox_handled |= SANDBOX_FS_IOCTL_DEV;
 	for (i = 0; i < nitems(sandbox_devices); i++)
@@ -239,11 +237,14 @@ sandbox_landlock(const struct sandbox_spec *spec, const char *tmpdir,
 	int ruleset, error = 0;
 	size_t i;
 
+	/* Before ABI 6 the attr ends at handled_access_fs (4: at _net). */
 	memset(&attr, 0, sizeof attr);
 	attr.handled_access_fs = sandbox_handled;
-	attr.scoped = SANDBOX_SCOPE_ABSTRACT_UNIX | SANDBOX_SCOPE_SIGNAL;
+	if (sandbox_version >= SANDBOX_SCOPE_ABI)
+		attr.scoped = SANDBOX_SCOPE_ABSTRACT_UNIX | SANDBOX_SCOPE_SIGNAL;
 	ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr,
-	    sizeof attr, 0);
+	    sandbox_version >= SANDBOX_SCOPE_ABI ? sizeof attr :
+	    sizeof attr.handled_access_fs, 0);
 	if (ruleset == -1)
 		return -1;
 	if (sandbox_add(ruleset, sandbox_root, SANDBOX_READ) == -1 ||
@@ -375,9 +376,10 @@ sandbox_prepare(const struct sandbox_spec *spec, const char *tmpdir,
 		return msg;
 	}
 	req->landlock_fd = prep->ruleset;
-	req->seccomp = seccomp_program(spec->profile == SANDBOX_READ_ONLY ?
+	req->seccomp = seccomp_program((spec->profile == SANDBOX_READ_ONLY ?
 	    SECCOMP_READ_ONLY : spec->network ? SECCOMP_WORKSPACE_NET :
-	    SECCOMP_WORKSPACE);
+	    SECCOMP_WORKSPACE) | (sandbox_version < SANDBOX_SCOPE_ABI ?
+	    SECCOMP_SIGNALS : 0));
 	req->drop_caps = uid == 0;
 	return NULL;
 }

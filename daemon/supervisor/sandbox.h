@@ -8,9 +8,10 @@
  * AF_INET6 only), or change anything else.
  *
  * Layers, each enforced by the kernel in the child just before execve
- * (spawn.h): Landlock for files, abstract Unix sockets and signals (ABI 6
- * and later scope the last two to the tool); seccomp for what Landlock
- * cannot say (seccomp.h); for workspace-write a private mount namespace in
+ * (spawn.h): Landlock for files, and from ABI 6 on for signals and
+ * abstract Unix sockets, scoped to the tool; seccomp for what Landlock
+ * cannot say (seccomp.h), signals included before ABI 6 (the tool may then
+ * signal only its own process group); for workspace-write a private mount namespace in
  * which everything is read-only but the writable areas, which keeps the
  * metadata of every other file, and .git's hooks and config, unchanged;
  * and for a root tool, no capabilities. A profile that one of these is

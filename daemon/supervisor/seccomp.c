@@ -77,6 +77,12 @@ static const int seccomp_metadata[] = {
 #endif
 };
 
+/* Signals to others: refused where Landlock cannot scope them. */
+static const int seccomp_signals[] = {
+	__NR_tkill, __NR_tgkill, __NR_rt_sigqueueinfo, __NR_rt_tgsigqueueinfo,
+	__NR_pidfd_send_signal,
+};
+
 /* ioctls refused: typing into the terminal, and (read-only) inode flags. */
 static const uint32_t seccomp_ioctls[] = { TIOCSTI, TIOCLINUX };
 static const uint32_t seccomp_ioctls_metadata[] = {
@@ -145,10 +151,11 @@ seccomp_args(struct seccomp_prog *p, int sys, int arg, const uint32_t *vals,
 }
 
 static void
-seccomp_build(enum seccomp_kind kind)
+seccomp_build(int variant)
 {
-	static const uint32_t inet[] = { AF_INET, AF_INET6 };
-	struct seccomp_prog p = { seccomp_code[kind], 0 };
+	static const uint32_t inet[] = { AF_INET, AF_INET6 }, self[] = { 0 };
+	struct seccomp_prog p = { seccomp_code[variant], 0 };
+	int kind = variant & ~SECCOMP_SIGNALS;
 	uint32_t ioctls[nitems(seccomp_ioctls) +
 	    nitems(seccomp_ioctls_metadata)];
 	size_t nioctls = 0, i;
@@ -168,6 +175,11 @@ seccomp_build(enum seccomp_kind kind)
 		seccomp_deny(&p, seccomp_metadata, nitems(seccomp_metadata));
 	seccomp_emit(&p, BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1);
 	seccomp_ret(&p, SECCOMP_RET_ERRNO | ENOSYS);
+	if (variant & SECCOMP_SIGNALS) {
+		seccomp_deny(&p, seccomp_signals, nitems(seccomp_signals));
+		seccomp_args(&p, __NR_kill, 0, self, nitems(self),
+		    SECCOMP_RET_ALLOW, SECCOMP_DENY);
+	}
 
 	for (i = 0; i < nitems(seccomp_ioctls); i++)
 		ioctls[nioctls++] = seccomp_ioctls[i];
@@ -193,8 +205,8 @@ seccomp_build(enum seccomp_kind kind)
 	    SECCOMP_RET_ALLOW);
 	seccomp_ret(&p, SECCOMP_RET_ALLOW);
 
-	seccomp_progs[kind].filter = p.f;
-	seccomp_progs[kind].len = (unsigned short)p.n;
+	seccomp_progs[variant].filter = p.f;
+	seccomp_progs[variant].len = (unsigned short)p.n;
 }
 #endif
 
@@ -205,14 +217,15 @@ seccomp_init(void)
 	int k;
 
 	for (k = 0; k < SECCOMP_NKINDS; k++)
-		seccomp_build((enum seccomp_kind)k);
+		if ((k & ~SECCOMP_SIGNALS) < SECCOMP_NPROFILES)
+			seccomp_build(k);
 	seccomp_built = true;
 #endif
 	return seccomp_built;
 }
 
 const struct sock_fprog *
-seccomp_program(enum seccomp_kind kind)
+seccomp_program(int kind)
 {
 	return seccomp_built ? &seccomp_progs[kind] : NULL;
 }

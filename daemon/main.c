@@ -89,6 +89,7 @@ static char	*find_tool_binary(void);
 static json_t	*base_environment(void);
 static char	*default_output_dir(void);
 static int	make_dirs(const char *);
+static void	main_share_outdir(const char *);
 static void	on_signal(evutil_socket_t, short, void *);
 static int	activated_socket(void);
 static int	connection_cap(unsigned, unsigned *);
@@ -143,9 +144,9 @@ usage(FILE *f, int status)
 "  --output-budget BYTES    bytes of whole-output files kept in the output\n"
 "                           directory, oldest removed first (default\n"
 "                           1073741824; 0: no budget)\n"
-"  --allow-other-uids       let users other than the daemon's (and root)\n"
-"                           create sessions: their tools run as the\n"
-"                           daemon's user (default: refused, -32003)\n"
+"  --allow-other-uids       a root daemon serves users other than root:\n"
+"                           each user's tools run as that user (default:\n"
+"                           refused, -32003)\n"
 "  --state-dir DIR          keep the crash journal here, restore sessions\n"
 "                           from it at start (default: $STATE_DIRECTORY\n"
 "                           under systemd, /var/lib/stexec for root,\n"
@@ -716,6 +717,31 @@ default_output_dir(void)
 	return dir;
 }
 
+/*
+ * Serving other users, whose tools run as them: they must reach their own
+ * TMPDIR and whole-output files (0700 and 0600, theirs) in the output
+ * directory, without listing it: 0711. Say so if a parent stops them.
+ */
+static void
+main_share_outdir(const char *dir)
+{
+	char *p = xstrdup(dir), *slash;
+	struct stat st;
+
+	if (chmod(dir, 0711) != 0)
+		log_warn("cannot let other users reach %s: %s", dir,
+		    strerror(errno));
+	while ((slash = strrchr(p, '/')) != NULL && slash != p) {
+		*slash = '\0';
+		if (stat(p, &st) == 0 && !(st.st_mode & S_IXOTH)) {
+			log_warn("%s is not searchable by other users: their "
+			    "tools cannot reach their TMPDIR in %s", p, dir);
+			break;
+		}
+	}
+	free(p);
+}
+
 /* Create dir and its missing parents (0700). */
 static int
 make_dirs(const char *dir)
@@ -881,6 +907,8 @@ main(int argc, char **argv)
 		free(outdir);
 		return 1;
 	}
+	if (o.other_uids && geteuid() == 0)
+		main_share_outdir(outdir);
 	pcfg.kill_grace_ms = o.kill_grace_ms;
 	pcfg.leftover_grace_ms = 100;
 	pcfg.max_procs = o.max_procs;

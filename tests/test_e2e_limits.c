@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -363,9 +364,9 @@ Test(uids, a_root_daemon_refuses_sessions_of_other_uids)
 	nobody = c_adopt(d_connect_as(d, 65534));
 	err = c_call_error(nobody, "createSession", NULL);
 	cr_assert_eq(e2e_code(err), ERR_NOT_PERMITTED);
-	cr_assert_str_eq(message_of(err), "Not permitted: this daemon runs "
-	    "as uid 0 and its tools would run as that user, not as uid 65534 "
-	    "(--allow-other-uids)");
+	cr_assert_str_eq(message_of(err), "Not permitted: this daemon serves "
+	    "only uid 0 (--allow-other-uids runs each user's tools as that "
+	    "user), not uid 65534");
 	json_decref(err);
 	/* The connection still serves what needs no session. */
 	json_decref(c_call(nobody, "ping", NULL));
@@ -381,14 +382,14 @@ Test(uids, a_root_daemon_refuses_sessions_of_other_uids)
 	c_close(root);
 	d_stop(d);
 
-	/* Allowed by the option: the tools run as the daemon's user. */
+	/* Allowed by the option: the tools run as that user. */
 	d = d_start("--socket-mode", "0666", "--allow-other-uids", NULL);
 	cr_assert_eq(chmod(d->dir, 0711), 0);
 	nobody = c_adopt(d_connect_as(d, 65534));
 	sid = c_session(nobody, NULL);
 	r = run_tool(nobody, json_string_value(sid), "id", "bash",
 	    "{\"command\":\"id -u\"}");
-	cr_assert_str_eq(e2e_content(r), "0\n");
+	cr_assert_str_eq(e2e_content(r), "65534\n");
 	json_decref(r);
 	json_decref(sid);
 	c_close(nobody);
@@ -606,6 +607,80 @@ Test(outputs, no_file_beyond_the_budget_and_leftovers_count)
 	json_decref(r);
 	r = run_tool(c, json_string_value(sid), "z", "big", NULL);
 	cr_assert(!exists(left), "the leftover was not the first to go");
+	json_decref(r);
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+}
+
+/* The throwaway user of the test below, removed however it ends. */
+static char uids_user[32];
+
+static void
+uids_remove_user(void)
+{
+	char cmd[96];
+
+	snprintf(cmd, sizeof cmd, "userdel %s >/dev/null 2>&1", uids_user);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove the test user %s\n", uids_user);
+}
+
+Test(uids, another_users_tools_run_as_that_user)
+{
+	struct client *c;
+	struct daemon *d;
+	struct passwd *pw;
+	struct stat st;
+	json_t *sid, *r;
+	char cmd[256], want[256];
+
+	if (geteuid() != 0)
+		cr_skip("needs root to make a user and act as it");
+	snprintf(uids_user, sizeof uids_user, "stexec-t%ld",
+	    (long)getpid() % 100000);
+	snprintf(cmd, sizeof cmd, "useradd -M -d /nonexistent-%s -s /bin/sh "
+	    "%s >/dev/null 2>&1", uids_user, uids_user);
+	if (system(cmd) != 0)
+		cr_skip("useradd cannot make a user here");
+	atexit(uids_remove_user);
+	cr_assert((pw = getpwnam(uids_user)) != NULL);
+
+	d = d_start("--socket-mode", "0666", "--allow-other-uids", NULL);
+	cr_assert_eq(chmod(d->dir, 0711), 0);
+	c = c_adopt(d_connect_as(d, pw->pw_uid));
+	sid = c_session(c, json_pack("{s:[{s:s, s:[s, s, s], s:i}, "
+	    "{s:s, s:[s, s, s], s:s}, {s:s, s:[s, s, s], s:s}]}", "tools",
+	    "name", "big", "command", "/bin/sh", "-c", "yes x | head -c 100000",
+	    "maxResultBytes", 1000,
+	    "name", "tmp", "command", "/bin/sh", "-c", "stat -c '%u %a' $TMPDIR",
+	    "sandbox", "read-only",
+	    "name", "ww", "command", "/bin/sh", "-c", "id -u; touch $TMPDIR/x",
+	    "sandbox", "workspace-write"));
+	r = run_tool(c, json_string_value(sid), "id", "bash",
+	    "{\"command\":\"id -u; id -g; echo $HOME $USER $LOGNAME\"}");
+	snprintf(want, sizeof want, "%u\n%u\n%s %s %s\n",
+	    (unsigned)pw->pw_uid, (unsigned)pw->pw_gid, pw->pw_dir, uids_user,
+	    uids_user);
+	cr_assert_str_eq(e2e_content(r), want);
+	json_decref(r);
+	/* Its TMPDIR and whole-output file are its own, and private. */
+	r = run_tool(c, json_string_value(sid), "big", "big", "{}");
+	cr_assert(json_is_true(json_object_get(json_object_get(r, "meta"),
+	    "truncated")), "%s", e2e_content(r));
+	cr_assert(stat(e2e_str(json_object_get(r, "meta"), "fullOutputPath"),
+	    &st) == 0);
+	cr_assert_eq(st.st_uid, pw->pw_uid);
+	cr_assert_eq(st.st_mode & 077, 0);
+	json_decref(r);
+	r = run_tool(c, json_string_value(sid), "tmp", "tmp", "{}");
+	snprintf(want, sizeof want, "%u 700\n", (unsigned)pw->pw_uid);
+	cr_assert_str_eq(e2e_content(r), want);
+	json_decref(r);
+	/* A sandbox made as root (its mount namespace) still runs it as it. */
+	r = run_tool(c, json_string_value(sid), "ww", "ww", "{}");
+	snprintf(want, sizeof want, "%u\n", (unsigned)pw->pw_uid);
+	cr_assert_str_eq(e2e_content(r), want);
 	json_decref(r);
 	json_decref(sid);
 	c_close(c);

@@ -6,6 +6,8 @@
 #include "session/session.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +90,7 @@ static struct session *session_slicing, **session_slicing_tail =
 static struct event *session_slice_ev;
 bool session_stopping;
 
+static struct proc_user *session_user(uid_t, json_t *);
 static void	session_effect(void *, const struct exec_effect *);
 static void	session_note(struct session *, const char *, json_t *);
 static void	session_note_repaired(struct session *, struct buf *,
@@ -219,12 +222,23 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 {
 	struct session *s;
 
-	/* Tools run as the daemon's user: never hand that to another one. */
-	if (uid != geteuid() && uid != 0 && !session_cfg.other_uids) {
+	/*
+	 * Another user's tools run as that user, which only root can do: a
+	 * daemon of another uid never hands its own authority over.
+	 */
+	if (uid != geteuid() && uid != 0 && geteuid() != 0) {
 		*code = STEXEC_ERR_NOT_PERMITTED;
 		snprintf(err, errlen, "Not permitted: this daemon runs as uid "
-		    "%u and its tools would run as that user, not as uid %u "
-		    "(--allow-other-uids)", (unsigned)geteuid(), (unsigned)uid);
+		    "%u and cannot run tools as uid %u; only a root daemon "
+		    "serves other users", (unsigned)geteuid(), (unsigned)uid);
+		return NULL;
+	}
+	if (uid != geteuid() && uid != 0 && !session_cfg.other_uids) {
+		*code = STEXEC_ERR_NOT_PERMITTED;
+		snprintf(err, errlen, "Not permitted: this daemon serves only "
+		    "uid %u (--allow-other-uids runs each user's tools as "
+		    "that user), not uid %u", (unsigned)geteuid(),
+		    (unsigned)uid);
 		return NULL;
 	}
 	if (session_n >= session_cfg.max_sessions) {
@@ -241,6 +255,44 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 		session_hooks->created(s, tools, ntools, max_parallel, cwd,
 		    env);
 	return s;
+}
+
+/*
+ * Who uid is, for running its tools as it: its group and supplementary
+ * groups, and its HOME, USER and LOGNAME in env (the client's env goes on
+ * top); or why it cannot be (the tools then fail to start). Looked up once
+ * per session: the name service may be slow.
+ */
+static struct proc_user *
+session_user(uid_t uid, json_t *env)
+{
+	struct proc_user *u = xcalloc(1, sizeof *u);
+	struct passwd pw, *found = NULL;
+	char buf[4096], *err;
+	gid_t *groups;
+	int n = 32;
+
+	u->uid = uid;
+	if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) != 0 ||
+	    found == NULL) {
+		xasprintf(&err, "cannot run a tool as uid %u: it has no "
+		    "passwd entry", (unsigned)uid);
+		u->error = err;
+		return u;
+	}
+	u->gid = pw.pw_gid;
+	groups = xcalloc((size_t)n, sizeof *groups);
+	if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) == -1) {
+		groups = xreallocarray(groups, (size_t)n, sizeof *groups);
+		if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) == -1)
+			n = 0;
+	}
+	u->groups = groups;
+	u->ngroups = (size_t)n;
+	json_object_set_new(env, "HOME", json_string(pw.pw_dir));
+	json_object_set_new(env, "USER", json_string(pw.pw_name));
+	json_object_set_new(env, "LOGNAME", json_string(pw.pw_name));
+	return u;
 }
 
 enum tooldef_sandbox_mode
@@ -285,10 +337,12 @@ session_new(const char *id, uid_t uid, struct tooldef **tools, size_t ntools,
 
 	/* env: the daemon's, with the client's on top; null unsets. Without
 	 * changes, every session shares the daemon's (memory per session). */
-	if (json_object_size(env) == 0)
+	if (json_object_size(env) == 0 && (geteuid() != 0 || uid == 0))
 		senv = json_incref(session_cfg.base_env);
 	else
 		senv = json_copy(session_cfg.base_env);
+	if (geteuid() == 0 && uid != 0)
+		s->user = session_user(uid, senv);
 	json_object_foreach((json_t *)env, key, v) {
 		if (json_is_null(v))
 			json_object_del(senv, key);
@@ -637,6 +691,7 @@ session_spawn(struct session *s, struct exec_tool *t,
 	spec.stream_output = req->stream_output;
 	spec.name = req->name;
 	session_sandbox(s, req, &spec.sandbox, roots);
+	spec.user = s->user;
 	spec.limits.memory_bytes = req->limits->memory_bytes > 0 ?
 	    req->limits->memory_bytes : session_cfg.limits.memory_bytes;
 	spec.limits.max_processes = req->limits->max_processes > 0 ?
@@ -1510,6 +1565,11 @@ session_free(struct session *s)
 	free(s->envp);
 	free(s->journal);
 	tooldef_sandbox_clear(&s->sandbox);
+	if (s->user != NULL) {
+		free((gid_t *)s->user->groups);
+		free((char *)s->user->error);
+		free(s->user);
+	}
 	free(s);
 }
 

@@ -14,6 +14,7 @@
 
 #include "idmap.h"
 #include "core/tooldef.h"
+#include "supervisor/proc.h"
 #include "session/session.h"
 
 struct shared;
@@ -70,6 +71,8 @@ struct session {
 
 	struct tooldef_sandbox sandbox; /* createSession's: for its tools
 	                             without one */
+	struct proc_user *user;   /* a root daemon's client of another uid:
+	                             its tools run as it; NULL: as us */
 
 	char *journal;            /* its createSession, as journaled (text:
 	                             a JSON tree would triple an idle

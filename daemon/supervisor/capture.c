@@ -37,6 +37,9 @@ struct capture_stream {
 struct capture {
 	size_t max;
 	uint64_t file_max;   /* no file for more than this; 0: no limit */
+	bool owned;          /* the output file goes to uid, gid */
+	uid_t uid;
+	gid_t gid;
 	size_t head_size;
 	size_t tail_size;
 	char *dir;
@@ -201,6 +204,18 @@ capture_open_output(struct capture *c)
 		c->path = NULL;
 		return -1;
 	}
+	if (c->owned && fchown(fd, c->uid, c->gid) != 0) {
+		error = errno;
+		xasprintf(&what, "cannot give %s to uid %u", c->path,
+		    (unsigned)c->uid);
+		capture_fail(c, what, error);
+		free(what);
+		close(fd);
+		unlink(c->path);
+		free(c->path);
+		c->path = NULL;
+		return -1;
+	}
 	c->out_fd = fd;
 	return 0;
 }
@@ -285,6 +300,14 @@ capture_ring_add(struct capture *c, struct capture_stream *s, const char *p,
 		p += k;
 		n -= k;
 	}
+}
+
+void
+capture_set_owner(struct capture *c, uid_t uid, gid_t gid)
+{
+	c->owned = true;
+	c->uid = uid;
+	c->gid = gid;
 }
 
 void

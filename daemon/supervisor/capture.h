@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/types.h>
+
 #include "output.h"
 
 struct capture;
@@ -28,6 +30,8 @@ struct capture *capture_create(size_t max, const char *dir, const char *name,
  * head and tail stay right, and the error says why.
  */
 void capture_limit_file(struct capture *, uint64_t max);
+/* The output file belongs to this user (a tool run as another uid). */
+void capture_set_owner(struct capture *, uid_t, gid_t);
 /* Add bytes the process wrote to fd 1 or 2. Writes to disk as it goes. */
 void capture_add(struct capture *, int fd, const void *, size_t);
 /*

@@ -87,6 +87,8 @@ struct proc {
 	bool tmpdir_made;
 	struct sandbox_spec sandbox; /* its roots are roots */
 	char **roots;
+	bool as_user;       /* run as user, not as the daemon */
+	struct proc_user user; /* groups and error owned */
 	struct toolcg_limits limits;
 	struct toolcg *cg;  /* its cgroups, if it has any */
 	struct event *limit_timer;
@@ -297,6 +299,16 @@ proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
 	p->envp = proc_copy_env(spec->envp, p->token, p->tmpdir);
 	p->cwd = spec->cwd != NULL ? xstrdup(spec->cwd) : NULL;
 	p->name = xstrdup(spec->name != NULL ? spec->name : "proc");
+	if (spec->user != NULL) {
+		p->as_user = true;
+		p->user = *spec->user;
+		p->user.groups = xcalloc(spec->user->ngroups + 1,
+		    sizeof *p->user.groups);
+		memcpy((gid_t *)p->user.groups, spec->user->groups,
+		    spec->user->ngroups * sizeof *p->user.groups);
+		p->user.error = spec->user->error != NULL ?
+		    xstrdup(spec->user->error) : NULL;
+	}
 	if (spec->input_len > 0) {
 		p->input = xmalloc(spec->input_len);
 		memcpy(p->input, spec->input, spec->input_len);
@@ -519,6 +531,13 @@ proc_pipes(struct proc *p, int child[4])
 	return 0;
 }
 
+/* The uid the tool runs as. */
+static uid_t
+proc_uid(const struct proc *p)
+{
+	return p->as_user ? p->user.uid : geteuid();
+}
+
 /*
  * A sandboxed tool's private TMPDIR and what confines it (sandbox.h);
  * NULL, or why it cannot run.
@@ -530,14 +549,19 @@ proc_confine(struct proc *p, struct spawn_req *req, struct sandbox_prep **prep)
 
 	if (!sandbox_can(p->sandbox.profile))
 		return sandbox_prepare(&p->sandbox, p->tmpdir, p->cwd,
-		    geteuid(), req, prep);
+		    proc_uid(p), req, prep);
 	if (mkdir(p->tmpdir, 0700) != 0) {
 		xasprintf(&msg, "cannot create %s: %s", p->tmpdir,
 		    strerror(errno));
 		return msg;
 	}
 	p->tmpdir_made = true;
-	return sandbox_prepare(&p->sandbox, p->tmpdir, p->cwd, geteuid(), req,
+	if (p->as_user && chown(p->tmpdir, p->user.uid, p->user.gid) != 0) {
+		xasprintf(&msg, "cannot give %s to uid %u: %s", p->tmpdir,
+		    (unsigned)p->user.uid, strerror(errno));
+		return msg;
+	}
+	return sandbox_prepare(&p->sandbox, p->tmpdir, p->cwd, proc_uid(p), req,
 	    prep);
 }
 
@@ -570,6 +594,8 @@ proc_start(struct proc *p)
 	    req.dirfd, &path)) != 0)
 		xasprintf(&msg, "cannot run %s: %s", p->argv[0],
 		    strerror(error));
+	else if (p->as_user && p->user.error != NULL)
+		msg = xstrdup(p->user.error);
 	else if (p->tmpdir != NULL &&
 	    (msg = proc_confine(p, &req, &prep)) != NULL)
 		;
@@ -580,6 +606,13 @@ proc_start(struct proc *p)
 		xasprintf(&msg, "cannot create a pipe: %s", strerror(error));
 	else {
 		req.path = path;
+		if (p->as_user) {
+			req.as_user = true;
+			req.uid = p->user.uid;
+			req.gid = p->user.gid;
+			req.groups = p->user.groups;
+			req.ngroups = p->user.ngroups;
+		}
 		if ((pid = spawn_start(&req, &step)) == -1)
 			xasprintf(&msg, "%s %s: %s", step, p->argv[0],
 			    strerror(errno));
@@ -614,6 +647,8 @@ proc_start(struct proc *p)
 	p->capture = capture_create(p->max_output, proc_output_dir, p->name,
 	    (long)pid, p->token);
 	capture_limit_file(p->capture, proc_cfg.output_file_max);
+	if (p->as_user)
+		capture_set_owner(p->capture, p->user.uid, p->user.gid);
 
 	/* Most inputs fit the pipe: write now, wait for room only if not. */
 	proc_write_cb(-1, 0, p);
@@ -1193,6 +1228,8 @@ proc_free(struct proc *p, bool keep_file)
 	if (p->tmpdir_made && util_rmtree(p->tmpdir) != 0)
 		log_warn("cannot remove %s: %s", p->tmpdir, strerror(errno));
 	free(p->tmpdir);
+	free((gid_t *)p->user.groups);
+	free((char *)p->user.error);
 	for (i = 0; p->roots != NULL && p->roots[i] != NULL; i++)
 		free(p->roots[i]);
 	free(p->roots);

@@ -21,6 +21,15 @@
 struct event_base;
 struct proc;
 
+/* Another user to run a tool as (a root daemon's client of that uid). */
+struct proc_user {
+	uid_t uid;
+	gid_t gid;
+	const gid_t *groups;  /* supplementary */
+	size_t ngroups;
+	const char *error;    /* it cannot be had: the tool fails to start */
+};
+
 struct proc_spec {
 	char *const *argv;   /* argv[0] is executed as given (no PATH search
 	                        unless it has no '/') */
@@ -44,6 +53,8 @@ struct proc_spec {
 	                        ends, and fails to start where the kernel
 	                        cannot enforce it */
 	const char *name;    /* for the output file name and logs */
+	const struct proc_user *user; /* NULL: the daemon's own; else its
+	                        TMPDIR and output file are that user's too */
 };
 
 enum proc_end {

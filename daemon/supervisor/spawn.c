@@ -82,6 +82,16 @@ spawn_child(void *arg)
 	}
 	if (r->ns != NULL && spawn_mounts(r->ns, &c->step) == -1)
 		goto fail;
+	/*
+	 * Last as root: the cgroups, limits and mounts above need it. Raw
+	 * system calls: libc's would act on every thread of the process we
+	 * share memory with.
+	 */
+	c->step = "cannot become the session's user";
+	if (r->as_user && (syscall(SYS_setgroups, r->ngroups, r->groups) == -1 ||
+	    syscall(SYS_setresgid, r->gid, r->gid, r->gid) == -1 ||
+	    syscall(SYS_setresuid, r->uid, r->uid, r->uid) == -1))
+		goto fail;
 	c->step = "cannot give up capabilities";
 	if (r->drop_caps && spawn_drop_caps() == -1)
 		goto fail;

@@ -59,6 +59,11 @@ struct spawn_req {
 	struct spawn_rlimit rlimits[SPAWN_MAX_RLIMITS];
 	size_t nrlimits;
 	const struct spawn_ns *ns; /* NULL: the daemon's mounts */
+	bool as_user;            /* become uid, gid, groups (after mounts) */
+	uid_t uid;
+	gid_t gid;
+	const gid_t *groups;
+	size_t ngroups;
 	bool drop_caps;          /* give up every capability for good */
 	int landlock_fd;         /* a ruleset to restrict itself with; -1 */
 	const struct sock_fprog *seccomp; /* a filter to install last; NULL */

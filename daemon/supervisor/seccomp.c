@@ -13,6 +13,8 @@
 #include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "util.h"
 
@@ -95,9 +97,15 @@ static struct sock_fprog seccomp_progs[SECCOMP_NKINDS];
 static bool seccomp_built;
 
 #ifdef SECCOMP_ARCH
+/*
+ * A program under construction; the refused calls share one return.
+ */
 struct seccomp_prog {
 	struct sock_filter *f;
 	size_t n;
+	size_t to_deny[SECCOMP_MAX]; /* jumps to point at the final EPERM */
+	bool deny_jt[SECCOMP_MAX];   /* that jump is jt, else jf */
+	size_t nto_deny;
 };
 
 static void
@@ -116,17 +124,13 @@ seccomp_ret(struct seccomp_prog *p, uint32_t action)
 	seccomp_emit(p, BPF_RET | BPF_K, action, 0, 0);
 }
 
-/* if (nr == this) return EPERM; */
+/* A conditional jump whose true (or false) branch is the final EPERM. */
 static void
-seccomp_deny(struct seccomp_prog *p, const int *nrs, size_t n)
+seccomp_jump_deny(struct seccomp_prog *p, uint16_t op, uint32_t k, bool jt)
 {
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		seccomp_emit(p, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nrs[i], 0,
-		    1);
-		seccomp_ret(p, SECCOMP_DENY);
-	}
+	p->to_deny[p->nto_deny] = p->n;
+	p->deny_jt[p->nto_deny++] = jt;
+	seccomp_emit(p, BPF_JMP | op | BPF_K, k, 0, 0);
 }
 
 /*
@@ -150,50 +154,113 @@ seccomp_args(struct seccomp_prog *p, int sys, int arg, const uint32_t *vals,
 	seccomp_ret(p, hit);
 }
 
+static int
+seccomp_cmp(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
+/* Add n numbers to the refused list. */
+static size_t
+seccomp_add(int *list, size_t len, const int *nrs, size_t n)
+{
+	memcpy(list + len, nrs, n * sizeof *nrs);
+	return len + n;
+}
+
+/* A run of refused numbers. */
+struct seccomp_range {
+	uint32_t lo, hi;
+};
+
+/*
+ * if (nr in ranges) goto EPERM; else return ALLOW: a binary search, so
+ * that a number passes few instructions. That is what an attach costs:
+ * the kernel runs the program once for every system call number to find
+ * those it may allow without running it (its action cache), and a linear
+ * list made that 0.1 ms per spawn.
+ */
+static void
+seccomp_search(struct seccomp_prog *p, const struct seccomp_range *r,
+    size_t n)
+{
+	size_t i, mid, at;
+
+	if (n <= 2) {
+		for (i = 0; i < n; i++) {
+			if (r[i].lo == r[i].hi) {
+				seccomp_jump_deny(p, BPF_JEQ, r[i].lo, true);
+				continue;
+			}
+			/* nr >= lo && !(nr > hi) */
+			seccomp_emit(p, BPF_JMP | BPF_JGE | BPF_K, r[i].lo, 0,
+			    1);
+			seccomp_jump_deny(p, BPF_JGT, r[i].hi, false);
+		}
+		seccomp_ret(p, SECCOMP_RET_ALLOW);
+		return;
+	}
+	mid = n / 2;
+	at = p->n;
+	seccomp_emit(p, BPF_JMP | BPF_JGE | BPF_K, r[mid].lo, 0, 0);
+	seccomp_search(p, r, mid);
+	if (p->n - at - 1 > 255)
+		fatal("seccomp: a jump of %zu instructions", p->n - at - 1);
+	p->f[at].jt = (uint8_t)(p->n - at - 1);
+	seccomp_search(p, r + mid, n - mid);
+}
+
+/* The refused numbers as sorted, merged ranges; how many. */
+static size_t
+seccomp_ranges(int *list, size_t n, struct seccomp_range *r)
+{
+	size_t i, nr = 0;
+
+	qsort(list, n, sizeof *list, seccomp_cmp);
+	for (i = 0; i < n; i++) {
+		if (nr > 0 && (uint32_t)list[i] <= r[nr - 1].hi + 1) {
+			if ((uint32_t)list[i] > r[nr - 1].hi)
+				r[nr - 1].hi = (uint32_t)list[i];
+			continue;
+		}
+		r[nr].lo = r[nr].hi = (uint32_t)list[i];
+		nr++;
+	}
+	return nr;
+}
+
 static void
 seccomp_build(int variant)
 {
 	static const uint32_t inet[] = { AF_INET, AF_INET6 }, self[] = { 0 };
-	struct seccomp_prog p = { seccomp_code[variant], 0 };
+	static const int socket_nr[] = { __NR_socket };
+	struct seccomp_prog p = { .f = seccomp_code[variant] };
 	int kind = variant & ~SECCOMP_SIGNALS;
+	int list[nitems(seccomp_denied) + nitems(seccomp_metadata) +
+	    nitems(seccomp_signals) + 1];
+	struct seccomp_range ranges[nitems(list)];
 	uint32_t ioctls[nitems(seccomp_ioctls) +
 	    nitems(seccomp_ioctls_metadata)];
-	size_t nioctls = 0, i;
+	size_t nioctls = 0, nlist = 0, i, deny, off;
 
 	seccomp_emit(&p, BPF_LD | BPF_W | BPF_ABS,
 	    offsetof(struct seccomp_data, arch), 0, 0);
-	seccomp_emit(&p, BPF_JMP | BPF_JEQ | BPF_K, SECCOMP_ARCH, 1, 0);
-	seccomp_ret(&p, SECCOMP_DENY);
+	seccomp_jump_deny(&p, BPF_JEQ, SECCOMP_ARCH, false);
 	seccomp_emit(&p, BPF_LD | BPF_W | BPF_ABS,
 	    offsetof(struct seccomp_data, nr), 0, 0);
 #ifdef SECCOMP_X32
-	seccomp_emit(&p, BPF_JMP | BPF_JGE | BPF_K, SECCOMP_X32, 0, 1);
-	seccomp_ret(&p, SECCOMP_DENY);
+	seccomp_jump_deny(&p, BPF_JGE, SECCOMP_X32, true);
 #endif
-	seccomp_deny(&p, seccomp_denied, nitems(seccomp_denied));
-	if (kind == SECCOMP_READ_ONLY)
-		seccomp_deny(&p, seccomp_metadata, nitems(seccomp_metadata));
 	seccomp_emit(&p, BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1);
 	seccomp_ret(&p, SECCOMP_RET_ERRNO | ENOSYS);
-	if (variant & SECCOMP_SIGNALS) {
-		seccomp_deny(&p, seccomp_signals, nitems(seccomp_signals));
-		seccomp_args(&p, __NR_kill, 0, self, nitems(self),
-		    SECCOMP_RET_ALLOW, SECCOMP_DENY);
-	}
 
-	for (i = 0; i < nitems(seccomp_ioctls); i++)
-		ioctls[nioctls++] = seccomp_ioctls[i];
-	for (i = 0; kind == SECCOMP_READ_ONLY &&
-	    i < nitems(seccomp_ioctls_metadata); i++)
-		ioctls[nioctls++] = seccomp_ioctls_metadata[i];
-	/* Blocks that load an argument return: each must come last but one. */
+	/* The blocks that load an argument; each returns. */
 	if (kind == SECCOMP_WORKSPACE_NET)
 		seccomp_args(&p, __NR_socket, 0, inet, nitems(inet),
 		    SECCOMP_RET_ALLOW, SECCOMP_DENY);
-	else {
-		seccomp_emit(&p, BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 1);
-		seccomp_ret(&p, SECCOMP_DENY);
-	}
+	if (variant & SECCOMP_SIGNALS)
+		seccomp_args(&p, __NR_kill, 0, self, nitems(self),
+		    SECCOMP_RET_ALLOW, SECCOMP_DENY);
 	/* clone: any namespace flag refused, the rest allowed. */
 	seccomp_emit(&p, BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 4);
 	seccomp_emit(&p, BPF_LD | BPF_W | BPF_ABS, (uint32_t)SECCOMP_ARG(0),
@@ -201,10 +268,37 @@ seccomp_build(int variant)
 	seccomp_emit(&p, BPF_JMP | BPF_JSET | BPF_K, SECCOMP_NS_FLAGS, 0, 1);
 	seccomp_ret(&p, SECCOMP_DENY);
 	seccomp_ret(&p, SECCOMP_RET_ALLOW);
+	for (i = 0; i < nitems(seccomp_ioctls); i++)
+		ioctls[nioctls++] = seccomp_ioctls[i];
+	for (i = 0; kind == SECCOMP_READ_ONLY &&
+	    i < nitems(seccomp_ioctls_metadata); i++)
+		ioctls[nioctls++] = seccomp_ioctls_metadata[i];
 	seccomp_args(&p, __NR_ioctl, 1, ioctls, nioctls, SECCOMP_DENY,
 	    SECCOMP_RET_ALLOW);
-	seccomp_ret(&p, SECCOMP_RET_ALLOW);
 
+	nlist = seccomp_add(list, nlist, seccomp_denied,
+	    nitems(seccomp_denied));
+	if (kind == SECCOMP_READ_ONLY)
+		nlist = seccomp_add(list, nlist, seccomp_metadata,
+		    nitems(seccomp_metadata));
+	if (variant & SECCOMP_SIGNALS)
+		nlist = seccomp_add(list, nlist, seccomp_signals,
+		    nitems(seccomp_signals));
+	if (kind != SECCOMP_WORKSPACE_NET)
+		nlist = seccomp_add(list, nlist, socket_nr, 1);
+	seccomp_search(&p, ranges, seccomp_ranges(list, nlist, ranges));
+	deny = p.n;
+	seccomp_ret(&p, SECCOMP_DENY);
+
+	for (i = 0; i < p.nto_deny; i++) {
+		off = deny - p.to_deny[i] - 1;
+		if (off > 255)
+			fatal("seccomp: a jump of %zu instructions", off);
+		if (p.deny_jt[i])
+			p.f[p.to_deny[i]].jt = (uint8_t)off;
+		else
+			p.f[p.to_deny[i]].jf = (uint8_t)off;
+	}
 	seccomp_progs[variant].filter = p.f;
 	seccomp_progs[variant].len = (unsigned short)p.n;
 }

@@ -116,11 +116,17 @@ spawn_child(void *arg)
 	syscall(SYS_close_range, 4U, ~0U, CLOSE_RANGE_CLOEXEC);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	/* Last: from here on only what the filter allows. */
+	/*
+	 * Last: from here on only what the filter allows. SPEC_ALLOW: by
+	 * default the kernel also forces speculative-store-bypass mitigation
+	 * on a filtered process, which made every sandboxed tool ~0.5 ms
+	 * slower to start; a tool is no more a target of that attack than
+	 * an unsandboxed one.
+	 */
 	c->step = "cannot enter the sandbox (seccomp)";
 	if (r->seccomp != NULL && (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ==
-	    -1 || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, r->seccomp) ==
-	    -1))
+	    -1 || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+	    SECCOMP_FILTER_FLAG_SPEC_ALLOW, r->seccomp) == -1))
 		goto fail;
 
 	c->step = "cannot run";

@@ -117,11 +117,11 @@ spawn_child(void *arg)
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	/*
-	 * Last: from here on only what the filter allows. SPEC_ALLOW: by
-	 * default the kernel also forces speculative-store-bypass mitigation
-	 * on a filtered process, which made every sandboxed tool ~0.5 ms
-	 * slower to start; a tool is no more a target of that attack than
-	 * an unsandboxed one.
+	 * Last: from here on only what the filter allows. SPEC_ALLOW: where
+	 * the kernel's default is spec_store_bypass_disable=seccomp, it would
+	 * also force speculation mitigations, slow on every context switch,
+	 * on each filtered tool; a tool is no more a target of those attacks
+	 * than an unsandboxed one.
 	 */
 	c->step = "cannot enter the sandbox (seccomp)";
 	if (r->seccomp != NULL && (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ==

@@ -586,6 +586,11 @@ Test(outputs, no_file_beyond_the_budget_and_leftovers_count)
 	cr_assert(strstr(e2e_content(r), "the whole output could not be saved "
 	    "(the whole output is larger than --output-budget: File too "
 	    "large)") != NULL, "content: %s", e2e_content(r));
+	/* And meta says so, for a client that reads no content. */
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(
+	    json_object_get(r, "meta"), "warnings"), 0)), "the whole output "
+	    "(100000 bytes) was not kept: the whole output is larger than "
+	    "--output-budget: File too large");
 	json_decref(r);
 	cr_assert_eq(count_files(d), 0);
 	json_decref(sid);

@@ -588,6 +588,13 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	else
 		exec_exit_content(&b, t, x, why);
 	free(content);
+	/* S17: output is never lost silently, and meta says so too. */
+	if (x != NULL && x->output.total > x->output.head_len &&
+	    x->output.path == NULL)
+		json_array_append_new(t->warnings, json_sprintf("the whole "
+		    "output (%llu bytes) was not kept: %s", (unsigned long long)
+		    x->output.total, x->output_error != NULL ? x->output_error :
+		    "no output directory"));
 	/* Each piece is valid; should one slip, S10 still needs a result. */
 	if (!utf8_valid(b.data, b.len)) {
 		utf8_repair(&fixed, b.data, b.len);

@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -95,7 +96,8 @@ static int	activated_socket(void);
 static int	connection_cap(unsigned, unsigned *);
 static json_t	*main_enforcement(const struct options *);
 static char	*default_state_dir(void);
-static void	main_journal(const char *, int);
+static void	main_journal(const char *, int, const char *);
+static const char *main_socket_id(int, const char *, char *, size_t);
 static int	main_take_fd(const char *);
 static void	main_reload(void);
 static void	main_reload_cb(evutil_socket_t, short, void *);
@@ -540,23 +542,63 @@ main_snapshot_as(bool whole)
  * sessions (from the handover of a reload when there is one, which is
  * newer than the journal), and start a fresh file with this daemon in it.
  */
+/*
+ * The path of the socket the daemon serves, as its journal knows it: the
+ * one it will bind, else the one it was given (fd), as the kernel says.
+ */
+static const char *
+main_socket_id(int fd, const char *path, char *buf, size_t len)
+{
+	struct sockaddr_un sa;
+	socklen_t salen = sizeof sa;
+
+	memset(&sa, 0, sizeof sa);
+	if (path == NULL && fd != -1 && getsockname(fd, (struct sockaddr *)&sa,
+	    &salen) == 0 && sa.sun_family == AF_UNIX && sa.sun_path[0] != '\0')
+		path = sa.sun_path;
+	snprintf(buf, len, "%s", path != NULL ? path : "");
+	return buf;
+}
+
+/*
+ * The journal of this socket; a journal of the layout before there was
+ * one per socket ("journal") becomes the default socket's.
+ */
+static bool
+main_journal_open(const char *dir, const char *socket)
+{
+	char name[32], old[PATH_MAX], new[PATH_MAX], deflt[PATH_MAX];
+	char err[1024];
+	struct stat st;
+
+	journal_name(socket, name);
+	snprintf(old, sizeof old, "%s/journal", dir);
+	snprintf(new, sizeof new, "%s/%s", dir, name);
+	if (server_default_path(NULL, deflt, sizeof deflt) != NULL &&
+	    strcmp(deflt, socket) == 0 && stat(new, &st) != 0 &&
+	    stat(old, &st) == 0 && rename(old, new) == 0)
+		log_info("journal: %s is now %s, the journal of %s", old, new,
+		    socket);
+	if (journal_open(main_base, dir, name, err, sizeof err) != 0) {
+		log_warn("no crash journal: %s", err);
+		return false;
+	}
+	log_debug("journal: %s for %s", new, socket);
+	return true;
+}
+
 static void
-main_journal(const char *dir, int handover)
+main_journal(const char *dir, int handover, const char *socket)
 {
 	struct journal_loaded got;
 	const json_t *inst;
 	unsigned restored, killed = 0;
-	char err[1024];
 	bool open_ok = false;
 	size_t i;
 
 	session_journal_init();
-	if (dir != NULL && *dir != '\0') {
-		if (journal_open(main_base, dir, err, sizeof err) == 0)
-			open_ok = true;
-		else
-			log_warn("no crash journal: %s", err);
-	}
+	if (dir != NULL && *dir != '\0')
+		open_ok = main_journal_open(dir, socket);
 	if (!open_ok && handover == -1)
 		return;
 	main_instances = json_array();
@@ -866,13 +908,13 @@ main(int argc, char **argv)
 	struct methods_config mcfg = { 0 };
 	struct event *sigs[3];
 	char err[1024], pathbuf[4096], *tool, *outdir, cwd[PATH_MAX];
-	char *statedir, *listen_path = NULL;
+	char *statedir, *listen_path = NULL, sockid[sizeof(struct sockaddr_un)];
 	int handover, listen_fd;
 	const char *path;
 	bool activated;
 	unsigned max_conns;
 	size_t i;
-	int fd;
+	int fd = -1;
 
 	parse_options(argc, argv, &o);
 	signal(SIGPIPE, SIG_IGN);
@@ -952,11 +994,6 @@ main(int argc, char **argv)
 	scfg.min_sandbox = o.min_sandbox;
 	scfg.limits = o.limits;
 	session_init(&scfg);
-	statedir = o.state_dir != NULL ? xstrdup(o.state_dir) :
-	    default_state_dir();
-	main_journal(statedir, handover);
-	if (handover != -1)
-		close(handover);
 	conn_init(main_base, o.max_message, &methods_conn_ops);
 	conn_set_limits(max_conns, o.max_conns_per_uid);
 	mcfg.max_message = o.max_message;
@@ -964,22 +1001,35 @@ main(int argc, char **argv)
 	conn_set_peer_check(proc_sandboxed_peer);
 	methods_init(&mcfg);
 
-	if (listen_fd != -1) {
+	/*
+	 * Which socket this daemon serves, before it listens: its journal is
+	 * that socket's, and every session in it is restored (and what an
+	 * earlier daemon left is killed) before a client can connect.
+	 */
+	if (listen_fd != -1)
 		/* A reload: the socket never closed. */
 		activated = main_activated;
+	else if ((activated = (fd = activated_socket()) >= 0))
+		main_activated = true;
+	else if ((path = server_default_path(o.socket, pathbuf,
+	    sizeof pathbuf)) == NULL) {
+		log_error("the default socket path is too long: give --socket");
+		return 1;
+	}
+	statedir = o.state_dir != NULL ? xstrdup(o.state_dir) :
+	    default_state_dir();
+	main_journal(statedir, handover, main_socket_id(listen_fd != -1 ?
+	    listen_fd : fd, listen_fd != -1 ? listen_path : path, sockid,
+	    sizeof sockid));
+	if (handover != -1)
+		close(handover);
+	if (listen_fd != -1) {
 		path = listen_path != NULL ? listen_path : "the inherited socket";
 		server_start(main_base, listen_fd, listen_path);
-	} else if ((activated = (fd = activated_socket()) >= 0)) {
-		main_activated = true;
+	} else if (activated) {
 		path = "the socket systemd passed";
 		server_start(main_base, fd, NULL);
 	} else {
-		if ((path = server_default_path(o.socket, pathbuf,
-		    sizeof pathbuf)) == NULL) {
-			log_error("the default socket path is too long: give "
-			    "--socket");
-			return 1;
-		}
 		fd = server_listen(path, o.socket_mode, err, sizeof err);
 		if (fd < 0) {
 			log_error("%s", err);

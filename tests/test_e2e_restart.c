@@ -302,6 +302,26 @@ scribble(const char *path, off_t off, size_t n)
 	close(fd);
 }
 
+/* The one journal file in the daemon's state directory. */
+static void
+journal_of(struct daemon *d, char *path, size_t len)
+{
+	DIR *dir = opendir(d_path(d, "state"));
+	struct dirent *de;
+	int n = 0;
+
+	cr_assert(dir != NULL);
+	while ((de = readdir(dir)) != NULL)
+		if (strncmp(de->d_name, "journal-", 8) == 0 &&
+		    strchr(de->d_name, '.') == NULL) {
+			snprintf(path, len, "%s/%s", d_path(d, "state"),
+			    de->d_name);
+			n++;
+		}
+	closedir(dir);
+	cr_assert_eq(n, 1, "%d journals in %s", n, d_path(d, "state"));
+}
+
 Test(restart, a_corrupt_journal_is_reported_and_the_daemon_serves)
 {
 	struct daemon *d = d_start(NULL);
@@ -316,7 +336,7 @@ Test(restart, a_corrupt_journal_is_reported_and_the_daemon_serves)
 	c_close(c);
 	d_kill(d, SIGKILL);
 
-	snprintf(journal, sizeof journal, "%s", d_path(d, "state/journal"));
+	journal_of(d, journal, sizeof journal);
 	cr_assert_eq(stat(journal, &st), 0);
 	/* A record in the middle damaged, and a torn append at the end. */
 	scribble(journal, st.st_size / 2, 16);
@@ -341,20 +361,68 @@ Test(restart, a_corrupt_journal_is_reported_and_the_daemon_serves)
 	d_stop(d);
 }
 
-Test(restart, two_daemons_never_share_a_journal)
+/*
+ * A state directory serves every daemon that uses it, each socket with a
+ * journal of its own: a daemon on another socket (a test's, a user's)
+ * starts empty and never restores, or kills the tools of, the other's.
+ */
+Test(restart, daemons_on_other_sockets_never_see_each_others_sessions)
 {
 	struct daemon *a = d_start(NULL), *b;
 	struct client *c;
-	char state[512], *log;
+	char state[512];
+	json_t *sid;
 
+	c = c_open(a);
+	sid = c_session(c, NULL);
+	c_close(c);
+	cr_assert_eq(d_terminate(a), 0);
 	snprintf(state, sizeof state, "%s", d_path(a, "state"));
 	b = d_start("--state-dir", state, NULL);
 	c = c_open(b);
-	c_ping(c);
+	cr_assert(!listed(c, json_string_value(sid)), "b restored a's session");
+	json_decref(c_session(c, NULL));
 	c_close(c);
-	log = e2e_read_file(b->log, NULL);
-	cr_assert(strstr(log, "in use by another daemon") != NULL);
-	free(log);
 	d_stop(b);
+	/* a comes back with its own session, and not b's. */
+	d_restart(a, NULL);
+	c = c_open(a);
+	cr_assert(listed(c, json_string_value(sid)), "a lost its session");
+	cr_assert(!listed(c, "none"));
+	{
+		json_t *r = c_call(c, "listSessions", NULL);
+
+		cr_assert_eq(json_array_size(json_object_get(r, "sessions")), 1);
+		json_decref(r);
+	}
+	c_close(c);
+	json_decref(sid);
 	d_stop(a);
+}
+
+/* A journal of the layout before, DIR/journal, is the default socket's. */
+Test(restart, the_old_journal_becomes_the_default_sockets)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	char journal[512], old[512];
+	json_t *sid = c_session(c, NULL);
+
+	c_close(c);
+	cr_assert_eq(d_terminate(d), 0);
+	journal_of(d, journal, sizeof journal);
+	snprintf(old, sizeof old, "%s", d_path(d, "state/journal"));
+	cr_assert_eq(rename(journal, old), 0);
+	/* This daemon's socket is the default one where $STEXEC_SOCKET says. */
+	setenv("STEXEC_SOCKET", d->sock, 1);
+	d_restart(d, NULL);
+	unsetenv("STEXEC_SOCKET");
+	c = c_open(d);
+	cr_assert(listed(c, json_string_value(sid)), "the old journal's "
+	    "session was not restored");
+	c_close(c);
+	journal_of(d, journal, sizeof journal);
+	cr_assert(access(old, F_OK) != 0, "the old journal is still there");
+	json_decref(sid);
+	d_stop(d);
 }

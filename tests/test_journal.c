@@ -42,7 +42,8 @@ setup(void)
 	snprintf(dir, sizeof dir, "/tmp/stexec-journal-XXXXXX");
 	cr_assert(mkdtemp(dir) != NULL);
 	snprintf(path, sizeof path, "%s/journal", dir);
-	cr_assert_eq(journal_open(NULL, dir, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(journal_open(NULL, dir, "journal", err, sizeof err), 0,
+	    "%s", err);
 }
 
 static void
@@ -64,7 +65,8 @@ reload(struct journal_loaded *got)
 	char err[256];
 
 	journal_close();
-	cr_assert_eq(journal_open(NULL, dir, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(journal_open(NULL, dir, "journal", err, sizeof err), 0,
+	    "%s", err);
 	journal_load(collect, &s, got);
 	return s;
 }
@@ -162,11 +164,24 @@ Test(journal, a_second_daemon_is_locked_out)
 	/* Another process, as another daemon would be. */
 	if ((pid = fork()) == 0) {
 		journal_close();
-		_exit(journal_open(NULL, dir, err, sizeof err) == -1 &&
+		_exit(journal_open(NULL, dir, "journal", err, sizeof err) == -1 &&
 		    strstr(err, "in use by another daemon") != NULL ? 0 : 1);
 	}
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+Test(journal, each_socket_has_a_journal_of_its_own)
+{
+	char a[32], b[32], a2[32];
+
+	journal_name("/run/stexec/stexecd.sock", a);
+	journal_name("/tmp/test/s.sock", b);
+	journal_name("/run/stexec/stexecd.sock", a2);
+	cr_assert_str_eq(a, a2);
+	cr_assert_str_neq(a, b);
+	cr_assert_eq(strncmp(a, "journal-", 8), 0);
+	cr_assert_eq(strlen(a), 24);
 }
 
 Test(journal, the_checksum_is_crc32c)

@@ -120,9 +120,19 @@ journal_lock_open(const char *path, int flags, char *err, size_t errlen)
 	return fd;
 }
 
+void
+journal_name(const char *socket, char name[32])
+{
+	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+
+	for (; *socket != '\0'; socket++)
+		h = (h ^ (unsigned char)*socket) * 0x100000001b3ULL;
+	snprintf(name, 32, "journal-%016" PRIx64, h);
+}
+
 int
-journal_open(struct event_base *base, const char *dir, char *err,
-    size_t errlen)
+journal_open(struct event_base *base, const char *dir, const char *name,
+    char *err, size_t errlen)
 {
 	struct timeval second = { 1, 0 };
 	struct stat st;
@@ -132,7 +142,7 @@ journal_open(struct event_base *base, const char *dir, char *err,
 		    strerror(errno));
 		return -1;
 	}
-	xasprintf(&journal_path, "%s/journal", dir);
+	xasprintf(&journal_path, "%s/%s", dir, name);
 	journal_fd = journal_lock_open(journal_path, O_RDWR | O_CREAT |
 	    O_APPEND, err, errlen);
 	if (journal_fd == -1 || fstat(journal_fd, &st) != 0) {

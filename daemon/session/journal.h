@@ -45,11 +45,15 @@ struct journal_loaded {
 };
 
 /*
- * Open (creating) DIR/journal, locked against other daemons. -1 with err:
- * the daemon then runs without a journal.
+ * Open (creating) DIR/NAME, locked against other daemons. -1 with err:
+ * the daemon then runs without a journal. journal_name gives the name for
+ * a daemon's socket: one journal per socket, so that daemons on other
+ * sockets (a test's, a user's) never restore each other's sessions.
  */
-int journal_open(struct event_base *, const char *dir, char *err,
-    size_t errlen);
+int journal_open(struct event_base *, const char *dir, const char *name,
+    char *err, size_t errlen);
+/* "journal-HASH" of the socket path (17 bytes and a NUL in name). */
+void journal_name(const char *socket, char name[32]);
 /* Whether a journal is open. */
 bool journal_active(void);
 /* Every record of the file, in order, then the counts. */

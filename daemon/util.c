@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 void
@@ -145,4 +146,13 @@ int
 util_rmtree(const char *dir)
 {
 	return nftw(dir, util_rmtree_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int64_t
+util_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

@@ -3,6 +3,7 @@
 #define STEXEC_UTIL_H
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -25,6 +26,8 @@ int xasprintf(char **, const char *, ...) __attribute__((format(printf, 2, 3)));
 int util_mkdirs(const char *dir, mode_t mode);
 /* rm -rf dir, symlinks not followed. -1 with errno if something stays. */
 int util_rmtree(const char *dir);
+/* Wall-clock time in ms since the epoch (what survives a restart). */
+int64_t util_wall_ms(void);
 
 /* Broken invariant or out of memory: log and abort. */
 void fatal(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));

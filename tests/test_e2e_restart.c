@@ -426,3 +426,49 @@ Test(restart, the_old_journal_becomes_the_default_sockets)
 	json_decref(sid);
 	d_stop(d);
 }
+
+/* Whether sid is listed within ms (gone: false once it is not). */
+static bool
+listed_within(struct daemon *d, const char *sid, bool want, int ms)
+{
+	struct client *c = c_open(d);
+	bool is = listed(c, sid);
+
+	for (; is != want && ms > 0; ms -= 50) {
+		usleep(50 * 1000);
+		is = listed(c, sid);
+	}
+	c_close(c);
+	return is;
+}
+
+/*
+ * The idle clock is wall time and journaled: a session idle longer than
+ * --session-idle-timeout across a restart is gone after it, one idle for
+ * less keeps the time it has left. Without that, a daemon restarted more
+ * often than the timeout never expired an abandoned session.
+ */
+Test(restart, the_idle_clock_counts_the_time_the_daemon_was_down)
+{
+	struct daemon *d = d_start("--session-idle-timeout", "3", NULL);
+	struct client *c = c_open(d);
+	json_t *old = c_session(c, NULL), *young;
+
+	c_close(c);                     /* old is idle from now */
+	usleep(1500 * 1000);
+	c = c_open(d);
+	young = c_session(c, NULL);
+	c_close(c);                     /* young from now */
+	cr_assert_eq(d_terminate(d), 0);
+	usleep(1800 * 1000);            /* old: 3.3 s idle, young: 1.8 s */
+	d_restart(d, "--session-idle-timeout", "3", NULL);
+	cr_assert(!listed_within(d, json_string_value(old), false, 1000),
+	    "a session idle past the timeout came back");
+	cr_assert(listed_within(d, json_string_value(young), true, 0),
+	    "a session within its timeout was lost");
+	/* And young still goes when its own time is up. */
+	cr_assert(!listed_within(d, json_string_value(young), false, 3000));
+	json_decref(old);
+	json_decref(young);
+	d_stop(d);
+}

@@ -477,19 +477,47 @@ session_unrefer(const char *id)
 	}
 }
 
-/* Start the idle clock when the session becomes idle, stop it when not. */
+/*
+ * Start the idle clock when the session becomes idle, stop it when not.
+ * The clock is wall time, journaled, so that a session restored after a
+ * restart expires counting the time the daemon was down; one idle already
+ * (idle_since set by the restore) keeps its start.
+ */
 void
 session_idle_update(struct session *s)
 {
 	bool idle = s->refs == 0 && s->subs == NULL && !exec_busy(s->ex) &&
 	    !s->closing;
+	struct timeval left;
+	int64_t now, ms;
 
 	if (s->idle == NULL)
 		return;
-	if (!idle)
+	if (!idle) {
 		evtimer_del(s->idle);
-	else if (!evtimer_pending(s->idle, NULL))
+		if (s->idle_since != 0) {
+			s->idle_since = 0;
+			if (session_hooks != NULL)
+				session_hooks->idled(s);
+		}
+		return;
+	}
+	if (evtimer_pending(s->idle, NULL))
+		return;
+	now = util_wall_ms();
+	if (s->idle_since == 0 || s->idle_since > now) {
+		s->idle_since = now;
+		if (session_hooks != NULL)
+			session_hooks->idled(s);
 		evtimer_add(s->idle, session_idle_tv);
+		return;
+	}
+	ms = (int64_t)session_cfg.idle_timeout_s * 1000 - (now - s->idle_since);
+	if (ms < 0)
+		ms = 0;
+	left.tv_sec = (time_t)(ms / 1000);
+	left.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	evtimer_add(s->idle, &left);
 }
 
 static void

@@ -58,6 +58,9 @@ struct session {
 
 	unsigned refs;            /* open connections referring to it */
 	struct event *idle;       /* pending while the session is idle */
+	int64_t idle_since;       /* wall clock (ms) it became idle; 0: not
+	                             idle. Journaled: a restart counts the
+	                             time it was down */
 
 	bool closing;
 	bool finish_wanted;       /* close once the slicers are done */
@@ -110,6 +113,7 @@ struct session_hooks {
 	void (*added)(struct session *, uint64_t turn, const char *id,
 	    const char *name);
 	void (*closed)(struct session *);
+	void (*idled)(struct session *);  /* idle_since changed */
 	bool (*journaling)(void);
 };
 

@@ -127,6 +127,19 @@ session_journal_closed(struct session *s)
 		journal_append(JOURNAL_CLOSE, s->id, strlen(s->id), NULL, 0);
 }
 
+static void
+session_journal_idled(struct session *s)
+{
+	char rec[64];
+	int n;
+
+	if (!journal_active() || session_stopping || session_journal_restoring)
+		return;
+	n = snprintf(rec, sizeof rec, "%s %lld", s->id,
+	    (long long)s->idle_since);
+	journal_append(JOURNAL_IDLE, rec, (size_t)n, NULL, 0);
+}
+
 static bool
 session_journal_journaling(void)
 {
@@ -135,7 +148,8 @@ session_journal_journaling(void)
 
 static const struct session_hooks session_journal_hooks = {
 	session_journal_created, session_journal_note, session_journal_add,
-	session_journal_closed, session_journal_journaling,
+	session_journal_closed, session_journal_idled,
+	session_journal_journaling,
 };
 
 void
@@ -156,6 +170,8 @@ session_journal_snapshot(bool whole)
 		if (s->closing)
 			continue;
 		session_journal_session(s);
+		if (s->idle_since != 0)
+			session_journal_idled(s);
 		for (i = 0; (id = exec_turn_tool(s->ex, i, &name)) != NULL;
 		    i++)
 			session_journal_add(s, exec_turn(s->ex), id, name);
@@ -324,6 +340,29 @@ session_restore_note(const char *data, size_t len)
 	json_decref(line);
 }
 
+/* "SID MS": when the session became idle (0: it was in use). */
+static void
+session_restore_idle(const char *data, size_t len)
+{
+	char id[sizeof(((struct session *)0)->id)], *end;
+	const char *sp = memchr(data, ' ', len);
+	struct restoring *r;
+	long long ms;
+	char num[24];
+
+	if (sp == NULL || (size_t)(sp - data) >= sizeof id ||
+	    len - (size_t)(sp - data) - 1 >= sizeof num)
+		return;
+	memcpy(id, data, (size_t)(sp - data));
+	id[sp - data] = '\0';
+	memcpy(num, sp + 1, len - (size_t)(sp - data) - 1);
+	num[len - (size_t)(sp - data) - 1] = '\0';
+	ms = strtoll(num, &end, 10);
+	if (*end == '\0' && ms >= 0 && (r = idmap_get(&session_restored, id))
+	    != NULL)
+		r->s->idle_since = ms;
+}
+
 void
 session_restore(char kind, const char *data, size_t len)
 {
@@ -334,6 +373,10 @@ session_restore(char kind, const char *data, size_t len)
 	session_journal_restoring = true;
 	if (kind == JOURNAL_NOTE) {
 		session_restore_note(data, len);
+		return;
+	}
+	if (kind == JOURNAL_IDLE) {
+		session_restore_idle(data, len);
 		return;
 	}
 	if (kind == JOURNAL_CLOSE) {

@@ -593,6 +593,7 @@ main_journal(const char *dir, int handover, const char *socket)
 	struct journal_loaded got;
 	const json_t *inst;
 	unsigned restored, killed = 0;
+	int64_t started = util_wall_ms();
 	bool open_ok = false;
 	size_t i;
 
@@ -620,9 +621,10 @@ main_journal(const char *dir, int handover, const char *socket)
 		    "the journal", got.records, got.dropped,
 		    got.torn ? ", the last record cut short" : "");
 	if (restored > 0 || killed > 0)
-		log_info("restored %u session(s) from %s; killed %u process(es) "
-		    "an earlier daemon left", restored, handover != -1 ?
-		    "the reload's handover" : dir, killed);
+		log_info("restored %u session(s) from %s in %lld ms; killed %u "
+		    "process(es) an earlier daemon left", restored, handover !=
+		    -1 ? "the reload's handover" : dir, (long long)
+		    (util_wall_ms() - started), killed);
 	if (open_ok) {
 		journal_set_snapshot(main_snapshot);
 		journal_compact();

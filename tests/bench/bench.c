@@ -529,3 +529,39 @@ bench_report(const char *name, const char *unit, const struct bench_sum *s,
 	    pass ? "PASS" : "MISS");
 	fflush(stdout);
 }
+
+#define BENCH_BATCH 500
+
+/* Create n sessions; keep the ids of the first keep of them. */
+void
+bench_sessions(struct bench_conn *c, int n, char (*ids)[32], int keep)
+{
+	static const char req[] = "{\"jsonrpc\":\"2.0\",\"id\":%" PRId64
+	    ",\"method\":\"createSession\",\"params\":{}}\n";
+	size_t cap = BENCH_BATCH * 96, len;
+	char *buf = bench_alloc(cap), *line, *sid;
+	int64_t first;
+	int done = 0, k, i;
+
+	while (done < n) {
+		k = n - done < BENCH_BATCH ? n - done : BENCH_BATCH;
+		first = c->next_id;
+		for (i = 0, len = 0; i < k; i++)
+			len += (size_t)snprintf(buf + len, cap - len, req,
+			    c->next_id++);
+		bench_write(c->fd, buf, len);
+		for (i = 0; i < k; i++) {
+			line = bench_line(c, NULL);
+			if (bench_response_id(line) != first + i ||
+			    bench_is_error(line) ||
+			    (sid = strstr(line, "\"sessionId\":\"")) == NULL)
+				bench_fail("createSession %d: %.300s",
+				    done + i, line);
+			if (done + i < keep)
+				snprintf(ids[done + i], sizeof ids[0], "%.*s",
+				    (int)strcspn(sid + 13, "\""), sid + 13);
+		}
+		done += k;
+	}
+	free(buf);
+}

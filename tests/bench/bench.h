@@ -51,6 +51,11 @@ struct bench_sum {
 void	bench_daemon_start(struct bench_daemon *, const char *arg, ...);
 /* SIGTERM, wait, remove the directory. */
 void	bench_daemon_stop(struct bench_daemon *);
+/*
+ * Create n sessions (createSession {}, pipelined in batches of 500); keep
+ * the ids of the first keep of them in ids.
+ */
+void	bench_sessions(struct bench_conn *, int n, char (*ids)[32], int keep);
 /* Remove every file in dir (the output files of a repetition). */
 void	bench_clean_dir(const char *dir);
 

@@ -25,46 +25,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#define MEM_BATCH 500
 #define MEM_TARGET_SESSION 4096.0
 #define MEM_TARGET_CONN 16384.0
 
-static void	mem_sessions(struct bench_conn *, int, char (*)[32], int);
 static void	mem_run(int, double *, double *, double *);
-
-/* Create n sessions; keep the ids of the first keep of them. */
-static void
-mem_sessions(struct bench_conn *c, int n, char (*ids)[32], int keep)
-{
-	static const char req[] = "{\"jsonrpc\":\"2.0\",\"id\":%" PRId64
-	    ",\"method\":\"createSession\",\"params\":{}}\n";
-	size_t cap = MEM_BATCH * 96, len;
-	char *buf = bench_alloc(cap), *line, *sid;
-	int64_t first;
-	int done = 0, k, i;
-
-	while (done < n) {
-		k = n - done < MEM_BATCH ? n - done : MEM_BATCH;
-		first = c->next_id;
-		for (i = 0, len = 0; i < k; i++)
-			len += (size_t)snprintf(buf + len, cap - len, req,
-			    c->next_id++);
-		bench_write(c->fd, buf, len);
-		for (i = 0; i < k; i++) {
-			line = bench_line(c, NULL);
-			if (bench_response_id(line) != first + i ||
-			    bench_is_error(line) ||
-			    (sid = strstr(line, "\"sessionId\":\"")) == NULL)
-				bench_fail("createSession %d: %.300s",
-				    done + i, line);
-			if (done + i < keep)
-				snprintf(ids[done + i], sizeof ids[0], "%.*s",
-				    (int)strcspn(sid + 13, "\""), sid + 13);
-		}
-		done += k;
-	}
-	free(buf);
-}
 
 static void
 mem_run(int n, double *per_session, double *per_conn, double *idle)
@@ -84,7 +48,7 @@ mem_run(int n, double *per_session, double *per_conn, double *idle)
 	/* The first stats call allocates what every later one reuses. */
 	bench_rss(c);
 	rss0 = bench_rss(c);
-	mem_sessions(c, n, ids, nconn);
+	bench_sessions(c, n, ids, nconn);
 	rss1 = bench_rss(c);
 
 	for (i = 0; i < nconn; i++) {

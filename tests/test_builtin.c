@@ -505,11 +505,137 @@ Test(builtin, usage)
 	run_argv(none, "", 0, false);
 	cr_assert_eq(res.status, 2);
 	cr_assert_str_eq(res.err, "usage: stexec-tool TOOL < INPUT.json\n"
-	    "tools: read_file write_file glob grep list_dir\n");
+	    "tools: read_file write_file glob grep list_dir edit_file "
+	    "multi_edit\n");
 	run_argv(bad, "{}", 2, false);
 	cr_assert_eq(res.status, 2);
 	cr_assert(strncmp(res.err, "stexec-tool: unknown tool \"cat\"\n"
 	    "usage: ", 39) == 0, "%s", res.err);
+}
+
+/* edit_file and multi_edit */
+
+Test(builtin, edit_file_replaces_one_exact_occurrence_keeping_the_mode)
+{
+	char *s, *p;
+
+	put("f.py", "x = 1\ny = 2\n");
+	p = in_work("f.py");
+	chmod(p, 0751);
+	free(p);
+	expect("edit_file", "{\"file_path\": \"f.py\", \"old_string\": "
+	    "\"y = 2\", \"new_string\": \"y = 3\"}", 0,
+	    "Edited f.py: 1 replacement\n", NULL);
+	s = get("f.py", NULL);
+	cr_assert_str_eq(s, "x = 1\ny = 3\n");
+	free(s);
+	cr_assert_eq(mode_of("f.py") & 07777, 0751);
+	/* No temporary file is left behind. */
+	expect("list_dir", "{\"path\": \".\"}", 0, "f.py\n", NULL);
+}
+
+Test(builtin, edit_file_errors_say_which_and_change_nothing)
+{
+	char *s;
+
+	put("f.py", "a = 1\nb = 1\n");
+	expect("edit_file", "{\"file_path\": \"f.py\", \"old_string\": "
+	    "\"= 1\", \"new_string\": \"= 2\"}", 1, "",
+	    "old_string occurs 2 times in f.py: include more of the text "
+	    "around it to make it unique, or set replace_all to replace every "
+	    "one\n");
+	expect("edit_file", "{\"file_path\": \"f.py\", \"old_string\": "
+	    "\"c = 1\", \"new_string\": \"c = 2\"}", 1, "",
+	    "old_string was not found in f.py: it must match the file's text "
+	    "exactly, whitespace and indentation included\n");
+	expect("edit_file", "{\"file_path\": \"f.py\", \"old_string\": "
+	    "\"a = 1\", \"new_string\": \"a = 1\"}", 1, "",
+	    "old_string and new_string are the same: there is nothing to "
+	    "change\n");
+	expect("edit_file", "{\"file_path\": \"nope.py\", \"old_string\": "
+	    "\"a\", \"new_string\": \"b\"}", 1, "",
+	    "File does not exist: nope.py\n");
+	s = get("f.py", NULL);
+	cr_assert_str_eq(s, "a = 1\nb = 1\n");
+	free(s);
+	/* replace_all replaces each. */
+	expect("edit_file", "{\"file_path\": \"f.py\", \"old_string\": "
+	    "\"= 1\", \"new_string\": \"= 2\", \"replace_all\": true}", 0,
+	    "Edited f.py: 2 replacements\n", NULL);
+	s = get("f.py", NULL);
+	cr_assert_str_eq(s, "a = 2\nb = 2\n");
+	free(s);
+}
+
+Test(builtin, edit_file_keeps_crlf_and_a_missing_final_newline)
+{
+	size_t len;
+	char *s;
+
+	put("w.txt", "one\r\ntwo\r\nthree");
+	/* Written with plain newlines, as models do. */
+	expect("edit_file", "{\"file_path\": \"w.txt\", \"old_string\": "
+	    "\"one\\ntwo\", \"new_string\": \"1\\n2\\n2.5\"}", 0,
+	    "Edited w.txt: 1 replacement\n", NULL);
+	s = get("w.txt", &len);
+	cr_assert_str_eq(s, "1\r\n2\r\n2.5\r\nthree");
+	free(s);
+	put("n.txt", "last line");
+	expect("edit_file", "{\"file_path\": \"n.txt\", \"old_string\": "
+	    "\"last\", \"new_string\": \"final\"}", 0,
+	    "Edited n.txt: 1 replacement\n", NULL);
+	s = get("n.txt", NULL);
+	cr_assert_str_eq(s, "final line");
+	free(s);
+}
+
+Test(builtin, edit_file_edits_through_a_symlink)
+{
+	char *s, *link, *target;
+	struct stat st;
+
+	put("real.txt", "hello\n");
+	link = in_work("link.txt");
+	cr_assert_eq(symlink("real.txt", link), 0);
+	expect("edit_file", "{\"file_path\": \"link.txt\", \"old_string\": "
+	    "\"hello\", \"new_string\": \"bye\"}", 0,
+	    "Edited link.txt: 1 replacement\n", NULL);
+	cr_assert_eq(lstat(link, &st), 0);
+	cr_assert(S_ISLNK(st.st_mode), "the link was replaced by a file");
+	target = in_work("real.txt");
+	s = get("real.txt", NULL);
+	cr_assert_str_eq(s, "bye\n");
+	free(s);
+	free(target);
+	free(link);
+}
+
+Test(builtin, multi_edit_is_all_or_nothing)
+{
+	char *s;
+
+	put("m.c", "int a;\nint b;\n");
+	expect("multi_edit", "{\"file_path\": \"m.c\", \"edits\": ["
+	    "{\"old_string\": \"int a\", \"new_string\": \"long a\"}, "
+	    "{\"old_string\": \"int c\", \"new_string\": \"long c\"}]}", 1,
+	    "", "edits[1].old_string was not found in m.c: it must match the "
+	    "file's text exactly, whitespace and indentation included\n"
+	    "m.c is unchanged: no edit was applied\n");
+	s = get("m.c", NULL);
+	cr_assert_str_eq(s, "int a;\nint b;\n");
+	free(s);
+	/* Each edit sees the ones before it. */
+	expect("multi_edit", "{\"file_path\": \"m.c\", \"edits\": ["
+	    "{\"old_string\": \"int a\", \"new_string\": \"long a\"}, "
+	    "{\"old_string\": \"long a;\\nint b\", \"new_string\": "
+	    "\"long a;\\nlong b\"}]}", 0,
+	    "Edited m.c: 2 replacements by all edits\n", NULL);
+	s = get("m.c", NULL);
+	cr_assert_str_eq(s, "long a;\nlong b;\n");
+	free(s);
+	expect("multi_edit", "{\"file_path\": \"m.c\", \"edits\": []}", 2,
+	    "", "Invalid input: edits must be a non-empty array of "
+	    "{old_string, new_string, replace_all?}\n");
 }
 
 /* write_file */
@@ -1017,6 +1143,15 @@ static const struct {
 	    "{\"pattern\": 5}" },
 	{ "list_dir", true, TOOLDEF_CANCEL, false, "{\"path\": \".\"}",
 	    "{}" },
+	{ "edit_file", false, TOOLDEF_BLOCK, false,
+	    "{\"file_path\": \"a\", \"old_string\": \"x\", "
+	    "\"new_string\": \"y\", \"replace_all\": true}",
+	    "{\"file_path\": \"a\", \"old_string\": \"\", "
+	    "\"new_string\": \"y\"}" },
+	{ "multi_edit", false, TOOLDEF_BLOCK, false,
+	    "{\"file_path\": \"a\", \"edits\": [{\"old_string\": \"x\", "
+	    "\"new_string\": \"y\"}]}",
+	    "{\"file_path\": \"a\", \"edits\": [{\"old_string\": \"x\"}]}" },
 };
 
 static json_t *
@@ -1133,6 +1268,10 @@ Test(builtin, defs_run_the_tool)
 		"{\"pattern\": \"*.txt\"}",
 		"{\"pattern\": \"^[fg]$\"}",
 		"{\"path\": \".\"}",
+		"{\"file_path\": \"f.txt\", \"old_string\": \"f\", "
+		"\"new_string\": \"F\"}",
+		"{\"file_path\": \"f.txt\", \"edits\": [{\"old_string\": "
+		"\"F\", \"new_string\": \"f\"}]}",
 	};
 	static const char *outputs[] = {
 		NULL,
@@ -1141,6 +1280,8 @@ Test(builtin, defs_run_the_tool)
 		"f.txt\ng.txt\n",
 		"f.txt:1:f\ng.txt:1:g\n",
 		"f.txt\ng.txt\n",
+		"Edited f.txt: 1 replacement\n",
+		"Edited f.txt: 1 replacement\n",
 	};
 	struct tooldef *def;
 	json_t *input;

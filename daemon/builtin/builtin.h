@@ -82,5 +82,23 @@ int read_file_run(const json_t *);
 
 /* write_file.c */
 int write_file_run(const json_t *);
+/*
+ * The file a write through path lands in (symlinks followed, even to a
+ * target that does not exist yet); NULL with errno.
+ */
+char *write_file_resolve(const char *);
+/*
+ * Replace target (path as the user gave it, for messages) with content:
+ * a temporary file in its directory, renamed over it, keeping its mode and
+ * owner; BUILTIN_OK, or an error already printed.
+ */
+int write_file_commit(const char *path, const char *target,
+    const char *content, size_t len);
+
+/* edit_file.c: edit_file, and multi_edit (several edits, all or none). */
+/* The largest file the edit tools read whole. */
+#define EDIT_FILE_MAX (16 * 1024 * 1024)
+int edit_file_run(const json_t *);
+int multi_edit_run(const json_t *);
 
 #endif

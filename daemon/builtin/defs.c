@@ -91,6 +91,61 @@ static const char defs_write_file[] = "{"
     "\"abortSiblingsOnError\": false, \"requiresPermission\": false"
     "}";
 
+static const char defs_edit_file[] = "{"
+    "\"name\": \"edit_file\", "
+    "\"description\": \"Replace text in a file: `old_string` must occur in "
+    "it exactly once (or, with `replace_all`, at least once; each occurrence "
+    "is replaced), matching the file's text exactly, whitespace and "
+    "indentation included; give enough surrounding lines to make it unique. "
+    "It must differ from `new_string`. An error says whether `old_string` "
+    "was not found or occurs N times, and then nothing is changed. The file "
+    "is written back atomically and keeps its permissions; a symlink is "
+    "edited through to its target; CRLF line endings and a missing final "
+    "newline are kept (an `old_string` with plain newlines matches CRLF "
+    "lines). Text files of up to 16 MiB. Prints \\\"Edited PATH: N "
+    "replacement(s)\\\". A relative path is resolved against the session's "
+    "working directory.\", "
+    DEFS_TOOL "\"edit_file\"], "
+    "\"inputSchema\": {\"type\": \"object\", \"properties\": {"
+    "\"file_path\": {\"type\": \"string\", \"minLength\": 1, "
+    "\"description\": \"The file to edit\"}, "
+    "\"old_string\": {\"type\": \"string\", \"minLength\": 1, "
+    "\"description\": \"The exact text to replace\"}, "
+    "\"new_string\": {\"type\": \"string\", "
+    "\"description\": \"The text to put in its place\"}, "
+    "\"replace_all\": {\"type\": \"boolean\", "
+    "\"description\": \"Replace every occurrence (default false)\"}}, "
+    "\"required\": [\"file_path\", \"old_string\", \"new_string\"], "
+    "\"additionalProperties\": false}, "
+    "\"concurrencySafe\": false, \"interruptBehavior\": \"block\", "
+    "\"abortSiblingsOnError\": false, \"requiresPermission\": false"
+    "}";
+
+static const char defs_multi_edit[] = "{"
+    "\"name\": \"multi_edit\", "
+    "\"description\": \"Make several edit_file edits to one file, in "
+    "order, each on the result of the ones before: all of them or none (an "
+    "edit that fails leaves the file unchanged, and the error names it as "
+    "edits[N]). Each edit is {old_string, new_string, replace_all?} with "
+    "edit_file's rules.\", "
+    DEFS_TOOL "\"multi_edit\"], "
+    "\"inputSchema\": {\"type\": \"object\", \"properties\": {"
+    "\"file_path\": {\"type\": \"string\", \"minLength\": 1, "
+    "\"description\": \"The file to edit\"}, "
+    "\"edits\": {\"type\": \"array\", \"items\": {\"type\": "
+    "\"object\", \"properties\": {"
+    "\"old_string\": {\"type\": \"string\", \"minLength\": 1}, "
+    "\"new_string\": {\"type\": \"string\"}, "
+    "\"replace_all\": {\"type\": \"boolean\"}}, "
+    "\"required\": [\"old_string\", \"new_string\"], "
+    "\"additionalProperties\": false}, "
+    "\"description\": \"The edits, applied in order\"}}, "
+    "\"required\": [\"file_path\", \"edits\"], "
+    "\"additionalProperties\": false}, "
+    "\"concurrencySafe\": false, \"interruptBehavior\": \"block\", "
+    "\"abortSiblingsOnError\": false, \"requiresPermission\": false"
+    "}";
+
 static const char defs_glob[] = "{"
     "\"name\": \"glob\", "
     "\"description\": \"Find files by path pattern. `pattern` is matched "
@@ -168,6 +223,8 @@ const char *const builtin_defs[] = {
 	defs_glob,
 	defs_grep,
 	defs_list_dir,
+	defs_edit_file,
+	defs_multi_edit,
 	NULL,
 };
 

@@ -20,6 +20,8 @@ static const struct {
 	{ "glob", glob_run },
 	{ "grep", grep_run },
 	{ "list_dir", list_dir_run },
+	{ "edit_file", edit_file_run },
+	{ "multi_edit", multi_edit_run },
 };
 
 static void	main_usage(FILE *);

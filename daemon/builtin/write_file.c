@@ -18,7 +18,6 @@
 #define WRITE_FILE_MAX_LINKS 40
 
 static char	*write_file_dirname(const char *);
-static char	*write_file_resolve(const char *);
 static int	write_file_all(int, const char *, size_t);
 static int	write_file_in_place(const char *, const char *, const char *,
 		    size_t);
@@ -43,7 +42,7 @@ write_file_dirname(const char *path)
  * target that does not exist yet, so the link itself is never replaced.
  * NULL with errno set on a loop or an unreadable link.
  */
-static char *
+char *
 write_file_resolve(const char *path)
 {
 	char *p = xstrdup(path), *dir, *next, target[PATH_MAX];
@@ -115,7 +114,6 @@ write_file_in_place(const char *given, const char *target,
 	}
 	if (close(fd) != 0)
 		return out_error("Cannot write %s: %s", given, strerror(errno));
-	out_printf("Wrote %zu bytes to %s\n", len, given);
 	return BUILTIN_OK;
 }
 
@@ -123,12 +121,9 @@ int
 write_file_run(const json_t *input)
 {
 	const char *path, *content;
-	char *target = NULL, *dir = NULL, *tmp = NULL;
-	bool exists = false;
-	struct stat sb;
+	char *target;
 	size_t len;
-	mode_t mode, mask;
-	int fd = -1, rc = BUILTIN_ERROR;
+	int rc;
 
 	if (input_string(input, "file_path", INPUT_REQUIRED | INPUT_NONEMPTY,
 	    &path, NULL) != 0 ||
@@ -139,6 +134,22 @@ write_file_run(const json_t *input)
 		return out_error("%s is a directory, not a file", path);
 	if ((target = write_file_resolve(path)) == NULL)
 		return out_errno(errno, "File", path);
+	rc = write_file_commit(path, target, content, len);
+	if (rc == BUILTIN_OK)
+		out_printf("Wrote %zu bytes to %s\n", len, path);
+	free(target);
+	return rc;
+}
+
+int
+write_file_commit(const char *path, const char *target, const char *content,
+    size_t len)
+{
+	char *dir = NULL, *tmp = NULL;
+	bool exists = false;
+	struct stat sb;
+	mode_t mode, mask;
+	int fd = -1, rc = BUILTIN_ERROR;
 
 	if (stat(target, &sb) == 0) {
 		if (S_ISDIR(sb.st_mode)) {
@@ -195,17 +206,13 @@ write_file_run(const json_t *input)
 		rc = out_error("Cannot write %s: %s", path, strerror(errno));
 		goto out;
 	}
-	free(tmp);
-	tmp = NULL;
-	out_printf("Wrote %zu bytes to %s\n", len, path);
 	rc = BUILTIN_OK;
 out:
 	if (fd >= 0)
 		close(fd);
-	if (tmp != NULL)
+	if (tmp != NULL && rc != BUILTIN_OK)
 		unlink(tmp);
 	free(tmp);
 	free(dir);
-	free(target);
 	return rc;
 }

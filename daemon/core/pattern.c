@@ -45,7 +45,7 @@ static bool	pattern_loop(struct pattern_frame *, bool, size_t, char *,
 		    size_t);
 static size_t	pattern_bracket(const char *, size_t);
 static size_t	pattern_interval(const char *, size_t, uint64_t *,
-		    uint64_t *);
+		    uint64_t *, bool *);
 static bool	pattern_scan(const char *, size_t *, char *, size_t);
 static int	pattern_regcomp(regex_t *, const char *, char *, size_t);
 
@@ -129,11 +129,15 @@ pattern_bracket(const char *s, size_t i)
 }
 
 /*
- * An interval {m}, {m,}, {,n} or {m,n} at s[i]: the index past it and the
- * copies regcomp makes, or 0 when it is not one (regcomp judges the text).
+ * An interval {m}, {m,}, {,n} or {m,n} at s[i]: the index past it, the
+ * copies regcomp makes, the least number of runs, and whether its operand
+ * may run more than once ({m,} is as unbounded as *, {m,n} with n > 1
+ * repeats however regcomp lays the copies out); 0 when it is not one
+ * (regcomp judges the text).
  */
 static size_t
-pattern_interval(const char *s, size_t i, uint64_t *count, uint64_t *min)
+pattern_interval(const char *s, size_t i, uint64_t *count, uint64_t *min,
+    bool *more_than_once)
 {
 	uint64_t m = 0, n = 0;
 	bool has_m = false, comma = false, has_n = false;
@@ -151,6 +155,7 @@ pattern_interval(const char *s, size_t i, uint64_t *count, uint64_t *min)
 	if (s[i] != '}' || (!has_m && !has_n))
 		return 0;
 	*min = m;
+	*more_than_once = comma ? !has_n || n > 1 : m > 1;
 	if (!comma)
 		*count = m;
 	else if (!has_n)
@@ -173,7 +178,7 @@ pattern_scan(const char *s, size_t *size, char *err, size_t errlen)
 	size_t len = strlen(s), depth = 0, i = 0, next;
 	struct pattern_frame *f = xcalloc(len + 1, sizeof *f);
 	uint64_t count, min;
-	bool ok = false, empty;
+	bool ok = false, empty, more;
 
 	pattern_open(&f[0]);
 
@@ -236,8 +241,9 @@ pattern_scan(const char *s, size_t *size, char *err, size_t errlen)
 			i++;
 			break;
 		case '{':
-			if ((next = pattern_interval(s, i, &count, &min)) != 0) {
-				if (!pattern_loop(&f[depth], count > 1, i, err,
+			if ((next = pattern_interval(s, i, &count, &min,
+			    &more)) != 0) {
+				if (!pattern_loop(&f[depth], more, i, err,
 				    errlen))
 					goto out;
 				pattern_repeat(&f[depth], count);

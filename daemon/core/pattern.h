@@ -17,7 +17,7 @@
 
 #define PATTERN_MAX_LEN 1024
 #define PATTERN_MAX_SIZE 256
-#define PATTERN_MAX_ANCHORS 32
+#define PATTERN_MAX_ANCHORS 16
 /* Subject bytes x size x size allowed in one match (see pattern_match). */
 #define PATTERN_MATCH_BUDGET (1UL << 22)
 #define PATTERN_SUBJECT_MAX (64 * 1024)

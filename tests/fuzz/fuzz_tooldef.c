@@ -28,6 +28,7 @@
 static void	fuzz_tooldef_err(const char *);
 static void	fuzz_tooldef_again(const struct tooldef *);
 static void	fuzz_tooldef_input(const struct tooldef *, const json_t *);
+static double	fuzz_tooldef_regcomp_once(const char *, long *);
 static void	fuzz_tooldef_regcomp(const char *);
 static void	fuzz_tooldef_pattern(const struct tooldef *);
 
@@ -98,14 +99,13 @@ fuzz_tooldef_input(const struct tooldef *def, const json_t *input)
 	json_decref(j);
 }
 
-/* One compile with pattern.c's flags, timed and weighed. */
-static void
-fuzz_tooldef_regcomp(const char *s)
+/* One compile with pattern.c's flags: its CPU time, its peak RSS growth. */
+static double
+fuzz_tooldef_regcomp_once(const char *s, long *kib)
 {
 	struct timespec t0, t1;
 	struct rusage r0, r1;
 	regex_t re;
-	double ms;
 	int rc;
 
 	getrusage(RUSAGE_SELF, &r0);
@@ -115,14 +115,39 @@ fuzz_tooldef_regcomp(const char *s)
 	getrusage(RUSAGE_SELF, &r1);
 	FUZZ_CHECK(rc == 0, "an accepted pattern does not compile");
 	regfree(&re);
-	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+	*kib = r1.ru_maxrss - r0.ru_maxrss;
+	return (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
 	    (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-	if (ms > FUZZ_PATTERN_MS ||
-	    r1.ru_maxrss - r0.ru_maxrss > FUZZ_PATTERN_KIB)
+}
+
+/*
+ * Timed and weighed. Over the bound, compiled twice more and the fastest
+ * kept: a long run's page faults (6 million runs in, a 23-byte pattern
+ * once took 55 ms, 0.2 ms when replayed) are not the pattern's cost.
+ */
+static void
+fuzz_tooldef_regcomp(const char *s)
+{
+	static double worst;
+	double ms, again;
+	long kib, kib2;
+	int i;
+
+	ms = fuzz_tooldef_regcomp_once(s, &kib);
+	for (i = 0; i < 2 && ms > FUZZ_PATTERN_MS; i++)
+		if ((again = fuzz_tooldef_regcomp_once(s, &kib2)) < ms)
+			ms = again;
+	/* The slowest so far, for the run's figures. */
+	if (ms > worst) {
+		worst = ms;
+		fprintf(stderr, "fuzz_tooldef: slowest compile so far %.3f ms "
+		    "(%zu bytes)\n", ms, strlen(s));
+	}
+	if (ms > FUZZ_PATTERN_MS || kib > FUZZ_PATTERN_KIB)
 		fprintf(stderr, "fuzz_tooldef: %.1f ms, +%ld KiB: %s\n", ms,
-		    r1.ru_maxrss - r0.ru_maxrss, s);
+		    kib, s);
 	FUZZ_CHECK(ms <= FUZZ_PATTERN_MS, "an accepted pattern compiles slowly");
-	FUZZ_CHECK(r1.ru_maxrss - r0.ru_maxrss <= FUZZ_PATTERN_KIB,
+	FUZZ_CHECK(kib <= FUZZ_PATTERN_KIB,
 	    "an accepted pattern compiles into too much memory");
 }
 

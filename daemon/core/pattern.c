@@ -31,10 +31,11 @@ struct pattern {
  * regcomp can pass one after the other without matching a byte. Each such
  * anchor copies what can follow it with its condition attached, so the
  * time grows as a high power of how many are in a row: 64 \b took 4 s,
- * 64 (a|\b) or 12 (\b|\B) a tenth of a second. Counted: over a match of
- * the empty string (n, when empty), at the start (s) and the end (p) of a
- * match, and anywhere inside (m). Alternatives add up: their anchors are
- * all passed at the same point.
+ * 64 (a|\b) or 12 (\b|\B) a tenth of a second, 10 ($|\b) 180 ms: hence
+ * PATTERN_MAX_ANCHORS is 16. Counted: over a match of the empty string
+ * (n, when empty), at the start (s) and the end (p) of a match, and
+ * anywhere inside (m). Alternatives add up: their anchors are all passed
+ * at the same point.
  */
 struct pattern_run {
 	bool empty;     /* it can match "" */
@@ -52,6 +53,26 @@ struct pattern_frame {
 	bool has_last, has_alt;
 	struct pattern_run alt, prev, piece;
 };
+
+static uint64_t	pattern_cap(uint64_t);
+static uint64_t	pattern_max(uint64_t, uint64_t);
+static struct pattern_run pattern_then(struct pattern_run,
+		    struct pattern_run);
+static struct pattern_run pattern_or(struct pattern_run, struct pattern_run);
+static struct pattern_run pattern_anchor(uint64_t);
+static struct pattern_run pattern_branch(const struct pattern_frame *);
+static void	pattern_repeat(struct pattern_frame *, uint64_t, bool,
+		    uint64_t);
+static void	pattern_piece(struct pattern_frame *, uint64_t,
+		    struct pattern_run);
+static void	pattern_open(struct pattern_frame *);
+static bool	pattern_loop(struct pattern_frame *, bool, size_t, char *,
+		    size_t);
+static size_t	pattern_bracket(const char *, size_t);
+static size_t	pattern_interval(const char *, size_t, uint64_t *,
+		    uint64_t *, bool *);
+static bool	pattern_scan(const char *, size_t *, char *, size_t);
+static int	pattern_regcomp(regex_t *, const char *, char *, size_t);
 
 static uint64_t
 pattern_cap(uint64_t v)

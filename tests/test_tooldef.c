@@ -740,7 +740,8 @@ Test(tooldef_pattern, back_references_are_refused)
 Test(tooldef_pattern, repeating_the_empty_match_is_refused)
 {
 	static const char *const bad[] = { "^(l*******)", "(l*)*", "(l?)+",
-		"(a|b*)*", "(a|)*", "a{0,3}*", "(a*b*){2}", "(^)*" };
+		"(a|b*)*", "(a|)*", "a{0,3}*", "(a*b*){2}", "(^)*",
+		"(a*){0,}", "a{0,}{0,}", "(a|){2,}", "(a?){2,5}" };
 	static const char *const good[] = { "(l*)?", "(l+)*", "(xl*)*",
 		"^(cd( [^ ]+)*;)*$", "a{0,3}", "a{2}{3}", "(a*b)*" };
 	struct tooldef *def;
@@ -765,6 +766,17 @@ Test(tooldef_pattern, repeating_the_empty_match_is_refused)
 	cr_expect(safe_for(def, "xlllxxl"));
 	cr_expect(!safe_for(def, "lx"));
 	tooldef_unref(def);
+}
+
+/* Anchors passed one after the other cost regcomp a high power of it. */
+Test(tooldef_pattern, runs_of_anchors_are_refused)
+{
+	cr_expect_null(rule("(a|\\\\b)(a|\\\\b)(a|\\\\b)(a|\\\\b)"
+	    "(a|\\\\b)(a|\\\\b)(a|\\\\b)(a|\\\\b)(a|\\\\b)"));
+	cr_expect_str_eq(err, "concurrencySafe.pattern: too costly: 18 "
+	    "anchors (^, $, \\b, \\<, () ...; \\b and \\B count twice) can "
+	    "apply one after the other with no byte matched between them, at "
+	    "most 16 are allowed");
 }
 
 Test(tooldef_pattern, length_is_capped)

@@ -3,9 +3,12 @@
  * event loop can afford. Compiling refuses back-references (their matching
  * is exponential), repetitions of what can match the empty string (their
  * compiling is), patterns longer than PATTERN_MAX_LEN bytes and patterns
- * whose counted repetitions expand past PATTERN_MAX_SIZE nodes. Matching is
- * one pass over the subject, and a subject too long for the pattern's size
- * is not matched at all: the rule cannot be evaluated. Pure: no I/O.
+ * whose counted repetitions expand past PATTERN_MAX_SIZE nodes or that can
+ * pass more than PATTERN_MAX_ANCHORS anchors (^, \b, () ...) one after the
+ * other without matching a byte (compiling them costs a high power of it).
+ * Matching is one pass over the subject, and a subject too long for the
+ * pattern's size is not matched at all: the rule cannot be evaluated.
+ * Pure: no I/O.
  */
 #ifndef STEXEC_PATTERN_H
 #define STEXEC_PATTERN_H
@@ -14,6 +17,7 @@
 
 #define PATTERN_MAX_LEN 1024
 #define PATTERN_MAX_SIZE 256
+#define PATTERN_MAX_ANCHORS 16
 /* Subject bytes x size x size allowed in one match (see pattern_match). */
 #define PATTERN_MATCH_BUDGET (1UL << 22)
 #define PATTERN_SUBJECT_MAX (64 * 1024)

@@ -255,6 +255,48 @@ stopped(pid_t pid, bool expected)
 	return false;
 }
 
+/* A process of the test's own, for tools to try to signal. */
+static pid_t
+victim_start(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		execl("/bin/sleep", "sleep", "100", (char *)NULL);
+		_exit(127);
+	}
+	cr_assert_gt(pid, 0);
+	return pid;
+}
+
+/*
+ * Under each profile neither the victim nor the daemon can be stopped (a
+ * stopped daemon would freeze every session); under "none" the victim can,
+ * which shows the probe sees its effect. Then the victim is gone.
+ */
+static void
+signals_stay_in(struct world *w, pid_t victim)
+{
+	char script[128];
+	long dpid = daemon_pid(w);
+	size_t i;
+
+	for (i = 0; i < nitems(confined); i++) {
+		snprintf(script, sizeof script, "kill -STOP %ld", (long)victim);
+		cr_assert(!probe(w, confined[i], script));
+		cr_assert(!stopped(victim, false), "%s", confined[i]);
+		snprintf(script, sizeof script, "kill -STOP %ld", dpid);
+		cr_assert(!probe(w, confined[i], script));
+		cr_assert(!stopped((pid_t)dpid, false), "%s", confined[i]);
+		c_ping(w->c);
+	}
+	snprintf(script, sizeof script, "kill -STOP %ld", (long)victim);
+	cr_assert(probe(w, "none", script));
+	cr_assert(stopped(victim, true));
+	kill(victim, SIGKILL);
+	waitpid(victim, NULL, 0);
+}
+
 Test(escape, no_signal_or_ptrace_outside_the_tool)
 {
 	struct world w;
@@ -267,19 +309,8 @@ Test(escape, no_signal_or_ptrace_outside_the_tool)
 	if (world_skip(&w))
 		return;
 	dpid = daemon_pid(&w);
-	if ((victim = fork()) == 0) {
-		execl("/bin/sleep", "sleep", "100", (char *)NULL);
-		_exit(127);
-	}
+	victim = victim_start();
 	for (i = 0; i < nitems(confined); i++) {
-		snprintf(script, sizeof script, "kill -STOP %ld", (long)victim);
-		cr_assert(!probe(&w, confined[i], script));
-		cr_assert(!stopped(victim, false));
-		/* The daemon itself: stopped, it would freeze every session. */
-		snprintf(script, sizeof script, "kill -STOP %ld", dpid);
-		cr_assert(!probe(&w, confined[i], script));
-		cr_assert(!stopped((pid_t)dpid, false));
-		c_ping(w.c);
 		/* From a grandchild that left the tool's session. */
 		snprintf(script, sizeof script, "setsid sh -c 'kill -TERM %ld' "
 		    "& wait $!", (long)victim);
@@ -289,11 +320,7 @@ Test(escape, no_signal_or_ptrace_outside_the_tool)
 		cr_assert(!probe(&w, confined[i], script));
 	}
 	cr_assert_eq(waitpid(victim, NULL, WNOHANG), 0, "the victim died");
-	snprintf(script, sizeof script, "kill -STOP %ld", (long)victim);
-	cr_assert(probe(&w, "none", script));
-	cr_assert(stopped(victim, true));
-	kill(victim, SIGKILL);
-	waitpid(victim, NULL, 0);
+	signals_stay_in(&w, victim);
 	world_stop(&w);
 }
 
@@ -625,28 +652,14 @@ Test(escape, an_older_landlock_keeps_signals_in_by_seccomp)
 	json_decref(caps);
 	if (world_skip(&w))
 		return;
-	if ((victim = fork()) == 0) {
-		execl("/bin/sleep", "sleep", "100", (char *)NULL);
-		_exit(127);
-	}
+	victim = victim_start();
 	for (i = 0; i < nitems(confined); i++) {
-		snprintf(script, sizeof script, "kill -STOP %ld", (long)victim);
-		cr_assert(!probe(&w, confined[i], script));
-		cr_assert(!stopped(victim, false));
-		snprintf(script, sizeof script, "kill -STOP %ld",
-		    daemon_pid(&w));
-		cr_assert(!probe(&w, confined[i], script));
-		c_ping(w.c);
 		/* Its own process group it may still signal. */
 		cr_assert(probe(&w, confined[i], "kill -0 0"));
 		snprintf(script, sizeof script, "echo x > %s/probe", w.sibling);
 		cr_assert(!probe(&w, confined[i], script));
 		cr_assert(probe(&w, confined[i], "echo x > $TMPDIR/probe"));
 	}
-	snprintf(script, sizeof script, "kill -STOP %ld", (long)victim);
-	cr_assert(probe(&w, "none", script));
-	cr_assert(stopped(victim, true));
-	kill(victim, SIGKILL);
-	waitpid(victim, NULL, 0);
+	signals_stay_in(&w, victim);
 	world_stop(&w);
 }

@@ -105,6 +105,7 @@ static void	main_reexec(void);
 static void	main_restore(char, const char *, size_t, void *);
 static void	main_snapshot(void);
 static void	main_snapshot_as(bool);
+static void	main_instance_record(void);
 
 static void
 usage(FILE *f, int status)
@@ -526,6 +527,14 @@ main_snapshot(void)
 static void
 main_snapshot_as(bool whole)
 {
+	main_instance_record();
+	session_journal_snapshot(whole);
+}
+
+/* This daemon: what a later one kills if it dies with tools running. */
+static void
+main_instance_record(void)
+{
 	json_t *rec = json_pack("{s:s, s:s?, s:I}", "token",
 	    proc_instance_token(), "cgroup", cgroup_path(), "pid",
 	    (json_int_t)getpid());
@@ -534,7 +543,6 @@ main_snapshot_as(bool whole)
 	journal_append(JOURNAL_INSTANCE, text, strlen(text), NULL, 0);
 	free(text);
 	json_decref(rec);
-	session_journal_snapshot(whole);
 }
 
 /*
@@ -625,9 +633,15 @@ main_journal(const char *dir, int handover, const char *socket)
 		    "process(es) an earlier daemon left", restored, handover !=
 		    -1 ? "the reload's handover" : dir, (long long)
 		    (util_wall_ms() - started), killed);
+	/*
+	 * This daemon's token goes in now (a crash from here on must find its
+	 * tools); the rewrite without what is closed waits for the loop, so
+	 * that a large journal does not hold up serving.
+	 */
 	if (open_ok) {
 		journal_set_snapshot(main_snapshot);
-		journal_compact();
+		main_instance_record();
+		journal_compact_soon();
 	}
 }
 

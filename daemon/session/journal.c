@@ -358,6 +358,15 @@ journal_compact(void)
 	journal_dirty = false;
 }
 
+void
+journal_compact_soon(void)
+{
+	if (journal_compact_ev != NULL)
+		event_active(journal_compact_ev, EV_TIMEOUT, 1);
+	else
+		journal_compact();
+}
+
 static void
 journal_compact_cb(evutil_socket_t fd, short events, void *arg)
 {

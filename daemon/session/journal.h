@@ -77,8 +77,10 @@ void journal_append(char kind, const char *a, size_t alen, const char *b,
  * callback (set once): into a new file that replaces the journal.
  */
 void journal_set_snapshot(void (*)(void));
-/* Rewrite now (at start, after a restore). */
+/* Rewrite it now, without what is closed or trimmed. */
 void journal_compact(void);
+/* The same from the loop, once what is running now is done. */
+void journal_compact_soon(void);
 void journal_close(void);
 
 /* CRC-32C (Castagnoli), for the record format and its tests. */

@@ -26,6 +26,7 @@
 #include "session/journal.h"
 #include "log.h"
 #include "rpc/methods.h"
+#include "rpc/probe.h"
 #include "notify.h"
 #include "session/outdir.h"
 #include "supervisor/proc.h"
@@ -68,6 +69,7 @@ struct options {
 	size_t max_result_bytes;
 	bool safe_read_only;
 	enum tooldef_sandbox_mode default_sandbox, min_sandbox;
+	int pattern_deadline_ms;
 	struct tooldef_limits limits;
 	const char *state_dir;    /* NULL: the default; "": no journal */
 };
@@ -160,6 +162,9 @@ usage(FILE *f, int status)
 "  --default-sandbox MODE   read-only, workspace-write or none (default):\n"
 "                           the profile of tools whose ToolDef and session\n"
 "                           give none\n"
+"  --pattern-deadline-ms MS a client's concurrencySafe pattern is first\n"
+"                           compiled aside; one that takes longer is\n"
+"                           refused (default 50)\n"
 "  --min-sandbox MODE       the floor: no session or ToolDef may ask for\n"
 "                           less; the daemon's own tools run at it\n"
 "                           (default none)\n"
@@ -215,6 +220,7 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "max-result-bytes", required_argument, NULL, 'R' },
 		{ "safe-read-only", no_argument, NULL, 'O' },
 		{ "default-sandbox", required_argument, NULL, 'x' },
+		{ "pattern-deadline-ms", required_argument, NULL, 'k' },
 		{ "min-sandbox", required_argument, NULL, 'n' },
 		{ "state-dir", required_argument, NULL, 'D' },
 		{ "memory-limit", required_argument, NULL, 'L' },
@@ -314,6 +320,10 @@ parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'O':
 			o->safe_read_only = true;
+			break;
+		case 'k':
+			o->pattern_deadline_ms = (int)parse_number(
+			    "--pattern-deadline-ms", optarg, 0, 10000);
 			break;
 		case 'x':
 		case 'n':
@@ -917,6 +927,7 @@ main(int argc, char **argv)
 		.output_budget = 1024 * 1024 * 1024,
 		.max_result_bytes = TOOLDEF_RESULT_CEILING_DEFAULT,
 		.default_sandbox = TOOLDEF_SANDBOX_NONE,
+		.pattern_deadline_ms = PROBE_DEADLINE_MS,
 		.min_sandbox = TOOLDEF_SANDBOX_NONE,
 	};
 	struct proc_config pcfg = { 0 };
@@ -1015,6 +1026,7 @@ main(int argc, char **argv)
 	mcfg.max_message = o.max_message;
 	mcfg.enforcement = main_enforcement(&o);
 	conn_set_peer_check(proc_sandboxed_peer);
+	probe_set_deadline(o.pattern_deadline_ms);
 	methods_init(&mcfg);
 
 	/*

@@ -108,6 +108,39 @@ Test(patterns, a_back_reference_is_refused)
 	d_stop(d);
 }
 
+/*
+ * The cost rules are measured, not proven: a client's pattern is also
+ * compiled aside under a deadline first. The slowest pattern they accept
+ * (~4 ms) passes the default 50 ms, and is refused under a 0 ms deadline,
+ * which shows the probe really times it.
+ */
+Test(patterns, a_pattern_is_compiled_aside_under_a_deadline)
+{
+	struct daemon *d = d_start("--pattern-deadline-ms", "0", NULL);
+	struct client *c = c_open(d);
+	char slow[400] = "";
+	json_t *r;
+	int i;
+
+	for (i = 0; i < 20; i++)
+		strcat(slow, "(((a*?)?)?)?");
+	expect_refused(c, json_pack("[o]", rule_tool("r", slow)),
+	    "Invalid params: tools[0]: concurrencySafe.pattern: too costly: "
+	    "compiling it took longer than 0 ms");
+	cr_expect_lt(ping_ms(d), PROMPT_MS);
+	c_close(c);
+	d_stop(d);
+
+	d = d_start(NULL);
+	c = c_open(d);
+	r = c_call(c, "createSession", json_pack("{s:[o]}", "tools",
+	    rule_tool("r", slow)));
+	cr_assert(json_is_string(json_object_get(r, "sessionId")));
+	json_decref(r);
+	c_close(c);
+	d_stop(d);
+}
+
 /* Before the size rule, regcomp took 0.8 s and 1.16 GB. */
 Test(patterns, a_costly_repetition_is_refused)
 {

@@ -3,6 +3,7 @@
  * field (-32602), then one call into the session or the executor.
  */
 #include "rpc/methods.h"
+#include "rpc/probe.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@ static long	methods_rss(void);
 
 static void	methods_initialize(struct call *);
 static void	methods_create_session(struct call *);
+static int	methods_probe(const json_t *, char *, size_t);
 static void	methods_close_session(struct call *);
 static void	methods_list_sessions(struct call *);
 static void	methods_list_tools(struct call *);
@@ -89,6 +91,20 @@ const struct conn_ops methods_conn_ops = {
 	.sub_free = session_sub_free,
 	.unrefer = session_unrefer,
 };
+
+/* A client's rule pattern is compiled aside first (probe.h). */
+static int
+methods_probe(const json_t *def, char *err, size_t errlen)
+{
+	const char *pattern = json_string_value(json_object_get(
+	    json_object_get(def, "concurrencySafe"), "pattern"));
+	char why[128];
+
+	if (pattern == NULL || probe_pattern(pattern, why, sizeof why) == 0)
+		return 0;
+	snprintf(err, errlen, "concurrencySafe.pattern: %s", why);
+	return -1;
+}
 
 void
 methods_init(const struct methods_config *cfg)
@@ -295,9 +311,14 @@ methods_create_session(struct call *call)
 		}
 		defs = xcalloc(json_array_size(tools) + 1, sizeof *defs);
 		for (n = 0; n < json_array_size(tools); n++) {
+			snprintf(field, sizeof field, "tools[%zu]", n);
+			if (methods_probe(json_array_get(tools, n), err,
+			    sizeof err) != 0) {
+				methods_bad_param(call, field, "%s", err);
+				goto out;
+			}
 			defs[n] = tooldef_parse(json_array_get(tools, n), err,
 			    sizeof err);
-			snprintf(field, sizeof field, "tools[%zu]", n);
 			if (defs[n] == NULL) {
 				methods_bad_param(call, field, "%s", err);
 				goto out;

@@ -545,6 +545,24 @@ Test(escape, workspace_write_writes_the_workspace_and_nothing_else)
 	snprintf(script, sizeof script, "echo x > %s/probe", w.root);
 	cr_assert(!probe(&w, "ww", script));
 	cr_assert(probe(&w, "wwr", script));
+	/* A workspace of / is no sandbox for writes: refused. */
+	{
+		json_t *sid = c_session(w.c, json_pack("{s:[o], s:s}", "tools",
+		    tool("ww", "\"workspace-write\""), "cwd", "/"));
+		json_t *list, *r;
+
+		json_decref(c_add(w.c, json_string_value(sid), "t", "ww",
+		    "{\"script\":\"true\"}"));
+		json_decref(c_call(w.c, "drain", json_pack("{s:O}",
+		    "sessionId", sid)));
+		list = e2e_filter(c_until(w.c, "turn_end", SLOW), "tool_result");
+		r = json_array_get(list, 0);
+		cr_assert_str_eq(e2e_reason(r), "spawn_failed");
+		cr_assert(strstr(e2e_content(r), "give the session a working "
+		    "directory of its own") != NULL, "%s", e2e_content(r));
+		json_decref(list);
+		json_decref(sid);
+	}
 	/* Read-only writes the workspace no more than anything else. */
 	cr_assert(!probe(&w, "ro", "echo x > ro.txt"));
 	snprintf(path, sizeof path, "%s/ro.txt", w.ws);

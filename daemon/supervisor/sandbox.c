@@ -301,7 +301,7 @@ sandbox_mounts(struct sandbox_prep *prep, const struct sandbox_spec *spec,
 {
 	const char *writable[2 + SANDBOX_MAX_ROOTS];
 	char path[4096], *msg = NULL;
-	struct stat st;
+	struct stat st, root;
 	size_t n = 0, i, j;
 	int error;
 
@@ -309,6 +309,15 @@ sandbox_mounts(struct sandbox_prep *prep, const struct sandbox_spec *spec,
 	writable[n++] = cwd;
 	for (i = 0; i < spec->nroots && i < SANDBOX_MAX_ROOTS; i++)
 		writable[n++] = spec->roots[i];
+	/* A workspace of / would make every file writable: no sandbox. */
+	for (i = 1; i < n; i++)
+		if (stat(writable[i], &st) == 0 && stat("/", &root) == 0 &&
+		    st.st_dev == root.st_dev && st.st_ino == root.st_ino) {
+			xasprintf(&msg, "cannot run workspace-write with / as %s: "
+			    "give the session a working directory of its own",
+			    i == 1 ? "its working directory" : "a writable root");
+			return msg;
+		}
 	for (i = 0; i < n; i++)
 		if ((error = sandbox_mount(prep, writable[i], true)) != 0) {
 			xasprintf(&msg, "cannot make %s writable: %s",

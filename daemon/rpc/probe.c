@@ -33,7 +33,18 @@ probe_pattern(const char *pattern, char *err, size_t errlen)
 	/* What the child needs is a copy of the daemon: fork, no exec. */
 	if ((pid = fork()) == 0) {
 		struct pattern *pat;
+		unsigned long pages = 0;
+		FILE *f;
 
+		/* The cap is on growth: the daemon's own map (huge under
+		 * ASan) comes on top. */
+		if ((f = fopen("/proc/self/statm", "r")) != NULL) {
+			if (fscanf(f, "%lu", &pages) != 1)
+				pages = 0;
+			fclose(f);
+		}
+		mem.rlim_cur = mem.rlim_max = (rlim_t)pages *
+		    (rlim_t)sysconf(_SC_PAGESIZE) + PROBE_MEMORY_MAX;
 		setrlimit(RLIMIT_AS, &mem);
 		pat = pattern_compile(pattern, why, sizeof why);
 		pattern_free(pat);

@@ -30,6 +30,7 @@
 #include "supervisor/sandbox.h"
 #include "supervisor/sentinel.h"
 #include "supervisor/spawn.h"
+#include "supervisor/tmpdir.h"
 #include "util.h"
 
 #define PROC_TOKEN "STEXEC_PROC_TOKEN"
@@ -235,6 +236,8 @@ proc_init(struct event_base *base, const struct proc_config *cfg, char *err,
 		return -1;
 	}
 	toolcg_init();
+	/* Its worker is the first thread: after every fork above. */
+	tmpdir_init(proc_output_dir, proc_instance);
 	proc_done_ev = event_new(base, -1, 0, proc_done_cb, NULL);
 	if (proc_done_ev == NULL)
 		fatal("event_new failed");
@@ -269,6 +272,7 @@ proc_shutdown(void)
 	proc_done_ev = NULL;
 	reaper_free();
 	sandbox_shutdown();
+	tmpdir_shutdown();
 	toolcg_shutdown();
 	free(proc_output_dir);
 	proc_output_dir = NULL;
@@ -293,8 +297,7 @@ proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
 		p->roots[i] = xstrdup(spec->sandbox.roots[i]);
 	p->sandbox.roots = (const char *const *)p->roots;
 	if (spec->sandbox.profile != SANDBOX_NONE)
-		xasprintf(&p->tmpdir, "%s/tmp.%s%" PRIu64, proc_output_dir,
-		    proc_instance, p->token);
+		p->tmpdir = tmpdir_take(&p->tmpdir_made);
 	p->argv = proc_copy_argv(spec->argv);
 	p->envp = proc_copy_env(spec->envp, p->token, p->tmpdir);
 	p->cwd = spec->cwd != NULL ? xstrdup(spec->cwd) : NULL;
@@ -550,7 +553,7 @@ proc_confine(struct proc *p, struct spawn_req *req, struct sandbox_prep **prep)
 	if (!sandbox_can(p->sandbox.profile))
 		return sandbox_prepare(&p->sandbox, p->tmpdir, p->cwd,
 		    proc_uid(p), req, prep);
-	if (mkdir(p->tmpdir, 0700) != 0) {
+	if (!p->tmpdir_made && mkdir(p->tmpdir, 0700) != 0) {
 		xasprintf(&msg, "cannot create %s: %s", p->tmpdir,
 		    strerror(errno));
 		return msg;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The tree carries its own contract: no file refers outside the repository
-(../shared, a DESIGN.md that is not here), every relative Markdown link
+(a sibling folder of the checkout, a design document that is not here), every relative Markdown link
 points at a file of the tree, and no code comment cites an issue number
 (comments cite rules of doc/design.md, which a reader of the tree has)."""
 import os

@@ -48,7 +48,7 @@ static long	methods_rss(void);
 
 static void	methods_initialize(struct call *);
 static void	methods_create_session(struct call *);
-static int	methods_probe(const json_t *, char *, size_t);
+static bool	methods_probe(struct call *, const json_t *);
 static void	methods_close_session(struct call *);
 static void	methods_list_sessions(struct call *);
 static void	methods_list_tools(struct call *);
@@ -92,18 +92,36 @@ const struct conn_ops methods_conn_ops = {
 	.unrefer = session_unrefer,
 };
 
-/* A client's rule pattern is compiled aside first (probe.h). */
-static int
-methods_probe(const json_t *def, char *err, size_t errlen)
+/*
+ * The rule patterns of a createSession's tools, compiled aside first, all
+ * together (probe.h); false once the error is sent.
+ */
+static bool
+methods_probe(struct call *call, const json_t *tools)
 {
-	const char *pattern = json_string_value(json_object_get(
-	    json_object_get(def, "concurrencySafe"), "pattern"));
-	char why[128];
+	const char **patterns = xcalloc(json_array_size(tools) + 1,
+	    sizeof *patterns);
+	size_t *index = xcalloc(json_array_size(tools) + 1, sizeof *index);
+	const json_t *def;
+	size_t i, n = 0, bad;
+	char why[128], field[64];
+	bool ok = true;
 
-	if (pattern == NULL || probe_pattern(pattern, why, sizeof why) == 0)
-		return 0;
-	snprintf(err, errlen, "concurrencySafe.pattern: %s", why);
-	return -1;
+	json_array_foreach(tools, i, def) {
+		patterns[n] = json_string_value(json_object_get(
+		    json_object_get(def, "concurrencySafe"), "pattern"));
+		if (patterns[n] != NULL)
+			index[n++] = i;
+	}
+	if (probe_patterns(patterns, n, &bad, why, sizeof why) != 0) {
+		snprintf(field, sizeof field, "tools[%zu]", index[bad]);
+		methods_bad_param(call, field, "concurrencySafe.pattern: %s",
+		    why);
+		ok = false;
+	}
+	free(patterns);
+	free(index);
+	return ok;
 }
 
 void
@@ -309,14 +327,11 @@ methods_create_session(struct call *call)
 			methods_bad_param(call, "tools", "must be an array of ToolDefs");
 			goto out;
 		}
+		if (!methods_probe(call, tools))
+			goto out;
 		defs = xcalloc(json_array_size(tools) + 1, sizeof *defs);
 		for (n = 0; n < json_array_size(tools); n++) {
 			snprintf(field, sizeof field, "tools[%zu]", n);
-			if (methods_probe(json_array_get(tools, n), err,
-			    sizeof err) != 0) {
-				methods_bad_param(call, field, "%s", err);
-				goto out;
-			}
 			defs[n] = tooldef_parse(json_array_get(tools, n), err,
 			    sizeof err);
 			if (defs[n] == NULL) {

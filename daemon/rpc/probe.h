@@ -1,11 +1,12 @@
 /*
- * Compiling a client's concurrencySafe pattern outside the daemon first.
+ * Compiling a client's concurrencySafe patterns outside the daemon first.
  * The cost rules (core/pattern.h) refuse every shape known to make glibc's
- * regcomp slow, but they are measured, not proven; so a pattern from a
- * client is first compiled in a child process with a deadline and a memory
- * cap, and a ToolDef whose pattern overruns either is refused. The daemon
- * then compiles it itself, known to be quick. At worst the loop waits the
- * deadline, once, for a hostile pattern.
+ * regcomp slow, but they are measured, not proven; so the patterns of one
+ * request are first compiled, all in one child process, within one
+ * deadline and a memory cap, and the ToolDef whose pattern overruns either
+ * is refused. The daemon then compiles them itself, known to be quick. One
+ * fork per request, and at worst the loop waits the deadline once: many
+ * tools do not multiply either.
  */
 #ifndef STEXEC_PROBE_H
 #define STEXEC_PROBE_H
@@ -17,8 +18,12 @@
 
 void probe_set_deadline(int ms);
 
-/* 0 when pattern compiles in time (or is refused anyway: tooldef says
- * why); -1 with err when it overran the deadline or the memory cap. */
-int probe_pattern(const char *pattern, char *err, size_t errlen);
+/*
+ * 0 when all n patterns compile in time (or are refused anyway: tooldef
+ * says why); -1 with *bad the index of the one that overran the deadline or
+ * the memory cap, and err saying which.
+ */
+int probe_patterns(const char *const *patterns, size_t n, size_t *bad,
+    char *err, size_t errlen);
 
 #endif

@@ -243,9 +243,12 @@ proc_fake_free(struct proc *p)
 
 /* No child per pattern in the fuzzer: fuzz_tooldef times the compiles. */
 int
-probe_pattern(const char *pattern, char *err, size_t errlen)
+probe_patterns(const char *const *patterns, size_t n, size_t *bad,
+    char *err, size_t errlen)
 {
-	(void)pattern;
+	(void)patterns;
+	(void)n;
+	(void)bad;
 	(void)err;
 	(void)errlen;
 	return 0;

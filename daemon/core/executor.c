@@ -30,12 +30,13 @@ enum exec_reason {
 	REASON_MEMORY_LIMIT,   /* extension */
 	REASON_PROCESS_LIMIT,  /* extension */
 	REASON_DAEMON_RESTARTED, /* extension */
+	REASON_BACKGROUND,     /* extension: became a job */
 };
 
 static const char *exec_reason_names[] = {
 	"ok", "exit", "signal", "timeout", "unknown_tool", "invalid_input",
 	"sibling_error", "interrupted", "permission_denied", "spawn_failed",
-	"memory_limit", "process_limit", "daemon_restarted",
+	"memory_limit", "process_limit", "daemon_restarted", "background",
 };
 
 enum exec_abort {
@@ -423,6 +424,7 @@ exec_leave(struct exec_tool *t)
 static void
 exec_spawn(struct exec_tool *t)
 {
+	struct tooldef_job_call job;
 	struct exec_spawn spawn = {
 		.argv = t->argv,
 		.input = t->input,
@@ -435,8 +437,11 @@ exec_spawn(struct exec_tool *t)
 		.safe = t->safe,
 		.sandbox = tooldef_sandbox(t->def),
 		.limits = tooldef_limits(t->def),
+		.job = &job,
 	};
 	struct exec_effect e = { .kind = EXEC_SPAWN, .spawn = &spawn };
+
+	tooldef_job_call(tooldef_job(t->def), t->input, &job);
 
 	t->status = EXEC_EXECUTING;
 	t->running = true;
@@ -575,7 +580,7 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	struct exec *ex = t->ex;
 	struct buf b = { 0 }, fixed = { 0 };
 	json_t *p, *meta;
-	bool is_error = why != REASON_OK;
+	bool is_error = why != REASON_OK && why != REASON_BACKGROUND;
 
 	if (t->status == EXEC_WAITING_PERMISSION || t->status ==
 	    EXEC_EXECUTING)
@@ -796,6 +801,32 @@ exec_apply_context(struct exec *ex, const json_t *ctx)
 		else if (json_is_null(v))
 			json_object_del(ex->env, key);
 	}
+}
+
+struct exec_tool *
+exec_find(const struct exec *ex, const char *id)
+{
+	return idmap_get(&ex->turn.ids, id);
+}
+
+bool
+exec_tool_detachable(const struct exec_tool *t)
+{
+	return t->running && !t->killed && !t->discarded;
+}
+
+void
+exec_detach(struct exec_tool *t, char *content, json_t *job)
+{
+	struct exec *ex = t->ex;
+
+	if (!exec_tool_detachable(t))
+		fatal("exec_detach for tool %s that cannot be", t->id);
+	t->running = false;
+	ex->n_running--;
+	exec_complete(t, REASON_BACKGROUND, content, NULL);
+	json_object_set_new(json_object_get(t->result, "meta"), "job", job);
+	exec_after_event(ex);
 }
 
 void

@@ -17,6 +17,7 @@
 
 #include "output.h"
 #include "core/tooldef.h"
+#include "core/tooldef_job.h"
 
 #define EXEC_MAX_PARALLEL_DEFAULT 10
 #define EXEC_MAX_PARALLEL_LIMIT 256
@@ -57,6 +58,8 @@ struct exec_spawn {
 	bool safe;             /* concurrency-safe for this input */
 	const struct tooldef_sandbox *sandbox; /* the ToolDef's */
 	const struct tooldef_limits *limits; /* the ToolDef's; 0: none given */
+	const struct tooldef_job_call *job; /* job, stdin, terminal, internal
+	                          (tooldef_job.h) for this call */
 };
 
 struct exec_effect {
@@ -145,6 +148,17 @@ struct exec_exit {
 
 /* The tool's process has ended and every process of it is dead. */
 void exec_exited(struct exec_tool *, const struct exec_exit *);
+/*
+ * The tool's process runs on as a job of the session (doc/design.md §7,
+ * Jobs): the tool completes now with reason "background", this content and
+ * meta.job (stolen); the process is no longer the turn's (abort, discard
+ * and S3 forget it) and exec_exited must not follow. Only for a tool whose
+ * process runs and that nobody is killing (exec_tool_detachable).
+ */
+void exec_detach(struct exec_tool *, char *content, json_t *job);
+/* The current turn's tool of that id, or NULL. */
+struct exec_tool *exec_find(const struct exec *, const char *id);
+bool exec_tool_detachable(const struct exec_tool *);
 /*
  * Whether exec_exited will name x's output file in the result: not for a
  * tool killed, interrupted or discarded (its file has no reader).

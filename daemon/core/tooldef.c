@@ -10,6 +10,7 @@
 
 #include "core/pattern.h"
 #include "core/schema.h"
+#include "core/tooldef_job.h"
 #include "utf8.h"
 #include "util.h"
 
@@ -50,6 +51,7 @@ struct tooldef {
 	char *timeout_field;
 	size_t max_result_bytes;
 	json_t *env;
+	struct tooldef_job job;
 
 	json_t *json; /* the whole definition, defaults filled in */
 };
@@ -104,6 +106,7 @@ tooldef_free(struct tooldef *def)
 		free(def->command[i].field);
 	}
 	free(def->command);
+	tooldef_job_clear(&def->job);
 	json_decref(def->schema);
 	for (i = 0; i < def->npointer; i++)
 		free(def->pointer[i]);
@@ -188,6 +191,9 @@ tooldef_parse_command(struct tooldef *def, const json_t *obj, char *err,
 	const char *field;
 	size_t i;
 
+	/* A tool the daemon answers itself runs nothing. */
+	if (v == NULL && tooldef_get(obj, "internal") != NULL)
+		return true;
 	if (v == NULL) {
 		tooldef_fail(err, errlen, "command: required");
 		return false;
@@ -551,6 +557,9 @@ tooldef_build_json(const struct tooldef *def, const json_t *obj)
 		    tooldef_sandbox_json(&def->sandbox));
 	if (json_object_get(obj, "limits") != NULL)
 		json_object_set(json, "limits", json_object_get(obj, "limits"));
+	tooldef_job_json(&def->job, json);
+	if (def->job.internal != TOOLDEF_INTERNAL_NONE)
+		json_object_del(json, "command");
 	return json;
 }
 
@@ -655,6 +664,8 @@ tooldef_parse(const json_t *obj, char *err, size_t errlen)
 		goto fail;
 	if ((v = tooldef_get(obj, "limits")) != NULL &&
 	    !tooldef_parse_limits(v, &def->limits, err, errlen))
+		goto fail;
+	if (!tooldef_job_parse(obj, &def->job, err, errlen))
 		goto fail;
 
 	def->json = tooldef_build_json(def, obj);
@@ -1044,4 +1055,10 @@ tooldef_argv_free(char **argv)
 	for (i = 0; argv[i] != NULL; i++)
 		free(argv[i]);
 	free(argv);
+}
+
+const struct tooldef_job *
+tooldef_job(const struct tooldef *def)
+{
+	return &def->job;
 }

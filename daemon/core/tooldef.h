@@ -102,6 +102,9 @@ const struct tooldef_limits *tooldef_limits(const struct tooldef *);
 bool tooldef_parse_limits(const json_t *, struct tooldef_limits *,
     char *err, size_t errlen);
 size_t tooldef_max_result_bytes(const struct tooldef *);
+/* Its job fields (tooldef_job.h). */
+struct tooldef_job;
+const struct tooldef_job *tooldef_job(const struct tooldef *);
 /* The definition's env object: string values (null unsets). Borrowed. */
 const json_t *tooldef_env(const struct tooldef *);
 

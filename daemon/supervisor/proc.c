@@ -5,6 +5,7 @@
  */
 #include "supervisor/proc.h"
 
+#include <sys/ioctl.h>
 #include <sys/queue.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -52,6 +53,8 @@
  * the sandbox's ruleset and its directory, the v1 cgroups to join.
  */
 #define PROC_FDS_SPAWN (8 + 2 + SPAWN_MAX_JOIN)
+/* Bytes a client may queue for a tool's stdin. */
+#define PROC_STDIN_MAX (1U << 20)
 /* How often the events of a tool with limits are read. */
 #define PROC_LIMIT_POLL_MS 50
 
@@ -78,9 +81,13 @@ struct proc {
 	char **envp;
 	char *cwd;
 	char *name;
-	char *input;
+	char *input;        /* stdin still to write, from input_off */
 	size_t input_len;
 	size_t input_off;
+	bool stdin_stream;  /* keep it open after the input (proc_write) */
+	bool stdin_eof;     /* close it once the input is written */
+	bool tty;           /* 0, 1 and 2 are a terminal: pipes[0] its master */
+	unsigned cols, rows;
 	int64_t timeout_ms;
 	size_t max_output;
 	bool stream_output;
@@ -140,6 +147,7 @@ static void proc_free_strv(char **);
 static const char *proc_getenv(char *const *, const char *);
 static int proc_resolve(struct proc *, int, char **);
 static int proc_highfd(int);
+static int proc_pty(struct proc *, int[4]);
 static void proc_start(struct proc *);
 static void proc_start_queued(void);
 static void proc_spawn_failed(struct proc *, char *);
@@ -312,7 +320,13 @@ proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
 		p->user.error = spec->user->error != NULL ?
 		    xstrdup(spec->user->error) : NULL;
 	}
-	if (spec->input_len > 0) {
+	p->stdin_stream = spec->stdin_stream || spec->tty;
+	p->stdin_eof = !p->stdin_stream;
+	p->tty = spec->tty;
+	p->cols = spec->cols > 0 ? spec->cols : 80;
+	p->rows = spec->rows > 0 ? spec->rows : 24;
+	/* A terminal has no EOF to send after the input: it gets none. */
+	if (spec->input_len > 0 && !spec->tty) {
 		p->input = xmalloc(spec->input_len);
 		memcpy(p->input, spec->input, spec->input_len);
 		p->input_len = spec->input_len;
@@ -515,6 +529,8 @@ proc_pipes(struct proc *p, int child[4])
 {
 	int fds[2], i;
 
+	if (p->tty)
+		return proc_pty(p, child);
 	for (i = 0; i < 4; i++) {
 		if (pipe2(fds, O_CLOEXEC) != 0)
 			return errno;
@@ -531,6 +547,41 @@ proc_pipes(struct proc *p, int child[4])
 	fcntl(p->in_fd, F_SETFL, O_NONBLOCK);
 	for (i = 0; i < 3; i++)
 		fcntl(p->pipes[i].fd, F_SETFL, O_NONBLOCK);
+	return 0;
+}
+
+/*
+ * A terminal instead of the first three pipes: the child's 0, 1 and 2 are
+ * its slave, our stdin and stdout ends its master (one stream: no stderr).
+ */
+static int
+proc_pty(struct proc *p, int child[4])
+{
+	struct winsize ws = { .ws_row = (unsigned short)p->rows,
+	    .ws_col = (unsigned short)p->cols };
+	char name[64];
+	int fds[2], master, slave, i;
+
+	if ((master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)) == -1)
+		return errno;
+	p->pipes[0].fd = master;
+	if (unlockpt(master) != 0 || ptsname_r(master, name, sizeof name) != 0 ||
+	    ioctl(master, TIOCSWINSZ, &ws) != 0)
+		return errno;
+	if ((slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) == -1)
+		return errno;
+	for (i = 0; i < 3; i++)
+		if ((child[i] = proc_highfd(i == 0 ? slave : dup(slave))) == -1)
+			return EMFILE;
+	if ((p->in_fd = fcntl(master, F_DUPFD_CLOEXEC, 4)) == -1)
+		return errno;
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return errno;
+	if ((child[3] = proc_highfd(fds[1])) == -1)
+		return EMFILE;
+	p->pipes[2].fd = fds[0];
+	fcntl(master, F_SETFL, O_NONBLOCK);
+	fcntl(p->pipes[2].fd, F_SETFL, O_NONBLOCK);
 	return 0;
 }
 
@@ -584,6 +635,7 @@ proc_start(struct proc *p)
 	req.dirfd = req.cgroup_fd = req.landlock_fd = -1;
 	req.argv = p->argv;
 	req.envp = p->envp;
+	req.tty = p->tty;
 
 	p->state = PROC_RUNNING;
 	if (p->argv[0] == NULL)
@@ -663,6 +715,8 @@ proc_start(struct proc *p)
 		event_add(p->in_ev, NULL);
 	}
 	for (i = 0; i < 3; i++) {
+		if (p->pipes[i].fd == -1)
+			continue;
 		p->pipes[i].ev = event_new(proc_base, p->pipes[i].fd,
 		    EV_READ | EV_PERSIST, proc_read_cb, &p->pipes[i]);
 		if (p->pipes[i].ev == NULL)
@@ -786,7 +840,14 @@ proc_write_cb(evutil_socket_t fd, short events, void *arg)
 			break;
 		p->input_off += (size_t)n;
 	}
-	proc_close_stdin(p);
+	if (p->input_off < p->input_len || p->stdin_eof) {
+		proc_close_stdin(p);
+		return;
+	}
+	/* All written, more may come (proc_write): stop waiting for room. */
+	if (p->in_ev != NULL)
+		event_del(p->in_ev);
+	p->input_len = p->input_off = 0;
 }
 
 static void
@@ -800,6 +861,7 @@ proc_close_stdin(struct proc *p)
 	free(p->input);
 	p->input = NULL;
 	p->input_len = p->input_off = 0;
+	p->stdin_stream = false;
 }
 
 static void
@@ -1417,4 +1479,92 @@ uint64_t
 proc_started(void)
 {
 	return proc_nstarted;
+}
+
+int
+proc_write(struct proc *p, const char *data, size_t len, bool eof,
+    const char **why)
+{
+	size_t left = p->input_len - p->input_off;
+
+	if (!p->stdin_stream || p->state > PROC_RUNNING) {
+		*why = "its stdin is closed";
+		return -1;
+	}
+	if (left + len > PROC_STDIN_MAX) {
+		*why = "more than 1048576 bytes are already queued for its "
+		    "stdin";
+		return -1;
+	}
+	/* A terminal's EOF is the character its line discipline reads so. */
+	if (eof && p->tty) {
+		eof = false;
+		if (proc_write(p, "\004", 1, false, why) != 0)
+			return -1;
+		left = p->input_len - p->input_off;
+	}
+	if (left + len > 0) {
+		memmove(p->input, p->input + p->input_off, left);
+		p->input = xrealloc(p->input, left + len);
+		memcpy(p->input + left, data, len);
+	}
+	p->input_len = left + len;
+	p->input_off = 0;
+	p->stdin_eof = eof;
+	if (p->state == PROC_RUNNING) {
+		proc_write_cb(-1, 0, p);
+		if (p->in_fd != -1 && p->input_len > 0)
+			event_add(p->in_ev, NULL);
+	}
+	return 0;
+}
+
+bool
+proc_stdin_open(const struct proc *p)
+{
+	return p->stdin_stream && p->state <= PROC_RUNNING;
+}
+
+void
+proc_signal(struct proc *p, int sig)
+{
+	if (p->state == PROC_RUNNING && !p->killed)
+		proc_signal_group(p, sig);
+}
+
+int
+proc_resize(struct proc *p, unsigned cols, unsigned rows)
+{
+	struct winsize ws = { .ws_row = (unsigned short)rows,
+	    .ws_col = (unsigned short)cols };
+
+	if (!p->tty)
+		return -1;
+	p->cols = cols;
+	p->rows = rows;
+	/* The kernel sends SIGWINCH to the terminal's foreground group. */
+	if (p->pipes[0].fd != -1)
+		ioctl(p->pipes[0].fd, TIOCSWINSZ, &ws);
+	return 0;
+}
+
+bool
+proc_is_tty(const struct proc *p)
+{
+	return p->tty;
+}
+
+void
+proc_untime(struct proc *p)
+{
+	p->timeout_ms = 0;
+	if (!p->term_sent)
+		evtimer_del(p->timer);
+}
+
+void
+proc_rebind(struct proc *p, const struct proc_ops *ops, void *arg)
+{
+	p->ops = *ops;
+	p->arg = arg;
 }

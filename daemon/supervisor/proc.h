@@ -41,6 +41,10 @@ struct proc_spec {
 	const char *cwd;
 	const char *input;   /* written to stdin, then EOF */
 	size_t input_len;
+	bool stdin_stream;   /* no EOF after the input: proc_write adds more */
+	bool tty;            /* 0, 1, 2 a new terminal, its controlling one;
+	                        output comes as stdout; input is not written */
+	unsigned cols, rows; /* its size; 0: 80x24 */
 	int64_t timeout_ms;  /* wall clock from spawn; <= 0: none */
 	size_t max_output;   /* combined content kept whole up to this;
 	                        beyond, max_output / 2 bytes of head, the
@@ -160,6 +164,23 @@ struct proc *proc_spawn(const struct proc_spec *, const struct proc_ops *,
  * once the processes are dead.
  */
 void proc_kill(struct proc *);
+/*
+ * More for the stdin of a stdin_stream or tty process (queued while it waits
+ * for a slot); eof closes it after them (a terminal gets ^D). -1 with *why
+ * when its stdin is closed or over 1 MiB would be queued.
+ */
+int proc_write(struct proc *, const char *, size_t, bool eof,
+    const char **why);
+bool proc_stdin_open(const struct proc *);
+/* A signal to its process group while the main process runs. */
+void proc_signal(struct proc *, int);
+/* A terminal's new size (SIGWINCH to its foreground); -1: none. */
+int proc_resize(struct proc *, unsigned cols, unsigned rows);
+bool proc_is_tty(const struct proc *);
+/* Its timeout no longer applies (a job: doc/design.md §7, Jobs). */
+void proc_untime(struct proc *);
+/* Later callbacks go to these ops and arg. */
+void proc_rebind(struct proc *, const struct proc_ops *, void *arg);
 /* Stop (true) or resume (false) reading the process's pipes. */
 void proc_pause(struct proc *, bool);
 /* The main pid, or 0 while queued or after it ended. */

@@ -6,6 +6,7 @@
  */
 #include "supervisor/spawn.h"
 
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -64,7 +65,11 @@ spawn_child(void *arg)
 		if (dup2(r->fds[i], (int)i) == -1)
 			goto fail;
 	c->step = "cannot start a process group";
-	if (setpgid(0, 0) == -1)
+	if (!r->tty && setpgid(0, 0) == -1)
+		goto fail;
+	/* A session of its own leads a group of its own too. */
+	c->step = "cannot take the terminal";
+	if (r->tty && (setsid() == -1 || ioctl(0, TIOCSCTTY, 0) == -1))
 		goto fail;
 	c->step = "cannot chdir";
 	if (r->ns == NULL && r->dirfd != -1 && fchdir(r->dirfd) == -1)

@@ -52,6 +52,8 @@ struct spawn_req {
 	char *const *argv;
 	char *const *envp;
 	int fds[4];              /* become the child's 0..3; all must be > 3 */
+	bool tty;                /* 0 is a terminal: a new session, and it
+	                            becomes the controlling terminal */
 	int dirfd;               /* fchdir there; -1: stay */
 	int cgroup_fd;           /* a cgroup v2 directory to start in; -1 */
 	int join[SPAWN_MAX_JOIN]; /* cgroup.procs files (v1) to write "0" to */

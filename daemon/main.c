@@ -33,6 +33,7 @@
 #include "session/registry.h"
 #include "supervisor/sandbox.h"
 #include "net/server.h"
+#include "session/job.h"
 #include "session/session.h"
 #include "stexec/protocol.h"
 #include "utf8.h"
@@ -70,6 +71,7 @@ struct options {
 	bool safe_read_only;
 	enum tooldef_sandbox_mode default_sandbox, min_sandbox;
 	int pattern_deadline_ms;
+	struct job_config jobs;
 	struct tooldef_limits limits;
 	const char *state_dir;    /* NULL: the default; "": no journal */
 };
@@ -165,6 +167,10 @@ usage(FILE *f, int status)
 "  --pattern-deadline-ms MS a client's concurrencySafe pattern is first\n"
 "                           compiled aside; one that takes longer is\n"
 "                           refused (default 50)\n"
+"  --max-jobs-per-session N jobs (background tools) a session may run at\n"
+"                           once (default 64)\n"
+"  --job-output-bytes N     the last N bytes of a job's output are kept for\n"
+"                           readJob (default 4194304)\n"
 "  --min-sandbox MODE       the floor: no session or ToolDef may ask for\n"
 "                           less; the daemon's own tools run at it\n"
 "                           (default none)\n"
@@ -222,6 +228,8 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "default-sandbox", required_argument, NULL, 'x' },
 		{ "pattern-deadline-ms", required_argument, NULL, 'k' },
 		{ "min-sandbox", required_argument, NULL, 'n' },
+		{ "max-jobs-per-session", required_argument, NULL, 'J' },
+		{ "job-output-bytes", required_argument, NULL, 'j' },
 		{ "state-dir", required_argument, NULL, 'D' },
 		{ "memory-limit", required_argument, NULL, 'L' },
 		{ "max-processes", required_argument, NULL, 'P' },
@@ -320,6 +328,14 @@ parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'O':
 			o->safe_read_only = true;
+			break;
+		case 'J':
+			o->jobs.max_per_session = (unsigned)parse_number(
+			    "--max-jobs-per-session", optarg, 1, 100000);
+			break;
+		case 'j':
+			o->jobs.output_bytes = (size_t)parse_number(
+			    "--job-output-bytes", optarg, 4096, 1073741824);
 			break;
 		case 'k':
 			o->pattern_deadline_ms = (int)parse_number(
@@ -1027,6 +1043,7 @@ main(int argc, char **argv)
 	mcfg.enforcement = main_enforcement(&o);
 	conn_set_peer_check(proc_sandboxed_peer);
 	probe_set_deadline(o.pattern_deadline_ms);
+	job_init(main_base, &o.jobs);
 	methods_init(&mcfg);
 
 	/*

@@ -3,6 +3,7 @@
  * field (-32602), then one call into the session or the executor.
  */
 #include "rpc/methods.h"
+#include "rpc/call.h"
 #include "rpc/probe.h"
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 
 #include "net/conn.h"
 #include "core/executor.h"
+#include "session/job.h"
 #include "session/session.h"
 #include "stexec/protocol.h"
 #include "utf8.h"
@@ -23,12 +25,6 @@
 
 #define METHODS_EVENTS_MAX 10000
 
-struct call {
-	struct conn *c;
-	const json_t *id;
-	const json_t *params; /* an object (possibly empty) */
-};
-
 struct method {
 	const char *name;
 	void (*fn)(struct call *);
@@ -36,13 +32,6 @@ struct method {
 
 static struct methods_config methods_cfg;
 
-static void	methods_bad_param(struct call *, const char *, const char *,
-		    ...) __attribute__((format(printf, 3, 4)));
-static bool	methods_param_string(struct call *, const char *, bool,
-		    const char **);
-static bool	methods_param_uint(struct call *, const char *, uint64_t,
-		    uint64_t, bool, uint64_t *);
-static struct session *methods_param_session(struct call *);
 static uint64_t	methods_now_ms(void);
 static long	methods_rss(void);
 
@@ -83,6 +72,12 @@ static const struct method methods[] = {
 	{ "ping", methods_ping },
 	{ "stats", methods_stats },
 	{ "outputFiles", methods_output_files },
+	{ "listJobs", job_methods_list },
+	{ "readJob", job_methods_read },
+	{ "writeJob", job_methods_write },
+	{ "signalJob", job_methods_signal },
+	{ "resizeJob", job_methods_resize },
+	{ "writeStdin", job_methods_write_stdin },
 };
 
 const struct conn_ops methods_conn_ops = {
@@ -157,7 +152,7 @@ methods_call(struct conn *c, const char *name, const json_t *id,
 	json_decref(empty);
 }
 
-static void
+void
 methods_bad_param(struct call *call, const char *field, const char *fmt, ...)
 {
 	char problem[512];
@@ -174,7 +169,7 @@ methods_bad_param(struct call *call, const char *field, const char *fmt, ...)
 }
 
 /* A string field; false (with the error sent) when it is wrong. */
-static bool
+bool
 methods_param_string(struct call *call, const char *field, bool required,
     const char **out)
 {
@@ -200,7 +195,7 @@ methods_param_string(struct call *call, const char *field, bool required,
 }
 
 /* An integer field within [min, max]; *out untouched when absent. */
-static bool
+bool
 methods_param_uint(struct call *call, const char *field, uint64_t min,
     uint64_t max, bool required, uint64_t *out)
 {
@@ -223,7 +218,7 @@ methods_param_uint(struct call *call, const char *field, uint64_t min,
 }
 
 /* The session named by sessionId, owned by the caller. */
-static struct session *
+struct session *
 methods_param_session(struct call *call)
 {
 	struct session *s;
@@ -258,14 +253,16 @@ static void
 methods_initialize(struct call *call)
 {
 	conn_reply(call->c, call->id, json_pack("{s:{s:s, s:s}, s:i, "
-	    "s:{s:b, s:b, s:b, s:b, s:b, s:I, s:I, s:O*}}",
+	    "s:{s:b, s:b, s:b, s:b, s:b, s:I, s:I, s:O*, s:{s:i, s:I}}}",
 	    "server", "name", "stexecd", "version", STEXEC_VERSION,
 	    "protocolVersion", STEXEC_PROTOCOL_VERSION,
 	    "capabilities", "subscribe", 1, "events", 1, "permissions", 1,
 	    "contextModifiers", 1, "streamOutput", 1, "maxMessage",
 	    (json_int_t)methods_cfg.max_message, "maxResultBytes",
 	    (json_int_t)tooldef_result_ceiling(), "enforcement",
-	    methods_cfg.enforcement));
+	    methods_cfg.enforcement, "jobs", "maxPerSession",
+	    (int)job_config()->max_per_session, "outputBytes",
+	    (json_int_t)job_config()->output_bytes));
 }
 
 static void

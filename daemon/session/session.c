@@ -4,9 +4,11 @@
  * backpressure. See session.h.
  */
 #include "session/session.h"
+#include "session/job.h"
 
 #include <errno.h>
 #include <grp.h>
+#include <stdarg.h>
 #include <pwd.h>
 #include <event2/event.h>
 #include <stdlib.h>
@@ -71,8 +73,15 @@ struct sub {
  * streamed chunk ended in, which the encoder must not split.
  */
 struct session_tool {
-	struct proc *proc;
+	struct proc *proc;        /* NULL: a tool the daemon answers */
 	struct utf8_carry carry[2];
+	bool stream;              /* its ToolDef's streamOutput */
+	struct job *job;          /* a call that may become a job */
+	struct event *yield;      /* ...when this fires */
+	size_t max_output;
+	struct event *answer;     /* internal: the answer, from the loop */
+	char *content;
+	bool is_error;
 };
 
 
@@ -132,6 +141,10 @@ static void	session_proc_chunk(void *, int, const char *, size_t);
 static struct proc *session_proc(struct exec_tool *);
 static void	session_tool_done(struct exec_tool *, bool);
 static void	session_proc_exit(void *, const struct proc_exit *);
+static void	session_yield_cb(evutil_socket_t, short, void *);
+static void	session_internal(struct session *, struct exec_tool *,
+		    const struct exec_spawn *);
+static void	session_answer_cb(evutil_socket_t, short, void *);
 static void	session_keep_output(struct session *, struct exec_tool *,
 		    const struct exec_exit *);
 
@@ -542,7 +555,10 @@ session_effect(void *arg, const struct exec_effect *e)
 		session_spawn(s, e->tool, e->spawn);
 		break;
 	case EXEC_KILL:
-		proc_kill(session_proc(e->tool));
+		if (session_proc(e->tool) != NULL)
+			proc_kill(session_proc(e->tool));
+		else
+			session_internal(s, e->tool, NULL);
 		break;
 	case EXEC_NOTIFY:
 		session_note(s, e->method, e->params);
@@ -705,8 +721,14 @@ session_spawn(struct session *s, struct exec_tool *t,
 	struct proc_spec spec = { 0 };
 	struct session_tool *st = xcalloc(1, sizeof *st);
 	struct buf vars = { 0 };
+	struct timeval tv;
 	char **envp, *input;
 
+	if (req->job->internal != TOOLDEF_INTERNAL_NONE) {
+		free(st);
+		session_internal(s, t, req);
+		return;
+	}
 	envp = session_envp(s, t, req->env, &vars);
 	input = json_dumps(req->input, JSON_COMPACT);
 	spec.argv = req->argv;
@@ -720,6 +742,21 @@ session_spawn(struct session *s, struct exec_tool *t,
 	spec.name = req->name;
 	session_sandbox(s, req, &spec.sandbox, roots);
 	spec.user = s->user;
+	spec.stdin_stream = req->job->stdin_stream;
+	spec.tty = req->job->tty;
+	spec.cols = req->job->cols;
+	spec.rows = req->job->rows;
+	st->stream = req->stream_output;
+	st->max_output = req->max_output;
+	/* A job keeps its output whole from the start (job.h). */
+	if (req->job->background && (st->job = job_new(s, exec_tool_id(t),
+	    req->name, req->argv, req->job->tty)) != NULL) {
+		spec.stream_output = true;
+		st->yield = evtimer_new(session_cfg.base, session_yield_cb, t);
+		tv.tv_sec = req->job->yield_ms / 1000;
+		tv.tv_usec = (req->job->yield_ms % 1000) * 1000;
+		evtimer_add(st->yield, &tv);
+	}
 	spec.limits.memory_bytes = req->limits->memory_bytes > 0 ?
 	    req->limits->memory_bytes : session_cfg.limits.memory_bytes;
 	spec.limits.max_processes = req->limits->max_processes > 0 ?
@@ -765,6 +802,10 @@ session_proc_chunk(void *arg, int fd, const char *data, size_t len)
 	const char *send;
 	size_t n;
 
+	if (st->job != NULL)
+		job_output(st->job, data, len);
+	if (!st->stream)
+		return;
 	send = utf8_carry_feed(&st->carry[fd == 2], data, len, &tmp, &n);
 	exec_output_chunk(arg, fd, send, n);
 	buf_free(&tmp);
@@ -780,12 +821,138 @@ session_tool_done(struct exec_tool *t, bool flush)
 	struct session_tool *st = exec_tool_handle(t);
 	int i;
 
-	for (i = 0; flush && i < 2; i++)
+	for (i = 0; flush && st->stream && i < 2; i++)
 		if (st->carry[i].len > 0)
 			exec_output_chunk(t, i + 1, st->carry[i].bytes,
 			    st->carry[i].len);
+	job_free(st->job);
+	if (st->yield != NULL)
+		event_free(st->yield);
 	exec_tool_set_handle(t, NULL);
 	free(st);
+}
+
+/*
+ * A background call still running after its yieldMs becomes a job: its
+ * result goes now, its process is the session's (doc/design.md §7, Jobs).
+ */
+static void
+session_yield_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct exec_tool *t = arg;
+	struct session_tool *st = exec_tool_handle(t);
+	struct session *s = exec_arg(exec_tool_exec(t));
+	struct job *job = st->job;
+	char *content;
+	json_t *meta;
+	size_t i;
+
+	if (!exec_tool_detachable(t))
+		return;
+	for (i = 0; i < s->nrunning; i++)
+		if (s->running[i] == t) {
+			s->running[i] = s->running[--s->nrunning];
+			break;
+		}
+	st->job = NULL;
+	meta = job_attach(job, st->proc, st->max_output, &content);
+	session_tool_done(t, true);
+	exec_detach(t, content, meta);
+	session_idle_update(s);
+}
+
+/*
+ * A tool the daemon answers itself (internal): answered from the loop,
+ * never from inside the executor's effect; req NULL: it was cancelled.
+ */
+static void
+session_internal(struct session *s, struct exec_tool *t,
+    const struct exec_spawn *req)
+{
+	struct session_tool *st;
+	struct timeval now = { 0, 0 };
+	bool wait = false;
+
+	if (req == NULL) {
+		st = exec_tool_handle(t);
+		job_kill_cancel(s, t);
+	} else {
+		st = xcalloc(1, sizeof *st);
+		exec_tool_set_handle(t, st);
+		st->answer = evtimer_new(session_cfg.base, session_answer_cb,
+		    t);
+		st->content = job_internal(s, t, (int)req->job->internal,
+		    req->input, &st->is_error, &wait);
+	}
+	if (!wait)
+		evtimer_add(st->answer, &now);
+}
+
+static void
+session_answer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct exec_tool *t = arg;
+	struct session_tool *st = exec_tool_handle(t);
+	char *content = st->content;
+
+	st->content = NULL;
+	session_internal_done(t, st->is_error, "%s", content != NULL ?
+	    content : "");
+	free(content);
+}
+
+void
+session_internal_done(struct exec_tool *t, bool is_error, const char *fmt,
+    ...)
+{
+	struct session *s = exec_arg(exec_tool_exec(t));
+	struct session_tool *st = exec_tool_handle(t);
+	struct exec_exit x = { .end = EXEC_END_EXITED, .status = is_error };
+	va_list ap;
+	char *text;
+
+	va_start(ap, fmt);
+	if (vasprintf(&text, fmt, ap) == -1)
+		fatal("vasprintf failed");
+	va_end(ap);
+	x.output.head = text;
+	x.output.head_len = x.output.total = strlen(text);
+	x.output.tail = "";
+	event_free(st->answer);
+	free(st->content);
+	exec_tool_set_handle(t, NULL);
+	free(st);
+	exec_exited(t, &x);
+	free(text);
+	session_job_ended(s);
+}
+
+void
+session_job_ended(struct session *s)
+{
+	if (s->closing && !exec_busy(s->ex) && job_running(s) == 0)
+		session_finish(s);
+	else
+		session_idle_update(s);
+}
+
+int
+session_tool_write(struct exec_tool *t, const char *data, size_t len,
+    bool eof, const char **why)
+{
+	struct session_tool *st = exec_tool_handle(t);
+
+	if (st == NULL || st->proc == NULL) {
+		*why = "it does not run";
+		return -1;
+	}
+	return proc_write(st->proc, data, len, eof, why);
+}
+
+void
+session_notify(struct session *s, const char *method, json_t *params)
+{
+	session_note(s, method, params);
 }
 
 /* The supervisor's words for how a process ended, in the core's. */
@@ -838,10 +1005,7 @@ session_proc_exit(void *arg, const struct proc_exit *px)
 	session_keep_output(s, t, &x);
 	session_tool_done(t, true);
 	exec_exited(t, &x);
-	if (s->closing && !exec_busy(s->ex))
-		session_finish(s);
-	else
-		session_idle_update(s);
+	session_job_ended(s);
 }
 
 /*
@@ -1522,7 +1686,8 @@ session_close(struct session *s, struct ticket *tk)
 	if (session_hooks != NULL)
 		session_hooks->closed(s);
 	exec_close(s->ex);
-	if (!exec_busy(s->ex))
+	job_close_all(s);
+	if (!exec_busy(s->ex) && job_running(s) == 0)
 		session_finish(s);
 }
 
@@ -1576,6 +1741,7 @@ session_free(struct session *s)
 	session_n--;
 	if (s->idle != NULL)
 		event_free(s->idle);
+	job_free_all(s);
 	outdir_set_release(s->files, s->output_grace_ms);
 	exec_free(s->ex);
 	for (i = 0; i < s->tools.cap; i++)

@@ -140,6 +140,13 @@ void session_sub_pump(struct sub *);
 int session_events(struct session *, int64_t since, size_t max,
     struct buf *out, uint64_t *last_seq, uint64_t *oldest);
 
+/*
+ * writeStdin: more input for a running tool of the current turn; -1 with
+ * *why when it does not run or its stdin is closed.
+ */
+int session_tool_write(struct exec_tool *, const char *, size_t, bool eof,
+    const char **why);
+
 /* Tools started, completed, running: for stats. */
 uint64_t session_tools_started(void);
 uint64_t session_tools_completed(void);

@@ -81,6 +81,10 @@ struct session {
 	                             a JSON tree would triple an idle
 	                             session's memory) */
 
+	struct job *jobs;         /* its jobs, oldest first (job.h) */
+	unsigned njobs;           /* ids given */
+	unsigned jobs_running;
+
 	struct session *prev, *next;
 };
 
@@ -116,6 +120,14 @@ struct session_hooks {
 	void (*idled)(struct session *);  /* idle_since changed */
 	bool (*journaling)(void);
 };
+
+/* A notification of the session's own (job.c's), logged and sent. */
+void session_notify(struct session *, const char *method, json_t *params);
+/* A tool the daemon answers (internal) is answered now. */
+void session_internal_done(struct exec_tool *, bool is_error,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A job ended: a closing session may be done. */
+void session_job_ended(struct session *);
 
 /* Install the hooks (NULL: none); the journal does at start. */
 void session_set_hooks(const struct session_hooks *);

@@ -1,0 +1,759 @@
+/* Jobs: a ring of output by offset, coalesced notes, waiting readers. */
+#include "session/job.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include "core/pattern.h"
+#include "core/tooldef_job.h"
+#include "log.h"
+#include "net/conn.h"
+#include "session/outdir.h"
+#include "session/session_int.h"
+#include "stexec/protocol.h"
+#include "supervisor/proc.h"
+#include "utf8.h"
+#include "util.h"
+
+/* job_output notes: one per job per this long, at most this much each. */
+#define JOB_NOTE_MS 50
+#define JOB_NOTE_MAX 65536
+#define JOB_RING_MIN 65536
+
+enum job_status {
+	JOB_RUNNING,
+	JOB_EXITED,
+	JOB_KILLED,
+};
+
+/* A readJob waiting for output. */
+struct job_reader {
+	struct job *j;
+	struct ticket *tk;
+	int64_t since;          /* < 0: the cursor */
+	size_t max;
+	struct pattern *filter;
+	struct event *timer;
+	struct job_reader *next;
+};
+
+struct job {
+	char id[24];            /* "" until it is one */
+	struct session *s;
+	char *tool_use_id;
+	char *name;
+	json_t *command;
+	struct proc *proc;      /* while it runs */
+	pid_t pid;
+	int64_t started_at;     /* ms since the epoch */
+	bool tty;
+
+	enum job_status status;
+	bool killing;           /* we sent terminate or kill */
+	json_t *exit_code, *signal; /* null until known */
+	const char *reason;
+
+	char *ring;             /* bytes [total - len, total), at offset % cap */
+	size_t cap, len;
+	uint64_t total;
+	uint64_t cursor;        /* readJob without since, bash_output */
+	uint64_t noted;         /* job_output sent up to here */
+	struct event *note_ev;
+
+	struct job_reader *readers;
+	struct exec_tool **killers; /* kill_shell calls waiting for its end */
+	size_t nkillers;
+
+	struct job *next;
+};
+
+static struct event_base *job_base;
+static struct job_config job_cfg;
+
+static void	job_put(struct job *, uint64_t, const char *, size_t);
+static void	job_text(const struct job *, uint64_t, uint64_t, struct buf *);
+static uint64_t	job_oldest(const struct job *);
+static uint64_t	job_whole(const struct job *, uint64_t, uint64_t);
+static void	job_note_cb(evutil_socket_t, short, void *);
+static void	job_note(struct job *, bool);
+static void	job_chunk(void *, int, const char *, size_t);
+static void	job_line(void *, const char *, size_t);
+static void	job_exit(void *, const struct proc_exit *);
+static json_t	*job_read_json(struct job *, int64_t, size_t,
+		    struct pattern *);
+static void	job_reader_cb(evutil_socket_t, short, void *);
+static void	job_reader_answer(struct job_reader *);
+static void	job_wake(struct job *, bool);
+static const char *job_status_name(enum job_status);
+
+static const struct proc_ops job_proc_ops = {
+	.line = job_line,
+	.chunk = job_chunk,
+	.exit = job_exit,
+};
+
+void
+job_init(struct event_base *base, const struct job_config *cfg)
+{
+	job_base = base;
+	job_cfg = *cfg;
+	if (job_cfg.output_bytes == 0)
+		job_cfg.output_bytes = JOB_OUTPUT_BYTES_DEFAULT;
+	if (job_cfg.max_per_session == 0)
+		job_cfg.max_per_session = JOB_MAX_PER_SESSION_DEFAULT;
+}
+
+const struct job_config *
+job_config(void)
+{
+	return &job_cfg;
+}
+
+unsigned
+job_running(const struct session *s)
+{
+	return s->jobs_running;
+}
+
+struct job *
+job_new(struct session *s, const char *tool_use_id, const char *name,
+    char *const *argv, bool tty)
+{
+	struct timespec now;
+	struct job *j;
+	size_t i;
+
+	if (s->jobs_running >= job_cfg.max_per_session) {
+		log_info("session %s: %u jobs run already "
+		    "(--max-jobs-per-session): %s runs as a tool", s->id,
+		    s->jobs_running, tool_use_id);
+		return NULL;
+	}
+	j = xcalloc(1, sizeof *j);
+	j->s = s;
+	j->tool_use_id = xstrdup(tool_use_id);
+	j->name = xstrdup(name);
+	j->command = json_array();
+	for (i = 0; argv[i] != NULL; i++)
+		json_array_append_new(j->command, json_string(argv[i]));
+	j->tty = tty;
+	clock_gettime(CLOCK_REALTIME, &now);
+	j->started_at = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+	j->exit_code = json_null();
+	j->signal = json_null();
+	return j;
+}
+
+void
+job_free(struct job *j)
+{
+	struct job_reader *r;
+
+	if (j == NULL)
+		return;
+	while ((r = j->readers) != NULL) {
+		j->readers = r->next;
+		conn_ticket_drop(r->tk);
+		pattern_free(r->filter);
+		event_free(r->timer);
+		free(r);
+	}
+	if (j->note_ev != NULL)
+		event_free(j->note_ev);
+	free(j->killers);
+	free(j->ring);
+	json_decref(j->command);
+	json_decref(j->exit_code);
+	json_decref(j->signal);
+	free(j->tool_use_id);
+	free(j->name);
+	free(j);
+}
+
+/* Write len bytes that start at offset off into the ring. */
+static void
+job_put(struct job *j, uint64_t off, const char *data, size_t len)
+{
+	size_t pos, n;
+
+	while (len > 0) {
+		pos = (size_t)(off % j->cap);
+		n = j->cap - pos < len ? j->cap - pos : len;
+		memcpy(j->ring + pos, data, n);
+		off += n;
+		data += n;
+		len -= n;
+	}
+}
+
+void
+job_output(struct job *j, const char *data, size_t len)
+{
+	char *old = j->ring;
+	size_t oldcap = j->cap, cap, pos, n;
+	uint64_t off;
+
+	if (len == 0)
+		return;
+	/* Grow up to the cap before overwriting: most jobs say little. */
+	if (j->len + len > j->cap && j->cap < job_cfg.output_bytes) {
+		cap = j->cap > 0 ? j->cap : JOB_RING_MIN;
+		while (cap < j->len + len && cap < job_cfg.output_bytes)
+			cap *= 2;
+		if (cap > job_cfg.output_bytes)
+			cap = job_cfg.output_bytes;
+		j->ring = xmalloc(cap);
+		j->cap = cap;
+		for (off = j->total - j->len; off < j->total; off += n) {
+			pos = (size_t)(off % oldcap);
+			n = oldcap - pos < j->total - off ? oldcap - pos :
+			    (size_t)(j->total - off);
+			job_put(j, off, old + pos, n);
+		}
+		free(old);
+	}
+	/* Only the last cap bytes of a big write can be kept. */
+	if (len > j->cap) {
+		data += len - j->cap;
+		j->total += len - j->cap;
+		len = j->cap;
+	}
+	job_put(j, j->total, data, len);
+	j->total += len;
+	j->len = j->len + len > j->cap ? j->cap : j->len + len;
+	if (j->id[0] != '\0') {
+		job_note(j, false);
+		job_wake(j, false);
+	}
+}
+
+static uint64_t
+job_oldest(const struct job *j)
+{
+	return j->total - j->len;
+}
+
+/*
+ * Text of [from, to) as valid UTF-8: a character cut at either end is left
+ * out (the start is later than from by its continuation bytes; the caller
+ * moves its offsets by what job_whole says).
+ */
+static void
+job_text(const struct job *j, uint64_t from, uint64_t to, struct buf *out)
+{
+	char *tmp;
+	size_t len = (size_t)(to - from), pos, n, done;
+
+	if (len == 0)
+		return;
+	tmp = xmalloc(len);
+	for (done = 0; done < len; done += n) {
+		pos = (size_t)((from + done) % j->cap);
+		n = j->cap - pos < len - done ? j->cap - pos : len - done;
+		memcpy(tmp + done, j->ring + pos, n);
+	}
+	utf8_repair(out, tmp, len);
+	free(tmp);
+}
+
+/*
+ * Where [from, to) should end so as not to cut a character: a character
+ * still being written is left for later (unless the job has ended).
+ */
+static uint64_t
+job_whole(const struct job *j, uint64_t from, uint64_t to)
+{
+	unsigned char c;
+	uint64_t at;
+	size_t need;
+	int back;
+
+	if (j->status != JOB_RUNNING)
+		return to;
+	for (back = 1; back <= 4 && to - from >= (uint64_t)back; back++) {
+		at = to - (uint64_t)back;
+		c = (unsigned char)j->ring[at % j->cap];
+		if ((c & 0xC0) == 0x80)
+			continue;
+		need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+		return need > (size_t)back ? at : to;
+	}
+	return to;
+}
+
+/* Send what is new, now (flush) or at most every JOB_NOTE_MS. */
+static void
+job_note(struct job *j, bool flush)
+{
+	struct timeval tv = { 0, JOB_NOTE_MS * 1000 };
+	struct buf text = { 0 };
+	uint64_t from, to;
+	json_t *params;
+
+	if (!flush) {
+		if (j->note_ev == NULL)
+			j->note_ev = evtimer_new(job_base, job_note_cb, j);
+		if (!evtimer_pending(j->note_ev, NULL))
+			evtimer_add(j->note_ev, &tv);
+		return;
+	}
+	if (j->note_ev != NULL)
+		evtimer_del(j->note_ev);
+	/* A job that writes faster skips ahead: readJob has the rest. */
+	from = j->noted;
+	if (from < job_oldest(j))
+		from = job_oldest(j);
+	if (j->total - from > JOB_NOTE_MAX)
+		from = j->total - JOB_NOTE_MAX;
+	to = job_whole(j, from, j->total);
+	if (to <= from)
+		return;
+	job_text(j, from, to, &text);
+	params = json_pack("{s:s, s:I, s:s%}", "jobId", j->id, "offset",
+	    (json_int_t)from, "text", text.data != NULL ? text.data : "",
+	    text.len);
+	session_notify(j->s, "job_output", params);
+	json_decref(params);
+	buf_free(&text);
+	j->noted = to;
+}
+
+static void
+job_note_cb(evutil_socket_t fd, short what, void *arg)
+{
+	job_note(arg, true);
+}
+
+json_t *
+job_attach(struct job *j, struct proc *p, size_t max, char **content)
+{
+	struct session *s = j->s;
+	struct buf b = { 0 };
+	struct job **pp;
+	uint64_t from;
+
+	snprintf(j->id, sizeof j->id, "j-%u", ++s->njobs);
+	for (pp = &s->jobs; *pp != NULL; pp = &(*pp)->next)
+		;
+	*pp = j;
+	s->jobs_running++;
+	j->proc = p;
+	j->pid = proc_pid(p);
+	proc_rebind(p, &job_proc_ops, j);
+	proc_untime(p);
+
+	if (j->pid > 0)
+		buf_printf(&b, "Started job %s (pid %ld) in the background.",
+		    j->id, (long)j->pid);
+	else
+		buf_printf(&b, "Job %s waits for a free process slot and "
+		    "will start in the background.", j->id);
+	/* What the result shows counts as read. */
+	from = j->total - (j->total - job_oldest(j) > max ? max :
+	    j->total - job_oldest(j));
+	j->cursor = j->noted = job_whole(j, from, j->total);
+	if (j->cursor > from) {
+		buf_addstr(&b, " Its output so far:\n");
+		job_text(j, from, j->cursor, &b);
+		if (b.data[b.len - 1] != '\n')
+			buf_addstr(&b, "\n");
+	} else
+		buf_addstr(&b, "\n");
+	buf_printf(&b, "Read its new output with bash_output "
+	    "{\"bash_id\": \"%s\"} (readJob); end it with kill_shell "
+	    "{\"shell_id\": \"%s\"} (signalJob).", j->id, j->id);
+	*content = xstrdup(b.data);
+	buf_free(&b);
+	log_info("session %s: tool %s runs on as job %s (pid %ld)", s->id,
+	    j->tool_use_id, j->id, (long)j->pid);
+	return json_pack("{s:s, s:o}", "jobId", j->id, "pid", j->pid > 0 ?
+	    json_integer(j->pid) : json_null());
+}
+
+struct job *
+job_find(struct session *s, const char *id)
+{
+	struct job *j;
+
+	for (j = s->jobs; j != NULL; j = j->next)
+		if (strcmp(j->id, id) == 0)
+			return j;
+	return NULL;
+}
+
+static const char *
+job_status_name(enum job_status st)
+{
+	return st == JOB_RUNNING ? "running" : st == JOB_EXITED ? "exited" :
+	    "killed";
+}
+
+json_t *
+job_list_json(struct session *s)
+{
+	json_t *a = json_array();
+	struct job *j;
+
+	for (j = s->jobs; j != NULL; j = j->next)
+		json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:O, s:o, "
+		    "s:s, s:I, s:O, s:O, s:o, s:I, s:b}", "jobId", j->id,
+		    "toolUseId", j->tool_use_id, "name", j->name, "command",
+		    j->command, "pid", j->status == JOB_RUNNING && j->pid > 0 ?
+		    json_integer(j->pid) : json_null(), "status",
+		    job_status_name(j->status), "startedAt",
+		    (json_int_t)j->started_at, "exitCode", j->exit_code,
+		    "signal", j->signal, "reason", j->reason != NULL ?
+		    json_string(j->reason) : json_null(), "outputBytes",
+		    (json_int_t)j->total, "tty", j->tty));
+	return a;
+}
+
+static void
+job_chunk(void *arg, int fd, const char *data, size_t len)
+{
+	job_output(arg, data, len);
+}
+
+/* A job's progress lines have no turn to go to. */
+static void
+job_line(void *arg, const char *line, size_t len)
+{
+}
+
+static void
+job_exit(void *arg, const struct proc_exit *px)
+{
+	struct job *j = arg;
+	struct session *s = j->s;
+	json_t *params;
+	size_t i;
+
+	j->proc = NULL;
+	j->status = j->killing || px->end == PROC_KILLED ? JOB_KILLED :
+	    JOB_EXITED;
+	json_decref(j->exit_code);
+	json_decref(j->signal);
+	j->exit_code = px->end == PROC_EXITED ? json_integer(px->status) :
+	    json_null();
+	j->signal = px->signal != 0 ? json_integer(px->signal) : json_null();
+	switch (px->end) {
+	case PROC_EXITED:
+		j->reason = px->status == 0 ? "ok" : "exit";
+		break;
+	case PROC_SIGNALED:
+		j->reason = j->killing ? "killed" : "signal";
+		break;
+	case PROC_LIMIT_HIT:
+		j->reason = px->hit == TOOLCG_HIT_MEMORY ? "memory_limit" :
+		    "process_limit";
+		break;
+	case PROC_SPAWN_FAILED:
+		j->reason = "spawn_failed";
+		break;
+	default:
+		j->reason = "killed";
+		break;
+	}
+	/* Its whole output is the session's, like a result's file. */
+	if (px->output.path != NULL) {
+		if (s->files == NULL)
+			s->files = outdir_set_new();
+		outdir_add(s->files, px->output.path, px->output.total,
+		    j->tool_use_id);
+	}
+	job_note(j, true);
+	params = json_pack("{s:s, s:O, s:O, s:s}", "jobId", j->id, "exitCode",
+	    j->exit_code, "signal", j->signal, "reason", j->reason);
+	session_notify(s, "job_exit", params);
+	json_decref(params);
+	log_info("session %s: job %s ended: %s", s->id, j->id, j->reason);
+	job_wake(j, true);
+	s->jobs_running--;
+	for (i = 0; i < j->nkillers; i++)
+		session_internal_done(j->killers[i], false, "Job %s ended "
+		    "(%s).", j->id, j->reason);
+	j->nkillers = 0;
+	session_job_ended(s);
+}
+
+/* The readJob answer for [since, ...). */
+static json_t *
+job_read_json(struct job *j, int64_t since, size_t max,
+    struct pattern *filter)
+{
+	uint64_t from = since < 0 ? j->cursor : (uint64_t)since, to, at, end;
+	struct buf text = { 0 }, kept = { 0 };
+	bool dropped = false;
+	struct buf one = { 0 };
+	const char *line, *nl;
+	size_t n;
+	json_t *o;
+
+	if (from > j->total)
+		from = j->total;
+	if (from < job_oldest(j)) {
+		from = job_oldest(j);
+		dropped = true;
+	}
+	to = from + max < j->total ? from + max : j->total;
+	to = job_whole(j, from, to);
+	job_text(j, from, to, &text);
+	if (filter != NULL && text.len > 0) {
+		/* Whole lines only: a last line without its newline waits. */
+		end = j->status == JOB_RUNNING && text.data[text.len - 1] !=
+		    '\n' ? (uint64_t)(strrchr(text.data, '\n') != NULL ?
+		    strrchr(text.data, '\n') - text.data + 1 : 0) : text.len;
+		if (end < text.len && end > 0 && to - from == text.len)
+			to = from + end;
+		for (at = 0; at < end; at = (uint64_t)(nl - text.data) + 1) {
+			line = text.data + at;
+			if ((nl = memchr(line, '\n', end - at)) == NULL)
+				nl = text.data + end - 1;
+			/* The matcher wants the line alone, NUL-terminated. */
+			n = (size_t)(nl - line) + (*nl != '\n');
+			one.len = 0;
+			buf_add(&one, line, n);
+			buf_add(&one, "", 1);
+			if (pattern_match(filter, one.data, n) == 1)
+				buf_add(&kept, line, (size_t)(nl - line) + 1);
+		}
+		buf_free(&one);
+		buf_free(&text);
+		text = kept;
+	}
+	if (since < 0)
+		j->cursor = to;
+	o = json_pack("{s:s%, s:I, s:I, s:b, s:s, s:O, s:O}", "text",
+	    text.data != NULL ? text.data : "", text.len, "offset",
+	    (json_int_t)from, "next", (json_int_t)to, "dropped", dropped,
+	    "status", job_status_name(j->status), "exitCode", j->exit_code,
+	    "signal", j->signal);
+	buf_free(&text);
+	return o;
+}
+
+int
+job_read(struct job *j, int64_t since, size_t max, int wait_ms,
+    const char *filter, struct ticket *tk, char *err, size_t errlen)
+{
+	struct timeval tv = { wait_ms / 1000, (wait_ms % 1000) * 1000 };
+	struct pattern *pat = NULL;
+	struct job_reader *r;
+	uint64_t from = since < 0 ? j->cursor : (uint64_t)since;
+
+	if (filter != NULL && (pat = pattern_compile(filter, err, errlen)) ==
+	    NULL)
+		return -1;
+	if (wait_ms == 0 || j->status != JOB_RUNNING || from < j->total) {
+		conn_ticket_reply(tk, job_read_json(j, since, max, pat));
+		pattern_free(pat);
+		return 0;
+	}
+	r = xcalloc(1, sizeof *r);
+	r->j = j;
+	r->tk = tk;
+	r->since = since;
+	r->max = max;
+	r->filter = pat;
+	r->timer = evtimer_new(job_base, job_reader_cb, r);
+	evtimer_add(r->timer, &tv);
+	r->next = j->readers;
+	j->readers = r;
+	return 0;
+}
+
+static void
+job_reader_answer(struct job_reader *r)
+{
+	struct job_reader **pp;
+
+	for (pp = &r->j->readers; *pp != r; pp = &(*pp)->next)
+		;
+	*pp = r->next;
+	conn_ticket_reply(r->tk, job_read_json(r->j, r->since, r->max,
+	    r->filter));
+	pattern_free(r->filter);
+	event_free(r->timer);
+	free(r);
+}
+
+static void
+job_reader_cb(evutil_socket_t fd, short what, void *arg)
+{
+	job_reader_answer(arg);
+}
+
+/* New output (or the end): answer the readers that have some. */
+static void
+job_wake(struct job *j, bool ended)
+{
+	struct job_reader *r, *next;
+	uint64_t from, to;
+
+	for (r = j->readers; r != NULL; r = next) {
+		next = r->next;
+		from = r->since < 0 ? j->cursor : (uint64_t)r->since;
+		to = job_whole(j, from, j->total);
+		if (ended || to > from)
+			job_reader_answer(r);
+	}
+}
+
+int
+job_write(struct job *j, const char *data, size_t len, bool eof,
+    const char **why)
+{
+	static char msg[96];
+
+	if (j->status != JOB_RUNNING || j->proc == NULL) {
+		snprintf(msg, sizeof msg, "job %s has ended", j->id);
+		*why = msg;
+		return -1;
+	}
+	if (proc_write(j->proc, data, len, eof, why) != 0) {
+		snprintf(msg, sizeof msg, "job %s: %s", j->id, *why);
+		*why = msg;
+		return -1;
+	}
+	return 0;
+}
+
+int
+job_signal(struct job *j, const char *how)
+{
+	if (j->status != JOB_RUNNING || j->proc == NULL)
+		return -1;
+	if (strcmp(how, "interrupt") == 0)
+		proc_signal(j->proc, SIGINT);
+	else {
+		j->killing = true;
+		proc_kill(j->proc);
+		if (strcmp(how, "kill") == 0)
+			proc_signal(j->proc, SIGKILL);
+	}
+	return 0;
+}
+
+int
+job_resize(struct job *j, unsigned cols, unsigned rows, const char **why)
+{
+	static char msg[96];
+
+	if (j->status != JOB_RUNNING || j->proc == NULL)
+		snprintf(msg, sizeof msg, "job %s has ended", j->id);
+	else if (proc_resize(j->proc, cols, rows) != 0)
+		snprintf(msg, sizeof msg, "job %s has no terminal", j->id);
+	else
+		return 0;
+	*why = msg;
+	return -1;
+}
+
+/* The job an internal tool's input names, by either of its fields. */
+static struct job *
+job_named(struct session *s, const json_t *input, const char *field,
+    const char **id)
+{
+	const json_t *v = json_object_get(input, field);
+
+	if (!json_is_string(v))
+		v = json_object_get(input, "jobId");
+	*id = json_is_string(v) ? json_string_value(v) : NULL;
+	return *id != NULL ? job_find(s, *id) : NULL;
+}
+
+char *
+job_internal(struct session *s, struct exec_tool *t, int kind,
+    const json_t *input, bool *is_error, bool *wait)
+{
+	const json_t *filter = json_object_get(input, "filter");
+	struct pattern *pat = NULL;
+	char err[256], *out;
+	struct job *j;
+	const char *id;
+	json_t *r;
+
+	*is_error = true;
+	*wait = false;
+	j = job_named(s, input, kind == TOOLDEF_INTERNAL_JOB_OUTPUT ?
+	    "bash_id" : "shell_id", &id);
+	if (j == NULL) {
+		xasprintf(&out, "<tool_use_error>Error: no job %s in this "
+		    "session</tool_use_error>", id != NULL ? id : "(no id "
+		    "given)");
+		return out;
+	}
+	if (kind == TOOLDEF_INTERNAL_JOB_KILL) {
+		if (job_signal(j, "terminate") != 0) {
+			xasprintf(&out, "<tool_use_error>Error: job %s has "
+			    "already ended (%s)</tool_use_error>", j->id,
+			    j->reason);
+			return out;
+		}
+		j->killers = xreallocarray(j->killers, j->nkillers + 1,
+		    sizeof *j->killers);
+		j->killers[j->nkillers++] = t;
+		*wait = true;
+		return NULL;
+	}
+	if (json_is_string(filter) && (pat = pattern_compile(
+	    json_string_value(filter), err, sizeof err)) == NULL) {
+		xasprintf(&out, "<tool_use_error>Error: filter: %s"
+		    "</tool_use_error>", err);
+		return out;
+	}
+	r = job_read_json(j, -1, JOB_READ_DEFAULT, pat);
+	pattern_free(pat);
+	*is_error = false;
+	xasprintf(&out, "%s%s[job %s: %s%s]", json_string_value(
+	    json_object_get(r, "text")), json_string_length(json_object_get(r,
+	    "text")) > 0 ? "\n" : "", j->id, j->status == JOB_RUNNING ?
+	    "running" : job_status_name(j->status), j->status == JOB_RUNNING ?
+	    "" : j->reason != NULL ? (strcmp(j->reason, "ok") == 0 ?
+	    ", exit code 0" : ", not ok") : "");
+	json_decref(r);
+	return out;
+}
+
+void
+job_kill_cancel(struct session *s, struct exec_tool *t)
+{
+	struct job *j;
+	size_t i;
+
+	for (j = s->jobs; j != NULL; j = j->next)
+		for (i = 0; i < j->nkillers; i++)
+			if (j->killers[i] == t) {
+				j->killers[i] = j->killers[--j->nkillers];
+				return;
+			}
+}
+
+void
+job_close_all(struct session *s)
+{
+	struct job *j;
+
+	for (j = s->jobs; j != NULL; j = j->next)
+		if (j->status == JOB_RUNNING && j->proc != NULL) {
+			j->killing = true;
+			proc_kill(j->proc);
+		}
+}
+
+void
+job_free_all(struct session *s)
+{
+	struct job *j;
+
+	while ((j = s->jobs) != NULL) {
+		s->jobs = j->next;
+		job_free(j);
+	}
+}

@@ -30,19 +30,31 @@ static const char defs_bash[] = "{"
     "commands that would read it). Output beyond 100000 bytes is saved to a "
     "file and shown as its head and tail. Prefer read_file, write_file, "
     "glob, grep and list_dir to cat, echo >, find, grep and ls: they are "
-    "quicker and the read-only ones run in parallel.\", "
+    "quicker and the read-only ones run in parallel. With "
+    "`run_in_background` the command runs on as a job (a dev server, a "
+    "watcher, a long build): the result comes at once (or after `yield_ms` "
+    "with the output so far) with the job's id; read its new output with "
+    "bash_output and end it with kill_shell.\", "
     "\"command\": [\"" BUILTIN_DEFS_SHELL "\", \"-c\", \"{command}\"], "
     "\"inputSchema\": {\"type\": \"object\", \"properties\": {"
     "\"command\": {\"type\": \"string\", \"minLength\": 1, "
     "\"description\": \"The shell command to run\"}, "
     "\"timeout\": {\"type\": \"integer\", \"minimum\": 1, "
     "\"description\": \"Timeout in milliseconds (default 120000, at most "
-    "600000)\"}}, "
+    "600000)\"}, "
+    "\"run_in_background\": {\"type\": \"boolean\", "
+    "\"description\": \"Run on as a background job; read it with "
+    "bash_output\"}, "
+    "\"yield_ms\": {\"type\": \"integer\", \"minimum\": 0, "
+    "\"description\": \"With run_in_background: wait this long (at most "
+    "600000) and return the output so far\"}}, "
     "\"required\": [\"command\"], \"additionalProperties\": false}, "
     "\"concurrencySafe\": false, \"interruptBehavior\": \"cancel\", "
     "\"abortSiblingsOnError\": true, \"requiresPermission\": false, "
     "\"timeoutMs\": 120000, \"maxTimeoutMs\": 600000, "
-    "\"timeoutFromInput\": \"timeout\""
+    "\"timeoutFromInput\": \"timeout\", "
+    "\"backgroundFromInput\": \"run_in_background\", "
+    "\"yieldFromInput\": \"yield_ms\""
     "}";
 
 static const char defs_read_file[] = "{"
@@ -216,6 +228,34 @@ static const char defs_list_dir[] = "{"
     DEFS_READ_ONLY
     "}";
 
+/* Answered by the daemon itself (doc/design.md §7, Jobs): no process. */
+static const char defs_bash_output[] = "{"
+    "\"name\": \"bash_output\", "
+    "\"description\": \"The new output of a background bash job "
+    "(run_in_background) since the last time it was read, and whether it "
+    "still runs. `filter` (a POSIX extended regular expression) keeps only "
+    "the lines that match.\", "
+    "\"internal\": \"job_output\", "
+    "\"inputSchema\": {\"type\": \"object\", \"properties\": {"
+    "\"bash_id\": {\"type\": \"string\", \"minLength\": 1, "
+    "\"description\": \"The job id, like j-1\"}, "
+    "\"filter\": {\"type\": \"string\", "
+    "\"description\": \"Only lines matching this regular expression\"}}, "
+    "\"required\": [\"bash_id\"], \"additionalProperties\": false}, "
+    "\"concurrencySafe\": true"
+    "}";
+
+static const char defs_kill_shell[] = "{"
+    "\"name\": \"kill_shell\", "
+    "\"description\": \"End a background bash job and everything it "
+    "started (TERM, then KILL after a grace); answers once it is dead.\", "
+    "\"internal\": \"job_kill\", "
+    "\"inputSchema\": {\"type\": \"object\", \"properties\": {"
+    "\"shell_id\": {\"type\": \"string\", \"minLength\": 1, "
+    "\"description\": \"The job id, like j-1\"}}, "
+    "\"required\": [\"shell_id\"], \"additionalProperties\": false}"
+    "}";
+
 const char *const builtin_defs[] = {
 	defs_bash,
 	defs_read_file,
@@ -225,6 +265,8 @@ const char *const builtin_defs[] = {
 	defs_list_dir,
 	defs_edit_file,
 	defs_multi_edit,
+	defs_bash_output,
+	defs_kill_shell,
 	NULL,
 };
 

@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""
+Jobs against the real stexecd (doc/design.md §7, Jobs; PROTOCOL.md §4,
+Jobs): a real HTTP server run in the background and fetched by a later
+tool, readJob with since, waitMs and filter, a real bc under a real
+terminal driven by writeJob, writeStdin, the errors, and closeSession
+leaving nothing behind. Raw JSON-RPC, so that it tests the daemon, not a
+client.
+
+  STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_jobs.py
+"""
+import json
+import os
+import socket
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import pydaemon  # noqa: E402
+from pydaemon import Checks  # noqa: E402
+
+T = Checks()
+
+
+class Conn:
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.connect(path)
+        self.f = self.s.makefile("rwb")
+        self.rid = 0
+
+    def call(self, method, **params):
+        """The whole response (result or error); notifications skipped."""
+        self.rid += 1
+        self.f.write((json.dumps({"jsonrpc": "2.0", "id": self.rid,
+                                  "method": method, "params": params})
+                      + "\n").encode())
+        self.f.flush()
+        while True:
+            msg = json.loads(self.f.readline())
+            if msg.get("id") == self.rid:
+                return msg
+
+    def ok(self, method, **params):
+        msg = self.call(method, **params)
+        if "error" in msg:
+            raise AssertionError("%s: %s" % (method, msg["error"]))
+        return msg["result"]
+
+    def close(self):
+        self.f.close()
+        self.s.close()
+
+
+NEXT = [0]
+
+
+def turn(c, sid, *uses):
+    """Add the tool uses, drain, return [(result, meta)] in order."""
+    ids = []
+    for name, inp in uses:
+        NEXT[0] += 1
+        ids.append("t%d" % NEXT[0])
+        c.ok("addTool", sessionId=sid, toolUse={
+            "id": ids[-1], "name": name, "input": inp})
+    c.ok("drain", sessionId=sid)
+    out = {}
+    for n in c.ok("events", sessionId=sid)["notifications"]:
+        if n["method"] == "tool_result":
+            p = n["params"]
+            out[p["toolUseId"]] = (p["result"], p["meta"])
+    return [out[i] for i in ids]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def job_of(c, sid, jid):
+    for j in c.ok("listJobs", sessionId=sid)["jobs"]:
+        if j["jobId"] == jid:
+            return j
+    return None
+
+
+def dev_server(d):
+    """The issue's "done when": a server in the background, a later
+    tool fetches a page, bash_output shows the request, kill_shell ends
+    it, listJobs says killed."""
+    c = Conn(d.sock)
+    sid = c.ok("createSession")["sessionId"]
+    port = free_port()
+    t0 = time.monotonic()
+    (res, meta), = turn(c, sid, ("bash", {
+        "command": "exec python3 -u -m http.server %d --bind 127.0.0.1"
+        % port, "run_in_background": True}))
+    T.check(time.monotonic() - t0 < 2, "the job's result comes at once")
+    T.eq(meta["reason"], "background", "meta.reason")
+    T.eq(res["is_error"], False, "a job's result is no error")
+    jid = meta["job"]["jobId"]
+    T.eq(jid, "j-1", "the first job's id")
+    T.check("bash_output" in res["content"], "the content says how to "
+            "read it: " + res["content"])
+    T.eq(job_of(c, sid, jid)["status"], "running", "listJobs: running")
+    # The server may take a moment to listen: a later turn fetches.
+    page = ""
+    for _ in range(50):
+        (res, meta), = turn(c, sid, ("bash", {
+            "command": "curl -s http://127.0.0.1:%d/ || true" % port}))
+        page = res["content"]
+        if "Directory listing" in page:
+            break
+        time.sleep(0.1)
+    T.check("Directory listing" in page, "a later tool gets the page")
+    log = ""
+    for _ in range(50):
+        (res, meta), = turn(c, sid, ("bash_output", {"bash_id": jid}))
+        log += res["content"]
+        if "GET / " in log:
+            break
+        time.sleep(0.1)
+    T.check("GET / " in log, "bash_output shows the request log: " + log)
+    T.check("running" in res["content"], "bash_output says it runs")
+    (res, meta), = turn(c, sid, ("kill_shell", {"shell_id": jid}))
+    T.eq(res["is_error"], False, "kill_shell: " + res["content"])
+    j = job_of(c, sid, jid)
+    T.eq(j["status"], "killed", "listJobs: killed after kill_shell")
+    T.eq(j["pid"], None, "no pid once dead")
+    events = c.ok("events", sessionId=sid)["notifications"]
+    ends = [n for n in events if n["method"] == "job_exit"]
+    T.eq(len(ends), 1, "one job_exit")
+    T.check(any(n["method"] == "job_output" and "GET / " in
+                n["params"]["text"] for n in events),
+            "job_output carried the request log")
+    (res, meta), = turn(c, sid, ("kill_shell", {"shell_id": jid}))
+    T.eq(res["is_error"], True, "kill_shell of an ended job is an error")
+    (res, meta), = turn(c, sid, ("bash_output", {"bash_id": "j-9"}))
+    T.check(res["is_error"] and "no job j-9" in res["content"],
+            "bash_output of no such job: " + res["content"])
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def read_job(d):
+    """readJob: since, the session's cursor, waitMs, filter, a
+    reconnecting client, and the errors."""
+    c = Conn(d.sock)
+    tools = [{"name": "gen", "command": ["/bin/sh", "-c",
+              "echo one; echo two; echo three; sleep 1; echo four; "
+              "cat >/dev/null; echo fin"], "background": True}]
+    sid = c.ok("createSession", tools=tools)["sessionId"]
+    (res, meta), = turn(c, sid, ("gen", {}))
+    jid = meta["job"]["jobId"]
+    r = c.ok("readJob", sessionId=sid, jobId=jid, since=0)
+    T.check("one\n".startswith(r["text"][:4]), "readJob from 0: %r" % r)
+    T.eq(r["offset"], 0, "offset")
+    T.eq(r["status"], "running", "status while it runs")
+    # Nothing new yet: waitMs holds the answer until "four" comes.
+    t0 = time.monotonic()
+    r2 = c.ok("readJob", sessionId=sid, jobId=jid, waitMs=5000)
+    while "four" not in r2["text"] and time.monotonic() - t0 < 5:
+        r2 = c.ok("readJob", sessionId=sid, jobId=jid, waitMs=5000)
+    T.check("four" in r2["text"], "waitMs brings the later output")
+    T.check(time.monotonic() - t0 > 0.3, "the answer waited for it")
+    # since re-reads; filter keeps matching lines; next moves on.
+    r3 = c.ok("readJob", sessionId=sid, jobId=jid, since=0, filter="^t")
+    T.eq(r3["text"], "two\nthree\n", "filter keeps the lines matching")
+    T.check(r3["next"] >= len("one\ntwo\nthree\n"), "next moves past")
+    r4 = c.ok("readJob", sessionId=sid, jobId=jid, since=4, maxBytes=3)
+    T.eq((r4["text"], r4["offset"], r4["next"]), ("two", 4, 7),
+         "since and maxBytes")
+    # Another connection (a client that reconnected) reads by since.
+    c2 = Conn(d.sock)
+    r5 = c2.ok("readJob", sessionId=sid, jobId=jid, since=0)
+    T.check(r5["text"].startswith("one\ntwo\nthree\nfour\n"),
+            "a new connection reads from since 0")
+    # stdin stays open for a job: eof lets it finish.
+    T.eq(c2.ok("writeJob", sessionId=sid, jobId=jid, data="x\n",
+               eof=True), {"written": 2}, "writeJob")
+    for _ in range(100):
+        if job_of(c2, sid, jid)["status"] != "running":
+            break
+        time.sleep(0.05)
+    j = job_of(c2, sid, jid)
+    T.eq((j["status"], j["exitCode"], j["reason"]), ("exited", 0, "ok"),
+         "the job exits once its stdin is closed")
+    r6 = c2.ok("readJob", sessionId=sid, jobId=jid, since=0)
+    T.check(r6["text"].endswith("fin\n"), "the end is read: %r" % r6)
+    e = c2.call("writeJob", sessionId=sid, jobId=jid, data="y")
+    T.eq(e.get("error", {}).get("code"), -32005, "writeJob after its end")
+    e = c2.call("readJob", sessionId=sid, jobId="j-42")
+    T.eq(e.get("error", {}).get("data"), {"field": "jobId"},
+         "an unknown job id names the field")
+    e = c2.call("readJob", sessionId=sid, jobId=jid, filter="(a*)*")
+    T.eq(e.get("error", {}).get("data"), {"field": "filter"},
+         "a costly filter is refused like a rule pattern")
+    e = c2.call("resizeJob", sessionId=sid, jobId=jid, cols=80, rows=24)
+    T.eq(e.get("error", {}).get("code"), -32005, "resize of an ended job")
+    c2.close()
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def yields(d):
+    """yield_ms: the output so far in the result; a command that ends
+    before it gets its ordinary result and is no job."""
+    c = Conn(d.sock)
+    sid = c.ok("createSession")["sessionId"]
+    (res, meta), = turn(c, sid, ("bash", {
+        "command": "echo early; sleep 30", "run_in_background": True,
+        "yield_ms": 500}))
+    T.eq(meta["reason"], "background", "still running after yield_ms")
+    T.check("early" in res["content"], "with the output so far: " +
+            res["content"])
+    (res, meta), = turn(c, sid, ("bash", {
+        "command": "echo quick", "run_in_background": True,
+        "yield_ms": 3000}))
+    T.eq((meta["reason"], res["content"]), ("ok", "quick\n"),
+         "ended before yield_ms: an ordinary result")
+    T.eq(len(c.ok("listJobs", sessionId=sid)["jobs"]), 1, "one job only")
+    # A turn discarded or aborted leaves the job alone.
+    c.ok("abort", sessionId=sid, reason="interrupt")
+    c.ok("discard", sessionId=sid)
+    T.eq(job_of(c, sid, "j-1")["status"], "running",
+         "abort and discard leave the job")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def terminal(d):
+    """A real bc on a real terminal, driven by writeJob; and writeStdin
+    for a foreground tool."""
+    c = Conn(d.sock)
+    tools = [{"name": "bc", "command": ["bc", "-q"], "tty": True,
+              "background": True, "ttySize": {"cols": 100, "rows": 30}},
+             {"name": "tty", "command": ["/bin/sh", "-c",
+              "[ -t 0 ] && [ -t 1 ] && stty size"], "tty": True},
+             {"name": "two", "command": ["head", "-n", "2"],
+              "stdin": "stream", "timeoutMs": 10000}]
+    sid = c.ok("createSession", tools=tools)["sessionId"]
+    (res, meta), = turn(c, sid, ("tty", {}))
+    T.eq(res["content"].strip(), "24 80", "a terminal of the default size")
+    (res, meta), = turn(c, sid, ("bc", {}))
+    jid = meta["job"]["jobId"]
+    T.check(job_of(c, sid, jid)["tty"], "listJobs: tty")
+    c.ok("writeJob", sessionId=sid, jobId=jid, data="2+2\n")
+    text = ""
+    t0 = time.monotonic()
+    while "4\r\n" not in text and time.monotonic() - t0 < 10:
+        text += c.ok("readJob", sessionId=sid, jobId=jid,
+                     waitMs=2000)["text"]
+    T.check("4\r\n" in text, "bc answers 2+2 on its terminal: %r" % text)
+    T.eq(c.ok("resizeJob", sessionId=sid, jobId=jid, cols=120, rows=40),
+         {}, "resizeJob")
+    c.ok("writeJob", sessionId=sid, jobId=jid, data="quit\n")
+    for _ in range(100):
+        if job_of(c, sid, jid)["status"] != "running":
+            break
+        time.sleep(0.05)
+    T.eq(job_of(c, sid, jid)["reason"], "ok", "bc quits")
+    # writeStdin: a foreground tool reads what comes while it runs.
+    c.ok("addTool", sessionId=sid, toolUse={"id": "w1", "name": "two",
+                                            "input": {}})
+    T.eq(c.ok("writeStdin", sessionId=sid, toolUseId="w1",
+              data="\nsecond\n"), {"written": 8}, "writeStdin")
+    c.ok("drain", sessionId=sid)
+    got = [n["params"]["result"]["content"] for n in
+           c.ok("events", sessionId=sid)["notifications"]
+           if n["method"] == "tool_result" and
+           n["params"]["toolUseId"] == "w1"]
+    T.eq(got, ["{}\nsecond\n"], "the tool read the input, then the rest")
+    c.ok("addTool", sessionId=sid, toolUse={"id": "w2", "name": "two",
+                                            "input": {}})
+    c.ok("writeStdin", sessionId=sid, toolUseId="w2", data="\n", eof=True)
+    e = c.call("writeStdin", sessionId=sid, toolUseId="w2", data="x")
+    T.eq(e.get("error", {}).get("code"), -32005, "writeStdin after eof")
+    c.ok("drain", sessionId=sid)
+    e = c.call("writeStdin", sessionId=sid, toolUseId="w1", data="x")
+    T.eq(e.get("error", {}).get("data"), {"field": "toolUseId"},
+         "writeStdin to a tool of an ended turn")
+    e = c.call("writeStdin", sessionId=sid, toolUseId="nope", data="x")
+    T.eq(e.get("error", {}).get("data"), {"field": "toolUseId"},
+         "writeStdin to no such tool")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def close_kills(d):
+    """closeSession kills every job, with what it started."""
+    c = Conn(d.sock)
+    sid = c.ok("createSession")["sessionId"]
+    for i in range(3):
+        (res, meta), = turn(c, sid, ("bash", {
+            "command": "sleep 300 & sleep 300; wait",
+            "run_in_background": True}))
+        T.eq(meta["reason"], "background", "job %d" % i)
+    T.eq(len(d.leftovers()) >= 6, True, "the jobs run")
+    c.ok("closeSession", sessionId=sid)
+    T.eq(d.leftovers(), [], "closeSession leaves nothing")
+    c.close()
+
+
+def body(d):
+    for _ in range(100):
+        if os.path.exists(d.sock):
+            break
+        time.sleep(0.05)
+    c = Conn(d.sock)
+    caps = c.ok("initialize")["capabilities"]
+    T.eq(caps.get("jobs"), {"maxPerSession": 64, "outputBytes": 4194304},
+         "initialize reports the job limits")
+    c.close()
+    for test in (dev_server, read_job, yields, terminal, close_kills):
+        test(d)
+
+
+if __name__ == "__main__":
+    sys.exit(pydaemon.run(T, body))

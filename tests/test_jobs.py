@@ -301,8 +301,22 @@ def close_kills(d):
             "run_in_background": True}))
         T.eq(meta["reason"], "background", "job %d" % i)
     T.eq(len(d.leftovers()) >= 6, True, "the jobs run")
+    # Long-polls are bounded: past 64 on a job the oldest is answered.
+    c3 = Conn(d.sock)
+    for i in range(66):
+        c3.f.write((json.dumps({"jsonrpc": "2.0", "id": 1000 + i,
+                                "method": "readJob", "params": {
+                                    "sessionId": sid, "jobId": "j-1",
+                                    "waitMs": 60000}}) + "\n").encode())
+    c3.f.flush()
+    first = [json.loads(c3.f.readline())["id"] for _ in range(2)]
+    T.eq(sorted(first), [1000, 1001], "the oldest waiting reads answered")
     c.ok("closeSession", sessionId=sid)
     T.eq(d.leftovers(), [], "closeSession leaves nothing")
+    rest = [json.loads(c3.f.readline()) for _ in range(64)]
+    T.eq(sum(1 for m in rest if m["result"]["status"] == "killed"), 64,
+         "the other reads are answered when the job dies")
+    c3.close()
     c.close()
 
 

@@ -11,6 +11,9 @@
 static const char *tooldef_job_internals[] = { NULL, "job_output",
     "job_kill" };
 
+static bool tooldef_job_fail(char *, size_t, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+
 static bool
 tooldef_job_fail(char *err, size_t errlen, const char *fmt, ...)
 {

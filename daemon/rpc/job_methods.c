@@ -78,10 +78,8 @@ job_methods_read(struct call *call)
 		return;
 	if (job_read(j, v == NULL || json_is_null(v) ? -1 : (int64_t)since,
 	    (size_t)max, (int)wait, filter, conn_ticket(call->c, call->id),
-	    err, sizeof err) != 0) {
-		/* The ticket was not taken: answer on the connection. */
+	    err, sizeof err) != 0)
 		methods_bad_param(call, "filter", "%s", err);
-	}
 }
 
 void

@@ -25,6 +25,8 @@
 #define JOB_NOTE_MS 50
 #define JOB_NOTE_MAX 65536
 #define JOB_RING_MIN 65536
+/* Long-polls waiting on one job; one more answers the oldest at once. */
+#define JOB_READERS_MAX 64
 
 enum job_status {
 	JOB_RUNNING,
@@ -66,7 +68,8 @@ struct job {
 	uint64_t noted;         /* job_output sent up to here */
 	struct event *note_ev;
 
-	struct job_reader *readers;
+	struct job_reader *readers; /* newest first */
+	unsigned nreaders;
 	struct exec_tool **killers; /* kill_shell calls waiting for its end */
 	size_t nkillers;
 
@@ -548,14 +551,22 @@ job_read(struct job *j, int64_t since, size_t max, int wait_ms,
 	uint64_t from = since < 0 ? j->cursor : (uint64_t)since;
 
 	if (filter != NULL && (pat = pattern_compile(filter, err, errlen)) ==
-	    NULL)
+	    NULL) {
+		conn_ticket_drop(tk);
 		return -1;
+	}
 	if (wait_ms == 0 || j->status != JOB_RUNNING || from < j->total) {
 		conn_ticket_reply(tk, job_read_json(j, since, max, pat));
 		pattern_free(pat);
 		return 0;
 	}
+	if (j->nreaders == JOB_READERS_MAX) {
+		for (r = j->readers; r->next != NULL; r = r->next)
+			;
+		job_reader_answer(r);
+	}
 	r = xcalloc(1, sizeof *r);
+	j->nreaders++;
 	r->j = j;
 	r->tk = tk;
 	r->since = since;
@@ -576,6 +587,7 @@ job_reader_answer(struct job_reader *r)
 	for (pp = &r->j->readers; *pp != r; pp = &(*pp)->next)
 		;
 	*pp = r->next;
+	r->j->nreaders--;
 	conn_ticket_reply(r->tk, job_read_json(r->j, r->since, r->max,
 	    r->filter));
 	pattern_free(r->filter);

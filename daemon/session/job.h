@@ -55,8 +55,8 @@ json_t *job_list_json(struct session *);
 /*
  * readJob: from since (< 0: this session's read cursor, which then moves
  * on), at most max bytes, waiting up to wait_ms for output; filter (may be
- * NULL) keeps matching lines. The ticket is answered now or later.
- * -1 with err when filter does not compile.
+ * NULL) keeps matching lines. The ticket is answered now or later;
+ * -1 with err when filter does not compile (the ticket is dropped).
  */
 int job_read(struct job *, int64_t since, size_t max, int wait_ms,
     const char *filter, struct ticket *, char *err, size_t errlen);

@@ -1503,8 +1503,9 @@ proc_write(struct proc *p, const char *data, size_t len, bool eof,
 			return -1;
 		left = p->input_len - p->input_off;
 	}
-	if (left + len > 0) {
+	if (left > 0 && p->input_off > 0)
 		memmove(p->input, p->input + p->input_off, left);
+	if (len > 0) {
 		p->input = xrealloc(p->input, left + len);
 		memcpy(p->input + left, data, len);
 	}
@@ -1517,12 +1518,6 @@ proc_write(struct proc *p, const char *data, size_t len, bool eof,
 			event_add(p->in_ev, NULL);
 	}
 	return 0;
-}
-
-bool
-proc_stdin_open(const struct proc *p)
-{
-	return p->stdin_stream && p->state <= PROC_RUNNING;
 }
 
 void
@@ -1546,12 +1541,6 @@ proc_resize(struct proc *p, unsigned cols, unsigned rows)
 	if (p->pipes[0].fd != -1)
 		ioctl(p->pipes[0].fd, TIOCSWINSZ, &ws);
 	return 0;
-}
-
-bool
-proc_is_tty(const struct proc *p)
-{
-	return p->tty;
 }
 
 void

@@ -171,12 +171,10 @@ void proc_kill(struct proc *);
  */
 int proc_write(struct proc *, const char *, size_t, bool eof,
     const char **why);
-bool proc_stdin_open(const struct proc *);
 /* A signal to its process group while the main process runs. */
 void proc_signal(struct proc *, int);
 /* A terminal's new size (SIGWINCH to its foreground); -1: none. */
 int proc_resize(struct proc *, unsigned cols, unsigned rows);
-bool proc_is_tty(const struct proc *);
 /* Its timeout no longer applies (a job: doc/design.md §7, Jobs). */
 void proc_untime(struct proc *);
 /* Later callbacks go to these ops and arg. */

@@ -32,6 +32,7 @@
 #include "ndjson.h"
 #include "supervisor/proc.h"
 #include "session/registry.h"
+#include "session/job.h"
 #include "session/session.h"
 #include "util.h"
 
@@ -328,6 +329,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct session_config scfg = { 0 };
 	struct methods_config mcfg = { 0 };
+	struct job_config jcfg = { 4096, 2 };
 	const char *p = (const char *)data, *end = p + size, *nl;
 	size_t i;
 
@@ -336,7 +338,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	scfg.max_tools_per_turn = 64;
 	scfg.base_env = json_pack("{s:s}", "PATH", "/usr/bin:/bin");
 	scfg.base_cwd = "/";
+	scfg.base = fuzz_daemon_base;
 	session_init(&scfg);
+	job_init(fuzz_daemon_base, &jcfg);
 	conn_init(fuzz_daemon_base, FUZZ_DAEMON_MAX_MESSAGE, &methods_conn_ops);
 	mcfg.max_message = FUZZ_DAEMON_MAX_MESSAGE;
 	methods_init(&mcfg);

@@ -25,7 +25,7 @@ struct proc {
 	char **argv;
 	struct buf output;   /* what it "wrote": argv, then its input */
 	size_t max_output;
-	bool stream, sleeps, killed, paused, timed;
+	bool stream, sleeps, killed, paused, timed, tty, stdin_open;
 	unsigned ticks;      /* loop iterations left before it ends */
 	unsigned hash;
 	pid_t pid;
@@ -97,6 +97,8 @@ proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
 		p->hash = p->hash * 33 + (unsigned char)*s;
 	p->max_output = spec->max_output;
 	p->stream = spec->stream_output;
+	p->tty = spec->tty;
+	p->stdin_open = spec->stdin_stream || spec->tty;
 	p->ticks = 1 + p->hash % 4;
 	/* A short timeout ends a sleeper in a few iterations. */
 	p->timed = p->sleeps && spec->timeout_ms > 0 &&
@@ -208,6 +210,49 @@ pid_t
 proc_pid(const struct proc *p)
 {
 	return p != NULL ? p->pid : 0;
+}
+
+/* Input is taken and dropped; eof closes it, as proc.c does. */
+int
+proc_write(struct proc *p, const char *data, size_t len, bool eof,
+    const char **why)
+{
+	(void)data;
+	(void)len;
+	if (!p->stdin_open || p->killed) {
+		*why = "its stdin is closed";
+		return -1;
+	}
+	p->stdin_open = !eof;
+	return 0;
+}
+
+void
+proc_signal(struct proc *p, int sig)
+{
+	(void)sig;
+	proc_kill(p);
+}
+
+int
+proc_resize(struct proc *p, unsigned cols, unsigned rows)
+{
+	(void)cols;
+	(void)rows;
+	return p->tty ? 0 : -1;
+}
+
+void
+proc_untime(struct proc *p)
+{
+	p->timed = false;
+}
+
+void
+proc_rebind(struct proc *p, const struct proc_ops *ops, void *arg)
+{
+	p->ops = *ops;
+	p->arg = arg;
 }
 
 /* A fake process has no cgroup: nothing is measured. */

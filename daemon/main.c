@@ -103,6 +103,7 @@ static char	*default_state_dir(void);
 static void	main_journal(const char *, int, const char *);
 static const char *main_socket_id(int, const char *, char *, size_t);
 static int	main_take_fd(const char *);
+static bool	main_jobs_block(const char *);
 static void	main_reload(void);
 static void	main_reload_cb(evutil_socket_t, short, void *);
 static void	main_reexec(void);
@@ -697,6 +698,23 @@ main_take_fd(const char *name)
  * held result and waiting tool goes to the next image in a handover file
  * (the journal's format), and the listening socket stays open across.
  */
+/*
+ * A job runs until it is ended, and the handover does not carry jobs: a
+ * reload would wait for ever, holding every new tool. Refuse it instead,
+ * saying why; the daemon goes on serving.
+ */
+static bool
+main_jobs_block(const char *what)
+{
+	unsigned n = session_jobs_running();
+
+	if (n == 0)
+		return false;
+	log_error("%s: %u job(s) run, and a reload does not carry jobs; end "
+	    "them (signalJob, kill_shell) or restart the daemon", what, n);
+	return true;
+}
+
 static void
 main_reload(void)
 {
@@ -707,6 +725,8 @@ main_reload(void)
 		    main_exe[0] != '\0' ? main_exe : "the daemon's binary");
 		return;
 	}
+	if (main_jobs_block("SIGHUP: cannot reload"))
+		return;
 	main_reloading = true;
 	log_info("SIGHUP: reloading %s once no tool process runs", main_exe);
 	sd_notify(0, "RELOADING=1");
@@ -722,6 +742,13 @@ main_reload_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	(void)arg;
+	/* A tool that became a job meanwhile would hold the reload forever. */
+	if (main_jobs_block("reload abandoned")) {
+		proc_hold(false);
+		main_reloading = false;
+		sd_notify(0, "READY=1");
+		return;
+	}
 	/* A large result half encoded is not in the log yet. */
 	if (!proc_idle() || session_encoding()) {
 		evtimer_add(main_reload_ev, &tick);

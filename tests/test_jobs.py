@@ -11,6 +11,7 @@ client.
 """
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -291,6 +292,29 @@ def terminal(d):
     c.close()
 
 
+def reload_refused(d):
+    """A reload does not carry jobs, so it is refused while one runs: the
+    daemon says why and serves on, the job untouched."""
+    c = Conn(d.sock)
+    sid = c.ok("createSession")["sessionId"]
+    (res, meta), = turn(c, sid, ("bash", {"command": "sleep 300",
+                                          "run_in_background": True}))
+    pid = meta["job"]["pid"]
+    d.proc.send_signal(signal.SIGHUP)
+    for _ in range(100):
+        if "cannot reload: 1 job(s) run" in d.log_tail(5):
+            break
+        time.sleep(0.05)
+    T.check("cannot reload: 1 job(s) run" in d.log_tail(5),
+            "the log says why the reload is refused")
+    T.eq(c.ok("ping"), {}, "the same connection is served")
+    (res, meta), = turn(c, sid, ("bash", {"command": "echo after"}))
+    T.eq(res["content"], "after\n", "new tools run at once")
+    T.eq(job_of(c, sid, "j-1")["pid"], pid, "the job runs on")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
 def close_kills(d):
     """closeSession kills every job, with what it started."""
     c = Conn(d.sock)
@@ -330,7 +354,8 @@ def body(d):
     T.eq(caps.get("jobs"), {"maxPerSession": 64, "outputBytes": 4194304},
          "initialize reports the job limits")
     c.close()
-    for test in (dev_server, read_job, yields, terminal, close_kills):
+    for test in (dev_server, read_job, yields, terminal, reload_refused,
+                 close_kills):
         test(d)
 
 

@@ -936,6 +936,17 @@ session_job_ended(struct session *s)
 		session_idle_update(s);
 }
 
+unsigned
+session_jobs_running(void)
+{
+	struct session *s;
+	unsigned n = 0;
+
+	for (s = session_list; s != NULL; s = s->next)
+		n += s->jobs_running;
+	return n;
+}
+
 int
 session_tool_write(struct exec_tool *t, const char *data, size_t len,
     bool eof, const char **why)

@@ -147,6 +147,9 @@ int session_events(struct session *, int64_t since, size_t max,
 int session_tool_write(struct exec_tool *, const char *, size_t, bool eof,
     const char **why);
 
+/* Jobs running in every session (doc/design.md §7, Jobs). */
+unsigned session_jobs_running(void);
+
 /* Tools started, completed, running: for stats. */
 uint64_t session_tools_started(void);
 uint64_t session_tools_completed(void);

@@ -686,7 +686,9 @@ job_internal(struct session *s, struct exec_tool *t, int kind,
 {
 	const json_t *filter = json_object_get(input, "filter");
 	struct pattern *pat = NULL;
-	char err[256], *out;
+	char err[256], state[64], *out;
+	const char *text;
+	size_t len;
 	struct job *j;
 	const char *id;
 	json_t *r;
@@ -723,12 +725,22 @@ job_internal(struct session *s, struct exec_tool *t, int kind,
 	r = job_read_json(j, -1, JOB_READ_DEFAULT, pat);
 	pattern_free(pat);
 	*is_error = false;
-	xasprintf(&out, "%s%s[job %s: %s%s]", json_string_value(
-	    json_object_get(r, "text")), json_string_length(json_object_get(r,
-	    "text")) > 0 ? "\n" : "", j->id, j->status == JOB_RUNNING ?
-	    "running" : job_status_name(j->status), j->status == JOB_RUNNING ?
-	    "" : j->reason != NULL ? (strcmp(j->reason, "ok") == 0 ?
-	    ", exit code 0" : ", not ok") : "");
+	text = json_string_value(json_object_get(r, "text"));
+	len = strlen(text);
+	if (j->status == JOB_RUNNING)
+		snprintf(state, sizeof state, "running");
+	else if (json_is_integer(j->exit_code))
+		snprintf(state, sizeof state, "%s, exit code %lld",
+		    job_status_name(j->status),
+		    (long long)json_integer_value(j->exit_code));
+	else if (json_is_integer(j->signal) && !j->killing)
+		snprintf(state, sizeof state, "%s by signal %lld",
+		    job_status_name(j->status),
+		    (long long)json_integer_value(j->signal));
+	else
+		snprintf(state, sizeof state, "%s", job_status_name(j->status));
+	xasprintf(&out, "%s%s[job %s: %s]", text, len > 0 && text[len - 1] !=
+	    '\n' ? "\n" : "", j->id, state);
 	json_decref(r);
 	return out;
 }

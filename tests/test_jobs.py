@@ -96,6 +96,8 @@ def dev_server(d):
     it, listJobs says killed."""
     c = Conn(d.sock)
     sid = c.ok("createSession")["sessionId"]
+    sub = Conn(d.sock)
+    sub.ok("subscribe", sessionId=sid)
     port = free_port()
     t0 = time.monotonic()
     (res, meta), = turn(c, sid, ("bash", {
@@ -133,12 +135,16 @@ def dev_server(d):
     j = job_of(c, sid, jid)
     T.eq(j["status"], "killed", "listJobs: killed after kill_shell")
     T.eq(j["pid"], None, "no pid once dead")
-    events = c.ok("events", sessionId=sid)["notifications"]
-    ends = [n for n in events if n["method"] == "job_exit"]
-    T.eq(len(ends), 1, "one job_exit")
-    T.check(any(n["method"] == "job_output" and "GET / " in
+    # A subscriber saw it all live (the log keeps only recent turns).
+    sub.s.settimeout(10)
+    events = []
+    while not any(n.get("method") == "job_exit" for n in events):
+        events.append(json.loads(sub.f.readline()))
+    T.check(any(n.get("method") == "job_output" and "GET / " in
                 n["params"]["text"] for n in events),
             "job_output carried the request log")
+    T.eq(events[-1]["params"]["reason"], "killed", "job_exit says killed")
+    sub.close()
     (res, meta), = turn(c, sid, ("kill_shell", {"shell_id": jid}))
     T.eq(res["is_error"], True, "kill_shell of an ended job is an error")
     (res, meta), = turn(c, sid, ("bash_output", {"bash_id": "j-9"}))
@@ -315,6 +321,23 @@ def reload_refused(d):
     c.close()
 
 
+def slots(d):
+    """A job holds no --max-procs slot (the daemon runs with 2): two jobs
+    run and ordinary tools still run beside them."""
+    c = Conn(d.sock)
+    sid = c.ok("createSession")["sessionId"]
+    for i in range(3):
+        (res, meta), = turn(c, sid, ("bash", {"command": "sleep 300",
+                                              "run_in_background": True}))
+        T.eq(meta["reason"], "background", "job %d of 3 on 2 slots" % i)
+    t0 = time.monotonic()
+    (res, meta), = turn(c, sid, ("bash", {"command": "echo free"}))
+    T.eq(res["content"], "free\n", "a tool runs beside three jobs")
+    T.check(time.monotonic() - t0 < 5, "without waiting for a slot")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
 def close_kills(d):
     """closeSession kills every job, with what it started."""
     c = Conn(d.sock)
@@ -355,9 +378,9 @@ def body(d):
          "initialize reports the job limits")
     c.close()
     for test in (dev_server, read_job, yields, terminal, reload_refused,
-                 close_kills):
+                 slots, close_kills):
         test(d)
 
 
 if __name__ == "__main__":
-    sys.exit(pydaemon.run(T, body))
+    sys.exit(pydaemon.run(T, body, ["--max-procs", "2"]))

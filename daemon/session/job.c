@@ -349,7 +349,7 @@ job_attach(struct job *j, struct proc *p, size_t max, char **content)
 	j->proc = p;
 	j->pid = proc_pid(p);
 	proc_rebind(p, &job_proc_ops, j);
-	proc_untime(p);
+	proc_detach(p);
 
 	if (j->pid > 0)
 		buf_printf(&b, "Started job %s (pid %ld) in the background.",

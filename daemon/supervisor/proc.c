@@ -108,6 +108,8 @@ struct proc {
 	pid_t pid;          /* main, while it runs */
 	pid_t pgid;         /* the group, until it is known empty */
 	bool started;
+	bool slot;          /* holds a max_procs slot */
+	bool detached;      /* a job: no timeout, no slot (proc_detach) */
 	int in_fd;
 	struct event *in_ev;
 	struct proc_pipe pipes[3];
@@ -187,6 +189,8 @@ static struct proc_list proc_all = TAILQ_HEAD_INITIALIZER(proc_all);
 static struct proc_list proc_queue = TAILQ_HEAD_INITIALIZER(proc_queue);
 static struct proc_list proc_done = TAILQ_HEAD_INITIALIZER(proc_done);
 static unsigned proc_nrunning;
+/* Those holding a max_procs slot: every running one but jobs. */
+static unsigned proc_nslots;
 static uint64_t proc_nstarted;
 static uint64_t proc_next_token;
 /* "<16 hex digits>-": this daemon's tokens start with it. */
@@ -250,7 +254,7 @@ proc_init(struct event_base *base, const struct proc_config *cfg, char *err,
 	if (proc_done_ev == NULL)
 		fatal("event_new failed");
 	proc_base = base;
-	proc_nrunning = 0;
+	proc_nrunning = proc_nslots = 0;
 	proc_nstarted = 0;
 	return 0;
 }
@@ -285,7 +289,7 @@ proc_shutdown(void)
 	free(proc_output_dir);
 	proc_output_dir = NULL;
 	proc_base = NULL;
-	proc_nrunning = 0;
+	proc_nrunning = proc_nslots = 0;
 }
 
 struct proc *
@@ -368,7 +372,7 @@ proc_start_queued(void)
 	proc_starting = true;
 	while ((p = TAILQ_FIRST(&proc_queue)) != NULL && !proc_held) {
 		if (proc_cfg.max_procs > 0 &&
-		    proc_nrunning >= (unsigned)proc_cfg.max_procs)
+		    proc_nslots >= (unsigned)proc_cfg.max_procs)
 			break;
 		TAILQ_REMOVE(&proc_queue, p, entry);
 		proc_start(p);
@@ -696,6 +700,10 @@ proc_start(struct proc *p)
 	sentinel_watch(p->pgid);
 	p->started = true;
 	proc_nrunning++;
+	if (!p->detached) {
+		p->slot = true;
+		proc_nslots++;
+	}
 	proc_nstarted++;
 	clock_gettime(CLOCK_MONOTONIC, &p->start);
 	reaper_add(pid, proc_exited, p);
@@ -1215,6 +1223,9 @@ proc_finish(struct proc *p)
 		p->end = PROC_EXITED;
 	if (p->started)
 		proc_nrunning--;
+	if (p->slot)
+		proc_nslots--;
+	p->slot = false;
 	p->state = PROC_DONE;
 	TAILQ_INSERT_TAIL(&proc_done, p, entry);
 	event_active(proc_done_ev, EV_TIMEOUT, 1);
@@ -1544,11 +1555,17 @@ proc_resize(struct proc *p, unsigned cols, unsigned rows)
 }
 
 void
-proc_untime(struct proc *p)
+proc_detach(struct proc *p)
 {
+	p->detached = true;
 	p->timeout_ms = 0;
 	if (!p->term_sent)
 		evtimer_del(p->timer);
+	if (p->slot) {
+		p->slot = false;
+		proc_nslots--;
+		proc_start_queued();
+	}
 }
 
 void

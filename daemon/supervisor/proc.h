@@ -175,8 +175,11 @@ int proc_write(struct proc *, const char *, size_t, bool eof,
 void proc_signal(struct proc *, int);
 /* A terminal's new size (SIGWINCH to its foreground); -1: none. */
 int proc_resize(struct proc *, unsigned cols, unsigned rows);
-/* Its timeout no longer applies (a job: doc/design.md §7, Jobs). */
-void proc_untime(struct proc *);
+/*
+ * A job (doc/design.md §7, Jobs): its timeout no longer applies, and it
+ * holds no max_procs slot (queued, it still waits for one to start).
+ */
+void proc_detach(struct proc *);
 /* Later callbacks go to these ops and arg. */
 void proc_rebind(struct proc *, const struct proc_ops *, void *arg);
 /* Stop (true) or resume (false) reading the process's pipes. */

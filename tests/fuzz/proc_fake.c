@@ -243,7 +243,7 @@ proc_resize(struct proc *p, unsigned cols, unsigned rows)
 }
 
 void
-proc_untime(struct proc *p)
+proc_detach(struct proc *p)
 {
 	p->timed = false;
 }

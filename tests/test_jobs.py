@@ -367,6 +367,39 @@ def close_kills(d):
     c.close()
 
 
+def crash(d):
+    """A crash kills jobs like every tool; the journal kept each
+    job_output's place and size, not its text (as for streamed chunks)."""
+    c = Conn(d.sock)
+    sid = c.ok("createSession")["sessionId"]
+    (res, meta), = turn(c, sid, ("bash", {
+        "command": "sleep 0.3; echo later; sleep 300",
+        "run_in_background": True}))
+    r = c.ok("readJob", sessionId=sid, jobId="j-1", since=0, waitMs=5000)
+    T.eq(r["text"], "later\n", "the job said something")
+    time.sleep(0.2)
+    c.close()
+    d.proc.kill()
+    d.proc.wait()
+    d.log.close()
+    d.start()
+    for _ in range(200):
+        try:
+            c = Conn(d.sock)
+            break
+        except OSError:
+            time.sleep(0.05)
+    notes = c.ok("events", sessionId=sid, since=0)["notifications"]
+    outs = [n["params"] for n in notes if n["method"] == "job_output"]
+    T.eq([(o["text"], o.get("elided")) for o in outs], [("", 6)],
+         "job_output comes back elided after a crash")
+    T.eq(c.ok("listJobs", sessionId=sid)["jobs"], [],
+         "no job survives a crash")
+    T.eq(d.leftovers(), [], "the crashed daemon's job was killed")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
 def body(d):
     for _ in range(100):
         if os.path.exists(d.sock):
@@ -378,7 +411,7 @@ def body(d):
          "initialize reports the job limits")
     c.close()
     for test in (dev_server, read_job, yields, terminal, reload_refused,
-                 slots, close_kills):
+                 slots, close_kills, crash):
         test(d)
 
 

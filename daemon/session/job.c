@@ -321,7 +321,7 @@ job_note(struct job *j, bool flush)
 	params = json_pack("{s:s, s:I, s:s%}", "jobId", j->id, "offset",
 	    (json_int_t)from, "text", text.data != NULL ? text.data : "",
 	    text.len);
-	session_notify(j->s, "job_output", params);
+	session_notify(j->s, "job_output", params, true);
 	json_decref(params);
 	buf_free(&text);
 	j->noted = to;
@@ -473,7 +473,7 @@ job_exit(void *arg, const struct proc_exit *px)
 	job_note(j, true);
 	params = json_pack("{s:s, s:O, s:O, s:s}", "jobId", j->id, "exitCode",
 	    j->exit_code, "signal", j->signal, "reason", j->reason);
-	session_notify(s, "job_exit", params);
+	session_notify(s, "job_exit", params, false);
 	json_decref(params);
 	log_info("session %s: job %s ended: %s", s->id, j->id, j->reason);
 	job_wake(j, true);

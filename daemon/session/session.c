@@ -961,9 +961,31 @@ session_tool_write(struct exec_tool *t, const char *data, size_t len,
 }
 
 void
-session_notify(struct session *s, const char *method, json_t *params)
+session_notify(struct session *s, const char *method, json_t *params,
+    bool elide)
 {
-	session_note(s, method, params);
+	struct buf out = { 0 }, as = { 0 };
+	json_t *copy;
+
+	if (!elide || session_hooks == NULL || !session_hooks->journaling()) {
+		session_note(s, method, params);
+		return;
+	}
+	/* As a streamed chunk: the journal keeps its place and size. */
+	json_object_set_new(params, "sessionId", json_string(s->id));
+	json_object_set_new(params, "seq", json_integer(
+	    (json_int_t)(s->last_seq + 1)));
+	copy = json_copy(params);
+	json_object_set_new(copy, "elided", json_integer((json_int_t)
+	    json_string_length(json_object_get(params, "text"))));
+	json_object_set_new(copy, "text", json_string(""));
+	if (jsonrpc_notification(&out, method, params) != 0)
+		session_note_repaired(s, &out, method, params);
+	if (jsonrpc_notification(&as, method, copy) != 0)
+		fatal("%s: cannot encode an elided %s", __func__, method);
+	session_log(s, &out, false, &as);
+	buf_free(&as);
+	json_decref(copy);
 }
 
 /* The supervisor's words for how a process ended, in the core's. */

@@ -121,8 +121,13 @@ struct session_hooks {
 	bool (*journaling)(void);
 };
 
-/* A notification of the session's own (job.c's), logged and sent. */
-void session_notify(struct session *, const char *method, json_t *params);
+/*
+ * A notification of the session's own (job.c's), logged and sent; elide:
+ * its params.text is journaled as "" with elided: its length, like a
+ * streamed chunk's.
+ */
+void session_notify(struct session *, const char *method, json_t *params,
+    bool elide);
 /* A tool the daemon answers (internal) is answered now. */
 void session_internal_done(struct exec_tool *, bool is_error,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -77,13 +77,18 @@ session_journal_note(struct session *s, const struct note *n)
 	journal_append(JOURNAL_NOTE, head, (size_t)len, n->line, n->len);
 }
 
-/* A streamOutput chunk as session_note_output journals it, at compaction. */
+/*
+ * A streamOutput chunk (its text in params.data) or a job_output (in
+ * params) as session_note_output and session_notify journal it, at
+ * compaction.
+ */
 static void
 session_journal_elided(struct session *s, const struct note *n)
 {
 	json_t *line = json_loadb(n->line, n->len, JSON_ALLOW_NUL, NULL);
-	json_t *data = json_object_get(json_object_get(line, "params"),
-	    "data");
+	json_t *params = json_object_get(line, "params");
+	json_t *data = json_object_get(params, "data") != NULL ?
+	    json_object_get(params, "data") : params;
 	struct note as = *n;
 	char *text;
 

@@ -400,6 +400,31 @@ def crash(d):
     c.close()
 
 
+def stop_while_killing(d):
+    """The daemon stops cleanly while a kill_shell waits for a job that
+    ignores TERM, and leaves nothing."""
+    c = Conn(d.sock)
+    sid = c.ok("createSession")["sessionId"]
+    (res, meta), = turn(c, sid, ("bash", {
+        "command": "trap '' TERM; while :; do sleep 0.1; done",
+        "run_in_background": True}))
+    c.ok("addTool", sessionId=sid, toolUse={
+        "id": "k", "name": "kill_shell", "input": {"shell_id": "j-1"}})
+    st = c.ok("status", sessionId=sid)["tools"]
+    T.eq([(t["id"], t["status"]) for t in st if t["id"] == "k"],
+         [("k", "executing")], "kill_shell waits for the job's end")
+    c.close()
+    d.proc.send_signal(signal.SIGTERM)
+    T.eq(d.proc.wait(timeout=15), 0, "the daemon stops cleanly meanwhile")
+    T.eq(d.leftovers(), [], "and leaves nothing")
+    d.log.close()
+    d.start()
+    for _ in range(200):
+        if os.path.exists(d.sock):
+            break
+        time.sleep(0.05)
+
+
 def body(d):
     for _ in range(100):
         if os.path.exists(d.sock):
@@ -411,7 +436,7 @@ def body(d):
          "initialize reports the job limits")
     c.close()
     for test in (dev_server, read_job, yields, terminal, reload_refused,
-                 slots, close_kills, crash):
+                 slots, close_kills, crash, stop_while_killing):
         test(d)
 
 

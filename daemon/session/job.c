@@ -407,8 +407,8 @@ job_list_json(struct session *s)
 		json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:O, s:o, "
 		    "s:s, s:I, s:O, s:O, s:o, s:I, s:b}", "jobId", j->id,
 		    "toolUseId", j->tool_use_id, "name", j->name, "command",
-		    j->command, "pid", j->status == JOB_RUNNING && j->pid > 0 ?
-		    json_integer(j->pid) : json_null(), "status",
+		    j->command, "pid", j->proc != NULL && proc_pid(j->proc) > 0 ?
+		    json_integer(proc_pid(j->proc)) : json_null(), "status",
 		    job_status_name(j->status), "startedAt",
 		    (json_int_t)j->started_at, "exitCode", j->exit_code,
 		    "signal", j->signal, "reason", j->reason != NULL ?
@@ -434,8 +434,9 @@ job_exit(void *arg, const struct proc_exit *px)
 {
 	struct job *j = arg;
 	struct session *s = j->s;
+	struct exec_tool **killers = j->killers;
+	size_t i, nkillers = j->nkillers;
 	json_t *params;
-	size_t i;
 
 	j->proc = NULL;
 	j->status = j->killing || px->end == PROC_KILLED ? JOB_KILLED :
@@ -478,10 +479,13 @@ job_exit(void *arg, const struct proc_exit *px)
 	log_info("session %s: job %s ended: %s", s->id, j->id, j->reason);
 	job_wake(j, true);
 	s->jobs_running--;
-	for (i = 0; i < j->nkillers; i++)
-		session_internal_done(j->killers[i], false, "Job %s ended "
-		    "(%s).", j->id, j->reason);
+	/* Each answer may end a turn: the list is ours first. */
+	j->killers = NULL;
 	j->nkillers = 0;
+	for (i = 0; i < nkillers; i++)
+		session_internal_done(killers[i], false, "Job %s ended (%s).",
+		    j->id, j->reason);
+	free(killers);
 	session_job_ended(s);
 }
 

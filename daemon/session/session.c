@@ -141,6 +141,8 @@ static void	session_proc_chunk(void *, int, const char *, size_t);
 static struct proc *session_proc(struct exec_tool *);
 static void	session_tool_done(struct exec_tool *, bool);
 static void	session_proc_exit(void *, const struct proc_exit *);
+static void	session_running_add(struct session *, struct exec_tool *);
+static void	session_running_del(struct session *, struct exec_tool *);
 static void	session_yield_cb(evutil_socket_t, short, void *);
 static void	session_internal(struct session *, struct exec_tool *,
 		    const struct exec_spawn *);
@@ -204,7 +206,7 @@ session_tool_pid(struct exec_tool *t)
 {
 	struct session_tool *st = exec_tool_handle(t);
 
-	return st != NULL ? (long)proc_pid(st->proc) : 0;
+	return st != NULL && st->proc != NULL ? (long)proc_pid(st->proc) : 0;
 }
 
 void
@@ -771,14 +773,33 @@ session_spawn(struct session *s, struct exec_tool *t,
 	free(envp);
 	buf_free(&vars);
 
+	session_running_add(s, t);
+	session_started++;
+	session_idle_update(s);
+}
+
+/* The tools with a process, or answered by the daemon, not yet ended. */
+static void
+session_running_add(struct session *s, struct exec_tool *t)
+{
 	if (s->nrunning == s->caprunning) {
 		s->caprunning = s->caprunning ? s->caprunning * 2 : 4;
 		s->running = xreallocarray(s->running, s->caprunning,
 		    sizeof *s->running);
 	}
 	s->running[s->nrunning++] = t;
-	session_started++;
-	session_idle_update(s);
+}
+
+static void
+session_running_del(struct session *s, struct exec_tool *t)
+{
+	size_t i;
+
+	for (i = 0; i < s->nrunning; i++)
+		if (s->running[i] == t) {
+			s->running[i] = s->running[--s->nrunning];
+			break;
+		}
 }
 
 static void
@@ -828,6 +849,9 @@ session_tool_done(struct exec_tool *t, bool flush)
 	job_free(st->job);
 	if (st->yield != NULL)
 		event_free(st->yield);
+	if (st->answer != NULL)
+		event_free(st->answer);
+	free(st->content);
 	exec_tool_set_handle(t, NULL);
 	free(st);
 }
@@ -845,15 +869,10 @@ session_yield_cb(evutil_socket_t fd, short what, void *arg)
 	struct job *job = st->job;
 	char *content;
 	json_t *meta;
-	size_t i;
 
 	if (!exec_tool_detachable(t))
 		return;
-	for (i = 0; i < s->nrunning; i++)
-		if (s->running[i] == t) {
-			s->running[i] = s->running[--s->nrunning];
-			break;
-		}
+	session_running_del(s, t);
 	st->job = NULL;
 	meta = job_attach(job, st->proc, st->max_output, &content);
 	session_tool_done(t, true);
@@ -879,6 +898,7 @@ session_internal(struct session *s, struct exec_tool *t,
 	} else {
 		st = xcalloc(1, sizeof *st);
 		exec_tool_set_handle(t, st);
+		session_running_add(s, t);
 		st->answer = evtimer_new(session_cfg.base, session_answer_cb,
 		    t);
 		st->content = job_internal(s, t, (int)req->job->internal,
@@ -906,7 +926,6 @@ session_internal_done(struct exec_tool *t, bool is_error, const char *fmt,
     ...)
 {
 	struct session *s = exec_arg(exec_tool_exec(t));
-	struct session_tool *st = exec_tool_handle(t);
 	struct exec_exit x = { .end = EXEC_END_EXITED, .status = is_error };
 	va_list ap;
 	char *text;
@@ -918,10 +937,8 @@ session_internal_done(struct exec_tool *t, bool is_error, const char *fmt,
 	x.output.head = text;
 	x.output.head_len = x.output.total = strlen(text);
 	x.output.tail = "";
-	event_free(st->answer);
-	free(st->content);
-	exec_tool_set_handle(t, NULL);
-	free(st);
+	session_running_del(s, t);
+	session_tool_done(t, false);
 	exec_exited(t, &x);
 	free(text);
 	session_job_ended(s);
@@ -1027,13 +1044,7 @@ session_proc_exit(void *arg, const struct proc_exit *px)
 		.cpu_measured = px->cpu_measured,
 		.cpu_ms = px->cpu_ms,
 	};
-	size_t i;
-
-	for (i = 0; i < s->nrunning; i++)
-		if (s->running[i] == t) {
-			s->running[i] = s->running[--s->nrunning];
-			break;
-		}
+	session_running_del(s, t);
 	session_completed++;
 	session_keep_output(s, t, &x);
 	session_tool_done(t, true);
@@ -1554,7 +1565,8 @@ session_pressure(struct session *s)
 	log_debug("session %s: %s its tools' output", s->id,
 	    pause ? "pausing" : "resuming");
 	for (i = 0; i < s->nrunning; i++)
-		proc_pause(session_proc(s->running[i]), pause);
+		if (session_proc(s->running[i]) != NULL)
+			proc_pause(session_proc(s->running[i]), pause);
 }
 
 int

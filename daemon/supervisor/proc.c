@@ -1301,9 +1301,10 @@ proc_free(struct proc *p, bool keep_file)
 	proc_free_strv(p->envp);
 	buf_free(&p->line);
 	free(p->input);
-	if (p->tmpdir_made && util_rmtree(p->tmpdir) != 0)
-		log_warn("cannot remove %s: %s", p->tmpdir, strerror(errno));
-	free(p->tmpdir);
+	if (p->tmpdir_made)
+		tmpdir_give(p->tmpdir);
+	else
+		free(p->tmpdir);
 	free((gid_t *)p->user.groups);
 	free((char *)p->user.error);
 	for (i = 0; p->roots != NULL && p->roots[i] != NULL; i++)

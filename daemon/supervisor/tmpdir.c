@@ -1,7 +1,11 @@
-/* TMPDIRs made ahead by a worker thread. */
+/* TMPDIRs made ahead, and taken back for reuse, by a worker thread. */
 #include "supervisor/tmpdir.h"
 
 #include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include <dirent.h>
+#include <fcntl.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -17,6 +21,9 @@
 #include "util.h"
 
 #define TMPDIR_AHEAD 4
+/* Ready ones kept, made or taken back; and given back, waiting. */
+#define TMPDIR_POOL 16
+#define TMPDIR_BACK 64
 
 static pthread_mutex_t tmpdir_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t tmpdir_wake = PTHREAD_COND_INITIALIZER;
@@ -27,11 +34,14 @@ static bool tmpdir_made;
 /* Under the lock: */
 static bool tmpdir_stop;
 static uint64_t tmpdir_next;
-static char *tmpdir_ready[TMPDIR_AHEAD];
+static char *tmpdir_ready[TMPDIR_POOL];
 static size_t tmpdir_nready;
+static char *tmpdir_back[TMPDIR_BACK];
+static size_t tmpdir_nback;
 static bool tmpdir_broken;   /* mkdir failed: wait for the next take */
 
 static void	*tmpdir_work(void *);
+static bool	tmpdir_clean(const char *);
 
 void
 tmpdir_init(const char *outdir, const char *instance)
@@ -51,6 +61,36 @@ tmpdir_name(void)
 	return path;
 }
 
+/*
+ * Whether a directory a tool had is as good as new: empty, no extended
+ * attribute (an ACL is one) that could carry anything to the next tool,
+ * ours again and 0700. Else it is removed.
+ */
+static bool
+tmpdir_clean(const char *path)
+{
+	struct dirent *de;
+	struct stat st;
+	bool ok = true;
+	DIR *d;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) == -1)
+		return false;
+	if (fstat(fd, &st) != 0 || flistxattr(fd, NULL, 0) != 0 ||
+	    (st.st_uid != geteuid() && fchown(fd, geteuid(), getegid()) != 0) ||
+	    ((st.st_mode & 07777) != 0700 && fchmod(fd, 0700) != 0) ||
+	    (d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return false;
+	}
+	while (ok && (de = readdir(d)) != NULL)
+		ok = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+	closedir(d);
+	return ok;
+}
+
 static void *
 tmpdir_work(void *arg)
 {
@@ -60,7 +100,33 @@ tmpdir_work(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&tmpdir_lock);
 	while (!tmpdir_stop) {
-		if (tmpdir_nready == TMPDIR_AHEAD || tmpdir_broken) {
+		/*
+		 * One given back is reused when a tool left it clean: making
+		 * and removing directories is what costs (ext4 scans for
+		 * recently deleted inodes at each mkdir).
+		 */
+		if (tmpdir_nback > 0) {
+			path = tmpdir_back[--tmpdir_nback];
+			pthread_mutex_unlock(&tmpdir_lock);
+			if (!tmpdir_clean(path)) {
+				if (util_rmtree(path) != 0 && errno != ENOENT)
+					log_warn("cannot remove %s: %s", path,
+					    strerror(errno));
+				free(path);
+				path = NULL;
+			}
+			pthread_mutex_lock(&tmpdir_lock);
+			if (path != NULL && tmpdir_nready < TMPDIR_POOL)
+				tmpdir_ready[tmpdir_nready++] = path;
+			else if (path != NULL) {
+				pthread_mutex_unlock(&tmpdir_lock);
+				rmdir(path);
+				free(path);
+				pthread_mutex_lock(&tmpdir_lock);
+			}
+			continue;
+		}
+		if (tmpdir_nready >= TMPDIR_AHEAD || tmpdir_broken) {
 			pthread_cond_wait(&tmpdir_wake, &tmpdir_lock);
 			continue;
 		}
@@ -122,6 +188,22 @@ tmpdir_take(bool *made)
 }
 
 void
+tmpdir_give(char *path)
+{
+	pthread_mutex_lock(&tmpdir_lock);
+	if (tmpdir_running && tmpdir_nback < TMPDIR_BACK) {
+		tmpdir_back[tmpdir_nback++] = path;
+		pthread_cond_signal(&tmpdir_wake);
+		path = NULL;
+	}
+	pthread_mutex_unlock(&tmpdir_lock);
+	/* No worker, or it is behind: remove it here. */
+	if (path != NULL && util_rmtree(path) != 0 && errno != ENOENT)
+		log_warn("cannot remove %s: %s", path, strerror(errno));
+	free(path);
+}
+
+void
 tmpdir_shutdown(void)
 {
 	if (tmpdir_running) {
@@ -134,6 +216,8 @@ tmpdir_shutdown(void)
 	}
 	while (tmpdir_nready > 0)
 		free(tmpdir_ready[--tmpdir_nready]);
+	while (tmpdir_nback > 0)
+		free(tmpdir_back[--tmpdir_nback]);
 	if (tmpdir_made && util_rmtree(tmpdir_parent) != 0 && errno != ENOENT)
 		log_warn("cannot remove %s: %s", tmpdir_parent,
 		    strerror(errno));

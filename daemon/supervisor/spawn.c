@@ -16,6 +16,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -26,9 +27,20 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 
+#include "util.h"
+
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
+
+/*
+ * Read once, at the first spawn, so that the child makes no system call it
+ * does not need while we wait for it: the signals whose disposition is not
+ * the default (the daemon installs its handlers before it spawns), and the
+ * highest capability this kernel knows.
+ */
+static sigset_t spawn_reset;
+static int spawn_cap_last = -1;
 
 /* What the child reports back through the memory it shares with us. */
 struct spawn_child {
@@ -47,6 +59,7 @@ static int spawn_child(void *);
 static int spawn_mounts(const struct spawn_ns *, const char **);
 static int spawn_write(const char *, const char *);
 static int spawn_drop_caps(void);
+static void spawn_learn(void);
 static pid_t spawn_clone3(struct spawn_child *);
 
 /* The child's steps; on failure, the step and errno, then exit 127. */
@@ -55,7 +68,7 @@ spawn_child(void *arg)
 {
 	struct spawn_child *c = arg;
 	const struct spawn_req *r = c->req;
-	struct sigaction sa;
+	struct sigaction dfl;
 	sigset_t none;
 	size_t i;
 	int sig;
@@ -106,17 +119,15 @@ spawn_child(void *arg)
 	    syscall(SYS_landlock_restrict_self, r->landlock_fd, 0) == -1))
 		goto fail;
 
-	/* A handler of ours must never run in here; ignored ones carry over. */
-	memset(&sa, 0, sizeof sa);
-	for (sig = 1; sig < _NSIG; sig++) {
-		if (sig == SIGKILL || sig == SIGSTOP ||
-		    sigaction(sig, NULL, &sa) == -1 || sa.sa_handler == SIG_DFL)
-			continue;
-		sa.sa_handler = SIG_DFL;
-		sa.sa_flags = 0;
-		sigemptyset(&sa.sa_mask);
-		sigaction(sig, &sa, NULL);
-	}
+	/*
+	 * A handler of ours must never run in here, and the tool starts with
+	 * every signal at its default, the ones we ignore too.
+	 */
+	memset(&dfl, 0, sizeof dfl);
+	dfl.sa_handler = SIG_DFL;
+	for (sig = 1; sig < _NSIG; sig++)
+		if (sigismember(&spawn_reset, sig) == 1)
+			sigaction(sig, &dfl, NULL);
 	/* Everything is CLOEXEC; this also covers fds libraries leak. */
 	syscall(SYS_close_range, 4U, ~0U, CLOSE_RANGE_CLOEXEC);
 	sigemptyset(&none);
@@ -214,7 +225,7 @@ spawn_drop_caps(void)
 	struct __user_cap_data_struct d[2];
 	int cap;
 
-	for (cap = 0; cap <= 63; cap++)
+	for (cap = 0; cap <= spawn_cap_last; cap++)
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 &&
 		    errno != EINVAL)
 			return -1;
@@ -222,6 +233,33 @@ spawn_drop_caps(void)
 		return -1;
 	memset(d, 0, sizeof d);
 	return (int)syscall(SYS_capset, &h, d);
+}
+
+static void
+spawn_learn(void)
+{
+	/* Ours, whether or not they were installed yet. */
+	static const int ours[] = { SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM,
+	    SIGCHLD, SIGUSR1, SIGUSR2 };
+	struct sigaction sa;
+	size_t i;
+	FILE *f;
+	int sig;
+
+	sigemptyset(&spawn_reset);
+	for (i = 0; i < nitems(ours); i++)
+		sigaddset(&spawn_reset, ours[i]);
+	for (sig = 1; sig < _NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP &&
+		    sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL)
+			sigaddset(&spawn_reset, sig);
+	spawn_cap_last = 63;
+	if ((f = fopen("/proc/sys/kernel/cap_last_cap", "re")) != NULL) {
+		if (fscanf(f, "%d", &spawn_cap_last) != 1 ||
+		    spawn_cap_last < 0 || spawn_cap_last > 63)
+			spawn_cap_last = 63;
+		fclose(f);
+	}
 }
 
 #if defined(__x86_64__) && defined(CLONE_INTO_CGROUP)
@@ -283,6 +321,8 @@ spawn_start(const struct spawn_req *req, const char **step)
 	pid_t pid = -1;
 	int error = 0, fd = -1;
 
+	if (spawn_cap_last == -1)
+		spawn_learn();
 	/* No handler of ours may run on the child's stack before it resets. */
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);

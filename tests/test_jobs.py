@@ -204,6 +204,20 @@ def read_job(d):
     e = c2.call("readJob", sessionId=sid, jobId="j-42")
     T.eq(e.get("error", {}).get("data"), {"field": "jobId"},
          "an unknown job id names the field")
+    # A costly filter over a lot of output stops early: next says where.
+    (res, meta), = turn(c2, sid, ("bash", {
+        "command": "yes | head -n 300000; sleep 30",
+        "run_in_background": True, "yield_ms": 1000}))
+    big = meta["job"]["jobId"]
+    costly = "^(" + "|".join("x%d" % i for i in range(60)) + "|y)$"
+    t0 = time.monotonic()
+    r7 = c2.ok("readJob", sessionId=sid, jobId=big, since=0,
+               maxBytes=4194304, filter=costly)
+    T.check(time.monotonic() - t0 < 1, "a costly filter answers at once")
+    T.check(0 < r7["next"] < 600000 and r7["text"].startswith("y\ny\n"),
+            "it stops early, next says where: %r" % r7["next"])
+    T.eq(len(r7["text"]), r7["next"], "every line looked at matched")
+    c2.ok("signalJob", sessionId=sid, jobId=big, signal="kill")
     e = c2.call("readJob", sessionId=sid, jobId=jid, filter="(a*)*")
     T.eq(e.get("error", {}).get("data"), {"field": "filter"},
          "a costly filter is refused like a rule pattern")

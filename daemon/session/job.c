@@ -25,6 +25,8 @@
 #define JOB_NOTE_MS 50
 #define JOB_NOTE_MAX 65536
 #define JOB_RING_MIN 65536
+/* Matching work one readJob filter may do (pattern.h's units). */
+#define JOB_FILTER_BUDGET (16ULL * PATTERN_MATCH_BUDGET)
 /* Long-polls waiting on one job; one more answers the oldest at once. */
 #define JOB_READERS_MAX 64
 
@@ -80,6 +82,7 @@ static struct event_base *job_base;
 static struct job_config job_cfg;
 
 static void	job_put(struct job *, uint64_t, const char *, size_t);
+static void	job_copy(const struct job *, uint64_t, uint64_t, struct buf *);
 static void	job_text(const struct job *, uint64_t, uint64_t, struct buf *);
 static uint64_t	job_oldest(const struct job *);
 static uint64_t	job_whole(const struct job *, uint64_t, uint64_t);
@@ -248,21 +251,25 @@ job_oldest(const struct job *j)
  * moves its offsets by what job_whole says).
  */
 static void
-job_text(const struct job *j, uint64_t from, uint64_t to, struct buf *out)
+job_copy(const struct job *j, uint64_t from, uint64_t to, struct buf *out)
 {
-	char *tmp;
 	size_t len = (size_t)(to - from), pos, n, done;
 
-	if (len == 0)
-		return;
-	tmp = xmalloc(len);
 	for (done = 0; done < len; done += n) {
 		pos = (size_t)((from + done) % j->cap);
 		n = j->cap - pos < len - done ? j->cap - pos : len - done;
-		memcpy(tmp + done, j->ring + pos, n);
+		buf_add(out, j->ring + pos, n);
 	}
-	utf8_repair(out, tmp, len);
-	free(tmp);
+}
+
+static void
+job_text(const struct job *j, uint64_t from, uint64_t to, struct buf *out)
+{
+	struct buf raw = { 0 };
+
+	job_copy(j, from, to, &raw);
+	utf8_repair(out, raw.data, raw.len);
+	buf_free(&raw);
 }
 
 /*
@@ -489,17 +496,50 @@ job_exit(void *arg, const struct proc_exit *px)
 	session_job_ended(s);
 }
 
+/*
+ * The lines of raw[0..len) that match, repaired, into kept; the bytes
+ * looked at. Whole lines only (a last one without its newline waits while
+ * the job runs), and no more matching work than JOB_FILTER_BUDGET, in the
+ * units of the pattern's subject bound: a client's filter over its job's
+ * output must not hold the loop (the rest is for the next read).
+ */
+static size_t
+job_filter(const struct job *j, const char *raw, size_t len,
+    struct pattern *filter, struct buf *kept)
+{
+	uint64_t unit = (uint64_t)(pattern_size(filter) + 4) *
+	    (pattern_size(filter) + 4), spent = 0;
+	struct buf one = { 0 };
+	const char *nl;
+	size_t at, n;
+
+	for (at = 0; at < len && spent < JOB_FILTER_BUDGET; at += n) {
+		if ((nl = memchr(raw + at, '\n', len - at)) != NULL)
+			n = (size_t)(nl - (raw + at)) + 1;
+		else if (j->status != JOB_RUNNING)
+			n = len - at;
+		else
+			break;
+		spent += (uint64_t)n * unit;
+		/* The matcher wants the line alone, NUL-terminated. */
+		one.len = 0;
+		buf_add(&one, raw + at, n - (nl != NULL));
+		buf_add(&one, "", 1);
+		if (pattern_match(filter, one.data, n - (nl != NULL)) == 1)
+			utf8_repair(kept, raw + at, n);
+	}
+	buf_free(&one);
+	return at;
+}
+
 /* The readJob answer for [since, ...). */
 static json_t *
 job_read_json(struct job *j, int64_t since, size_t max,
     struct pattern *filter)
 {
-	uint64_t from = since < 0 ? j->cursor : (uint64_t)since, to, at, end;
-	struct buf text = { 0 }, kept = { 0 };
+	uint64_t from = since < 0 ? j->cursor : (uint64_t)since, to;
+	struct buf raw = { 0 }, text = { 0 };
 	bool dropped = false;
-	struct buf one = { 0 };
-	const char *line, *nl;
-	size_t n;
 	json_t *o;
 
 	if (from > j->total)
@@ -510,30 +550,12 @@ job_read_json(struct job *j, int64_t since, size_t max,
 	}
 	to = from + max < j->total ? from + max : j->total;
 	to = job_whole(j, from, to);
-	job_text(j, from, to, &text);
-	if (filter != NULL && text.len > 0) {
-		/* Whole lines only: a last line without its newline waits. */
-		end = j->status == JOB_RUNNING && text.data[text.len - 1] !=
-		    '\n' ? (uint64_t)(strrchr(text.data, '\n') != NULL ?
-		    strrchr(text.data, '\n') - text.data + 1 : 0) : text.len;
-		if (end < text.len && end > 0 && to - from == text.len)
-			to = from + end;
-		for (at = 0; at < end; at = (uint64_t)(nl - text.data) + 1) {
-			line = text.data + at;
-			if ((nl = memchr(line, '\n', end - at)) == NULL)
-				nl = text.data + end - 1;
-			/* The matcher wants the line alone, NUL-terminated. */
-			n = (size_t)(nl - line) + (*nl != '\n');
-			one.len = 0;
-			buf_add(&one, line, n);
-			buf_add(&one, "", 1);
-			if (pattern_match(filter, one.data, n) == 1)
-				buf_add(&kept, line, (size_t)(nl - line) + 1);
-		}
-		buf_free(&one);
-		buf_free(&text);
-		text = kept;
-	}
+	job_copy(j, from, to, &raw);
+	if (filter != NULL)
+		to = from + job_filter(j, raw.data, raw.len, filter, &text);
+	else
+		utf8_repair(&text, raw.data, raw.len);
+	buf_free(&raw);
 	if (since < 0)
 		j->cursor = to;
 	o = json_pack("{s:s%, s:I, s:I, s:b, s:s, s:O, s:O}", "text",

@@ -352,6 +352,40 @@ def slots(d):
     c.close()
 
 
+def forgets_old(d):
+    """A session keeps its last --max-jobs-per-session ended jobs (3
+    here), and forgets older ones: starting job after job stays bounded."""
+    c = Conn(d.sock)
+    sid = c.ok("createSession")["sessionId"]
+    (res, meta), = turn(c, sid, ("bash", {"command": "sleep 300",
+                                          "run_in_background": True}))
+    for i in range(5):
+        (res, meta), = turn(c, sid, ("bash", {
+            "command": "sleep 0.1; echo %d" % i, "run_in_background": True}))
+        c.ok("readJob", sessionId=sid, jobId=meta["job"]["jobId"],
+             waitMs=5000)
+        while job_of(c, sid, meta["job"]["jobId"])["status"] == "running":
+            time.sleep(0.02)
+    for _ in range(100):
+        jobs = c.ok("listJobs", sessionId=sid)["jobs"]
+        if sum(j["status"] != "running" for j in jobs) >= 3 and \
+                sum(j["status"] == "running" for j in jobs) == 1:
+            break
+        time.sleep(0.1)
+    T.eq([j["jobId"] for j in jobs], ["j-1", "j-4", "j-5", "j-6"],
+         "the running job and the last three that ended are kept")
+    c.ok("signalJob", sessionId=sid, jobId="j-1", signal="kill")
+    for _ in range(100):
+        jobs = c.ok("listJobs", sessionId=sid)["jobs"]
+        if jobs[0]["jobId"] != "j-1" or jobs[0]["status"] != "running":
+            break
+        time.sleep(0.05)
+    T.eq([j["jobId"] for j in jobs], ["j-4", "j-5", "j-6"],
+         "once the oldest ends, it is the one forgotten")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
 def close_kills(d):
     """closeSession kills every job, with what it started."""
     c = Conn(d.sock)
@@ -446,13 +480,15 @@ def body(d):
         time.sleep(0.05)
     c = Conn(d.sock)
     caps = c.ok("initialize")["capabilities"]
-    T.eq(caps.get("jobs"), {"maxPerSession": 64, "outputBytes": 4194304},
+    T.eq(caps.get("jobs"), {"maxPerSession": 3, "outputBytes": 4194304},
          "initialize reports the job limits")
     c.close()
     for test in (dev_server, read_job, yields, terminal, reload_refused,
-                 slots, close_kills, crash, stop_while_killing):
+                 slots, forgets_old, close_kills, crash,
+                 stop_while_killing):
         test(d)
 
 
 if __name__ == "__main__":
-    sys.exit(pydaemon.run(T, body, ["--max-procs", "2"]))
+    sys.exit(pydaemon.run(T, body, ["--max-procs", "2",
+                                    "--max-jobs-per-session", "3"]))

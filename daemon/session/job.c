@@ -96,6 +96,7 @@ static json_t	*job_read_json(struct job *, int64_t, size_t,
 static void	job_reader_cb(evutil_socket_t, short, void *);
 static void	job_reader_answer(struct job_reader *);
 static void	job_wake(struct job *, bool);
+static void	job_forget_old(struct session *);
 static const char *job_status_name(enum job_status);
 
 static const struct proc_ops job_proc_ops = {
@@ -493,6 +494,8 @@ job_exit(void *arg, const struct proc_exit *px)
 		session_internal_done(killers[i], false, "Job %s ended (%s).",
 		    j->id, j->reason);
 	free(killers);
+	/* May forget j itself: nothing below refers to it. */
+	job_forget_old(s);
 	session_job_ended(s);
 }
 
@@ -641,6 +644,31 @@ job_wake(struct job *j, bool ended)
 		if (ended || to > from)
 			job_reader_answer(r);
 	}
+}
+
+/*
+ * A session keeps the last max_per_session jobs that ended (their output
+ * and how they ended); an older one is forgotten, so that a session that
+ * starts job after job stays bounded.
+ */
+static void
+job_forget_old(struct session *s)
+{
+	struct job **pp, *j, **oldest = NULL;
+	unsigned ended = 0;
+
+	for (pp = &s->jobs; (j = *pp) != NULL; pp = &j->next)
+		if (j->status != JOB_RUNNING) {
+			ended++;
+			if (oldest == NULL)
+				oldest = pp;
+		}
+	if (ended <= job_cfg.max_per_session || oldest == NULL)
+		return;
+	j = *oldest;
+	*oldest = j->next;
+	log_debug("session %s: job %s forgotten", s->id, j->id);
+	job_free(j);
 }
 
 int

@@ -353,3 +353,66 @@ Test(reload, safe_tools_finish_and_a_permission_is_asked_again)
 	c_close(c);
 	d_stop(d);
 }
+
+/* This image's id, as initialize says it (malloc'd): new at each reload. */
+static char *
+instance_of(struct client *c)
+{
+	json_t *r = c_call(c, "initialize", json_object());
+	const char *v = e2e_str(json_object_get(r, "server"), "instance");
+	char *s;
+
+	cr_assert_not_null(v, "initialize names no server.instance");
+	s = strdup(v);
+	json_decref(r);
+	return s;
+}
+
+Test(reload, a_binary_that_cannot_read_the_handover_is_not_executed)
+{
+	const char *built = getenv("STEXEC_DAEMON");
+	char bin[512], script[600], *i1, *i2, *log;
+	struct daemon *d;
+	struct client *c;
+	FILE *f;
+	int i;
+
+	cr_assert(built != NULL);
+	snprintf(bin, sizeof bin, "/tmp/stexec-refuse-%ld", (long)getpid());
+	install(built, bin);
+	setenv("STEXEC_DAEMON", bin, 1);
+	d = d_start(NULL);
+	c = c_open(d);
+	i1 = instance_of(c);
+	/* A build that reads another handover format: it says no. */
+	snprintf(script, sizeof script, "%s.sh", bin);
+	cr_assert((f = fopen(script, "we")) != NULL);
+	fprintf(f, "#!/bin/sh\n[ \"$1\" = --check-handover ] && "
+	    "{ echo 'no: reads handover format 99 only'; exit 1; }\n"
+	    "exit 3\n");
+	fclose(f);
+	install(script, bin);
+	unlink(script);
+	kill(d->pid, SIGHUP);
+	for (i = 0; i < 100; i++, usleep(50 * 1000)) {
+		log = e2e_read_file(d->log, NULL);
+		if (log != NULL && strstr(log, "reload refused") != NULL)
+			break;
+		free(log);
+		log = NULL;
+	}
+	cr_assert_not_null(log, "no log line says the reload was refused");
+	cr_assert_not_null(strstr(log, "format 99"), "%s", log);
+	free(log);
+	/* The old image goes on serving, on the same connection. */
+	c_ping(c);
+	i2 = instance_of(c);
+	cr_assert_str_eq(i1, i2);
+	cr_assert_eq(kill(d->pid, 0), 0);
+	free(i1);
+	free(i2);
+	c_close(c);
+	d_stop(d);
+	unlink(bin);
+	setenv("STEXEC_DAEMON", built, 1);
+}

@@ -89,10 +89,10 @@ handover_fd_named(int fd)
 }
 
 void
-handover_put(struct handover_rec *r, const char *key, const void *data,
-    size_t len)
+handover_put(struct handover_rec *r, json_t *obj, const char *key,
+    const void *data, size_t len)
 {
-	json_object_set_new(r->json, key, json_pack("[I, I]",
+	json_object_set_new(obj, key, json_pack("[I, I]",
 	    (json_int_t)r->bytes.len, (json_int_t)len));
 	if (len > 0)
 		buf_add(&r->bytes, data, len);
@@ -131,9 +131,10 @@ handover_decode(const char *data, size_t len, struct handover_in *in)
 }
 
 const char *
-handover_get(const struct handover_in *in, const char *key, size_t *len)
+handover_get(const struct handover_in *in, const json_t *obj,
+    const char *key, size_t *len)
 {
-	const json_t *v = json_object_get(in->json, key);
+	const json_t *v = json_object_get(obj, key);
 	json_int_t off = json_integer_value(json_array_get(v, 0));
 	json_int_t n = json_integer_value(json_array_get(v, 1));
 

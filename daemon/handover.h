@@ -45,15 +45,15 @@ void handover_close_others(const char *list, const int *extra);
 /* Whether fd was named in the list the image was given. */
 bool handover_fd_named(int fd);
 
-/* bytes under key in the record. */
-void handover_put(struct handover_rec *, const char *key, const void *,
-    size_t);
+/* bytes under key in obj, an object of the record's JSON. */
+void handover_put(struct handover_rec *, json_t *obj, const char *key,
+    const void *, size_t);
 /* Encode the record (JSON, NUL, bytes) into out; frees the record. */
 void handover_encode(struct handover_rec *, struct buf *out);
 /* Decode a payload; false when it is not a record. */
 bool handover_decode(const char *data, size_t len, struct handover_in *);
-/* The bytes under key (len 0 and "" when absent). */
-const char *handover_get(const struct handover_in *, const char *key,
-    size_t *len);
+/* The bytes under key in obj (len 0 and "" when absent). */
+const char *handover_get(const struct handover_in *, const json_t *obj,
+    const char *key, size_t *len);
 
 #endif

@@ -122,6 +122,7 @@ static void	main_check_done(pid_t, int, void *);
 static void	main_check_timeout(evutil_socket_t, short, void *);
 static void	main_check_answer(int);
 static void	main_reexec(void);
+static void	main_signals(int);
 static void	main_restore(char, const char *, size_t, void *);
 static void	main_snapshot(void);
 static void	main_snapshot_as(bool);
@@ -829,38 +830,63 @@ main_check_answer(int status)
 	main_reloading = true;
 	log_info("SIGHUP: reloading %s (%s)", main_exe, answer);
 	sd_notify(0, "RELOADING=1");
-	proc_hold(true);
 	event_active(main_reload_ev, EV_TIMEOUT, 1);
 }
 
+/*
+ * The reload does not wait for tools: it waits only for what takes a
+ * moment and has no state worth carrying, a tool between its main's end
+ * and its result, a large result being encoded, a session being closed.
+ */
 static void
 main_reload_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct timeval tick = { 0, 10000 };
+	struct timeval tick = { 0, 2000 };
 
 	(void)fd;
 	(void)what;
 	(void)arg;
-	/* A large result half encoded is not in the log yet. */
-	if (!proc_idle() || session_encoding()) {
+	if (!proc_settled() || session_encoding() || session_closing()) {
 		evtimer_add(main_reload_ev, &tick);
 		return;
 	}
 	main_reexec();
 }
 
+/* The signals the daemon handles: blocked across execve. */
+static void
+main_signals(int how)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigprocmask(how, &set, NULL);
+}
+
+/*
+ * The handover (doc/design.md §7, Reload): every session as it is now,
+ * each running tool with its process (pipes, cgroup, output files kept
+ * open), the sentinel and the cgroup subtree; then execve. Signals stay
+ * blocked until the next image has taken all of it back, so a tool that
+ * ends meanwhile is reaped by it, with its real result.
+ */
 static void
 main_reexec(void)
 {
 	const char *path;
-	char num[32];
+	char num[32], *sup;
 	int mfd, old, lfd;
 	struct stat st;
 
+	main_signals(SIG_BLOCK);
 	if ((mfd = memfd_create("stexec-handover", 0)) == -1) {
 		log_error("cannot reload: memfd_create: %s", strerror(errno));
-		proc_hold(false);
 		main_reloading = false;
+		main_signals(SIG_UNBLOCK);
 		return;
 	}
 	old = journal_redirect(mfd);
@@ -870,8 +896,8 @@ main_reexec(void)
 	if (fstat(mfd, &st) != 0 || lseek(mfd, 0, SEEK_SET) != 0) {
 		log_error("cannot reload: the handover could not be written");
 		close(mfd);
-		proc_hold(false);
 		main_reloading = false;
+		main_signals(SIG_UNBLOCK);
 		return;
 	}
 	snprintf(num, sizeof num, "%d", mfd);
@@ -885,12 +911,14 @@ main_reexec(void)
 		if (main_activated)
 			setenv("STEXEC_LISTEN_ACTIVATED", "1", 1);
 	}
+	sup = proc_handover_env();
+	setenv("STEXEC_HANDOVER_SUPERVISOR", sup, 1);
+	free(sup);
+	setenv("STEXEC_HANDOVER_KEEP", handover_kept(), 1);
 	log_info("reloading: %lld bytes handed over", (long long)st.st_size);
 	/* What the clients were sent last (a drain's reply...) goes out. */
 	conn_shutdown();
-	/* Nothing runs: this stops the sentinel and removes the cgroups. */
 	journal_close();
-	proc_shutdown();
 	execv(main_exe, main_argv);
 	log_error("cannot execute %s: %s; exiting: the next start restores "
 	    "the sessions from the journal", main_exe, strerror(errno));
@@ -1071,7 +1099,8 @@ main(int argc, char **argv)
 	struct event *sigs[3];
 	char err[1024], pathbuf[4096], *tool, *outdir, cwd[PATH_MAX];
 	char *statedir, *listen_path = NULL, sockid[sizeof(struct sockaddr_un)];
-	int handover, listen_fd;
+	int handover, listen_fd, keep[3] = { -1, -1, -1 };
+	char *supervisor = NULL;
 	const char *path;
 	bool activated;
 	unsigned max_conns;
@@ -1086,6 +1115,16 @@ main(int argc, char **argv)
 		main_exe[0] = '\0';
 	handover = main_take_fd("STEXEC_HANDOVER_FD");
 	listen_fd = main_take_fd("STEXEC_LISTEN_FD");
+	if (handover != -1) {
+		/* Only what the image before named crosses; the rest goes. */
+		keep[0] = handover;
+		keep[1] = listen_fd;
+		handover_close_others(getenv("STEXEC_HANDOVER_KEEP"), keep);
+		if ((path = getenv("STEXEC_HANDOVER_SUPERVISOR")) != NULL)
+			supervisor = xstrdup(path);
+	}
+	unsetenv("STEXEC_HANDOVER_KEEP");
+	unsetenv("STEXEC_HANDOVER_SUPERVISOR");
 	if ((path = getenv("STEXEC_LISTEN_PATH")) != NULL)
 		listen_path = xstrdup(path);
 	main_activated = getenv("STEXEC_LISTEN_ACTIVATED") != NULL;
@@ -1120,6 +1159,7 @@ main(int argc, char **argv)
 	pcfg.guard = true;
 	pcfg.no_cgroup = o.no_cgroup;
 	pcfg.output_file_max = o.output_budget;
+	pcfg.handover = supervisor;
 	outdir_init(main_base, outdir, o.output_budget);
 	if (proc_init(main_base, &pcfg, err, sizeof err) != 0) {
 		log_error("%s", err);
@@ -1185,8 +1225,12 @@ main(int argc, char **argv)
 	main_journal(statedir, handover, main_socket_id(listen_fd != -1 ?
 	    listen_fd : fd, listen_fd != -1 ? listen_path : path, sockid,
 	    sizeof sockid));
-	if (handover != -1)
+	if (handover != -1) {
 		close(handover);
+		/* What ended during the exec is reaped now, as if it were
+		 * just now. */
+		proc_adopted();
+	}
 	if (listen_fd != -1) {
 		path = listen_path != NULL ? listen_path : "the inherited socket";
 		server_start(main_base, listen_fd, listen_path);
@@ -1210,6 +1254,8 @@ main(int argc, char **argv)
 	main_check_timer = evtimer_new(main_base, main_check_timeout, NULL);
 	for (i = 0; i < nitems(sigs); i++)
 		event_add(sigs[i], NULL);
+	/* A reload blocked them across execve; all is taken back now. */
+	main_signals(SIG_UNBLOCK);
 
 	log_info("serving %zu tools on %s", registry_count(), path);
 	notify_ready();
@@ -1232,6 +1278,7 @@ main(int argc, char **argv)
 	event_free(main_reload_ev);
 	event_free(main_check_timer);
 	free(listen_path);
+	free(supervisor);
 	free(o.tools_dirs);
 	free(outdir);
 	event_base_free(main_base);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "net/conn.h"
+#include "handover.h"
 #include "idmap.h"
 #include "session/session_int.h"
 #include "jsonrpc.h"
@@ -159,6 +160,17 @@ bool
 session_encoding(void)
 {
 	return session_slicing != NULL;
+}
+
+bool
+session_closing(void)
+{
+	struct session *s;
+
+	for (s = session_list; s != NULL; s = s->next)
+		if (s->closing)
+			return true;
+	return false;
 }
 
 unsigned
@@ -742,6 +754,52 @@ session_spawn(struct session *s, struct exec_tool *t,
 	s->running[s->nrunning++] = t;
 	session_started++;
 	session_idle_update(s);
+}
+
+bool
+session_tool_carried(struct exec_tool *t)
+{
+	struct session_tool *st = exec_tool_handle(t);
+
+	return st != NULL && st->proc != NULL && proc_carried(st->proc);
+}
+
+void
+session_tool_save(struct exec_tool *t, struct handover_rec *r, json_t *o)
+{
+	struct session_tool *st = exec_tool_handle(t);
+	json_t *proc = json_object();
+
+	proc_save(st->proc, r, proc);
+	json_object_set_new(o, "proc", proc);
+	handover_put(r, o, "carry1", st->carry[0].bytes, st->carry[0].len);
+	handover_put(r, o, "carry2", st->carry[1].bytes, st->carry[1].len);
+}
+
+void
+session_tool_adopt(struct session *s, struct exec_tool *t,
+    const struct handover_in *in, const json_t *o)
+{
+	struct session_tool *st = xcalloc(1, sizeof *st);
+	const char *data;
+	size_t n, i;
+
+	for (i = 0; i < 2; i++) {
+		data = handover_get(in, o, i == 0 ? "carry1" : "carry2", &n);
+		if (n <= sizeof st->carry[i].bytes) {
+			memcpy(st->carry[i].bytes, data, n);
+			st->carry[i].len = n;
+		}
+	}
+	st->proc = proc_adopt(in, json_object_get(o, "proc"), &session_proc_ops,
+	    t);
+	exec_tool_set_handle(t, st);
+	if (s->nrunning == s->caprunning) {
+		s->caprunning = s->caprunning ? s->caprunning * 2 : 4;
+		s->running = xreallocarray(s->running, s->caprunning,
+		    sizeof *s->running);
+	}
+	s->running[s->nrunning++] = t;
 }
 
 static void

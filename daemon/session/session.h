@@ -46,6 +46,8 @@ void session_shutdown(void);
 unsigned session_count(void);
 /* A large result is still being encoded, a slice per loop pass. */
 bool session_encoding(void);
+/* A session is closing: its tools are being killed (for a reload). */
+bool session_closing(void);
 
 /*
  * createSession. tools is an array of parsed session ToolDefs (borrowed:

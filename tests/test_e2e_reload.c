@@ -1,8 +1,10 @@
 /*
- * Live reload (doc/design.md §7, Restart): SIGHUP re-executes the daemon's binary in the same
- * process. Running tools are never signalled and deliver their real
- * results, tools added meanwhile run after it, a client resuming with
- * `since` misses nothing, and the listening socket never closes.
+ * Live reload (doc/design.md §7, Reload): SIGHUP re-executes the daemon's
+ * binary in the same process, once it has said it reads the handover.
+ * Running tools are handed over, never signalled, and deliver their real
+ * results once; nobody waits for them; tools added meanwhile run; a client
+ * resuming with `since` misses nothing, and the listening socket never
+ * closes.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>

@@ -9,18 +9,22 @@
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "handover.h"
 #include "net/conn.h"
 #include "supervisor/cgroup.h"
 #include "session/journal.h"
@@ -30,6 +34,7 @@
 #include "notify.h"
 #include "session/outdir.h"
 #include "supervisor/proc.h"
+#include "supervisor/reaper.h"
 #include "session/registry.h"
 #include "supervisor/sandbox.h"
 #include "net/server.h"
@@ -78,6 +83,8 @@ struct options {
 
 /* Descriptors the daemon holds besides connections and tools. */
 #define MAIN_FDS_BASE 32
+/* How long the new binary may take to say whether it reads the handover. */
+#define MAIN_CHECK_MS 5000
 
 static struct event_base *main_base;
 /* Reload (SIGHUP): what to execute again, and how far it is. */
@@ -86,6 +93,12 @@ static char main_exe[PATH_MAX];
 static struct event *main_reload_ev;
 static bool main_reloading;
 static bool main_activated;
+/* The new binary's answer to --check-handover, while it is asked. */
+static pid_t main_check_pid;
+static int main_check_fd = -1;
+static struct event *main_check_timer;
+/* This image's own id (initialize's server.instance). */
+static char main_instance[33];
 
 static void	usage(FILE *, int) __attribute__((noreturn));
 static long	parse_number(const char *, const char *, long, long);
@@ -106,7 +119,13 @@ static int	main_take_fd(const char *);
 static bool	main_jobs_block(const char *);
 static void	main_reload(void);
 static void	main_reload_cb(evutil_socket_t, short, void *);
+static const char *main_instance_id(void);
+static void	main_check(void);
+static void	main_check_done(pid_t, int, void *);
+static void	main_check_timeout(evutil_socket_t, short, void *);
+static void	main_check_answer(int);
 static void	main_reexec(void);
+static void	main_signals(int);
 static void	main_restore(char, const char *, size_t, void *);
 static void	main_snapshot(void);
 static void	main_snapshot_as(bool);
@@ -167,7 +186,10 @@ usage(FILE *f, int status)
 "                           give none\n"
 "  --pattern-deadline-ms MS a client's concurrencySafe pattern is first\n"
 "                           compiled aside; one that takes longer is\n"
-"                           refused (default 50)\n"
+"                           refused (default 50)\n",
+	    STEXEC_MAX_MESSAGE_DEFAULT);
+	/* Two strings: C11 promises no more than 4095 bytes in one. */
+	fputs(
 "  --max-jobs-per-session N jobs (background tools) a session may run at\n"
 "                           once (default 64)\n"
 "  --job-output-bytes N     the last N bytes of a job's output are kept for\n"
@@ -181,8 +203,9 @@ usage(FILE *f, int status)
 "  --cpu-percent N          per tool (100: one CPU), for ToolDefs without\n"
 "                           limits.cpuPercent (default: none of the three)\n"
 "  --log-level LEVEL        error, warn, info or debug (default info)\n"
-"  --version, --help\n",
-	    STEXEC_MAX_MESSAGE_DEFAULT);
+"  --check-handover N       say whether this build reads a reload's\n"
+"                           handover of format N (exit 0: yes), and exit\n"
+"  --version, --help\n", f);
 	exit(status);
 }
 
@@ -236,6 +259,7 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "max-processes", required_argument, NULL, 'P' },
 		{ "cpu-percent", required_argument, NULL, 'c' },
 		{ "log-level", required_argument, NULL, 'l' },
+		{ "check-handover", required_argument, NULL, 'H' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -379,6 +403,18 @@ parse_options(int argc, char **argv, struct options *o)
 			}
 			log_set_level((enum log_level)level);
 			break;
+		case 'H':
+			/* Asked by a reloading image before it executes us. */
+			if (strtol(optarg, &end, 10) == HANDOVER_VERSION &&
+			    *end == '\0' && *optarg != '\0') {
+				printf("yes: stexecd %s reads handover format "
+				    "%d\n", STEXEC_VERSION, HANDOVER_VERSION);
+				exit(0);
+			}
+			printf("no: stexecd %s reads handover format %d only, "
+			    "not \"%s\"\n", STEXEC_VERSION, HANDOVER_VERSION,
+			    optarg);
+			exit(1);
 		case 'V':
 			printf("stexecd %s (protocol %d)\n", STEXEC_VERSION,
 			    STEXEC_PROTOCOL_VERSION);
@@ -690,13 +726,28 @@ main_take_fd(const char *name)
 	return (int)fd;
 }
 
+/* New at every start and every reload: a client sees the image change. */
+static const char *
+main_instance_id(void)
+{
+	unsigned char r[16];
+	struct timespec ts;
+	size_t i;
+
+	if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		memcpy(r, &ts, sizeof r < sizeof ts ? sizeof r : sizeof ts);
+	}
+	for (i = 0; i < sizeof r; i++)
+		snprintf(main_instance + 2 * i, 3, "%02x", r[i]);
+	return main_instance;
+}
+
 /*
  * SIGHUP: execute the daemon's binary again (the installed one: an
- * upgrade takes effect) in this process. Running tools are not touched:
- * the reload waits until none runs, and meanwhile starts no new process
- * (added tools wait, as for a --max-procs slot). Then every session,
- * held result and waiting tool goes to the next image in a handover file
- * (the journal's format), and the listening socket stays open across.
+ * upgrade takes effect) in this process (doc/design.md §7, Reload). The
+ * binary is asked first whether it reads this image's handover
+ * (main_check); only a yes goes on.
  */
 /*
  * A job runs until it is ended, and the handover does not carry jobs: a
@@ -718,7 +769,7 @@ main_jobs_block(const char *what)
 static void
 main_reload(void)
 {
-	if (main_reloading)
+	if (main_reloading || main_check_pid != 0)
 		return;
 	if (main_exe[0] == '\0' || access(main_exe, X_OK) != 0) {
 		log_error("SIGHUP: cannot reload: %s is not executable",
@@ -727,48 +778,159 @@ main_reload(void)
 	}
 	if (main_jobs_block("SIGHUP: cannot reload"))
 		return;
-	main_reloading = true;
-	log_info("SIGHUP: reloading %s once no tool process runs", main_exe);
-	sd_notify(0, "RELOADING=1");
-	proc_hold(true);
-	event_active(main_reload_ev, EV_TIMEOUT, 1);
+	main_check();
+}
+
+/*
+ * Run the new binary with --check-handover, off the loop: its answer comes
+ * through the reaper, and a binary that does not answer within
+ * MAIN_CHECK_MS is killed and refused.
+ */
+static void
+main_check(void)
+{
+	posix_spawn_file_actions_t fa;
+	char version[16], *argv[4];
+	struct timeval tv = { MAIN_CHECK_MS / 1000, 0 };
+	int fds[2], error;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) != 0) {
+		log_error("SIGHUP: cannot reload: pipe: %s", strerror(errno));
+		return;
+	}
+	snprintf(version, sizeof version, "%d", HANDOVER_VERSION);
+	argv[0] = main_exe;
+	argv[1] = (char *)"--check-handover";
+	argv[2] = version;
+	argv[3] = NULL;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+	error = posix_spawn(&pid, main_exe, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[1]);
+	if (error != 0) {
+		log_error("SIGHUP: reload refused: cannot run %s "
+		    "--check-handover: %s; still serving", main_exe,
+		    strerror(error));
+		close(fds[0]);
+		return;
+	}
+	fcntl(fds[0], F_SETFL, O_NONBLOCK);
+	main_check_pid = pid;
+	main_check_fd = fds[0];
+	reaper_add(pid, main_check_done, NULL);
+	evtimer_add(main_check_timer, &tv);
+	log_info("SIGHUP: asking %s whether it reads handover format %d",
+	    main_exe, HANDOVER_VERSION);
 }
 
 static void
+main_check_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	/* Its end comes through the reaper, as a refusal. */
+	if (main_check_pid != 0)
+		kill(main_check_pid, SIGKILL);
+}
+
+static void
+main_check_done(pid_t pid, int status, void *arg)
+{
+	(void)pid;
+	(void)arg;
+	evtimer_del(main_check_timer);
+	main_check_pid = 0;
+	main_check_answer(status);
+}
+
+static void
+main_check_answer(int status)
+{
+	char answer[512];
+	ssize_t n;
+
+	n = read(main_check_fd, answer, sizeof answer - 1);
+	close(main_check_fd);
+	main_check_fd = -1;
+	answer[n > 0 ? n : 0] = '\0';
+	answer[strcspn(answer, "\n")] = '\0';
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		log_error("SIGHUP: reload refused: %s cannot restore this "
+		    "daemon's handover (format %d): %s; still serving",
+		    main_exe, HANDOVER_VERSION, WIFSIGNALED(status) ?
+		    "it did not answer in time" : answer[0] != '\0' ? answer :
+		    "it does not know --check-handover");
+		return;
+	}
+	main_reloading = true;
+	log_info("SIGHUP: reloading %s (%s)", main_exe, answer);
+	sd_notify(0, "RELOADING=1");
+	event_active(main_reload_ev, EV_TIMEOUT, 1);
+}
+
+/*
+ * The reload does not wait for tools: it waits only for what takes a
+ * moment and has no state worth carrying, a tool between its main's end
+ * and its result, a large result being encoded, a session being closed.
+ */
+static void
 main_reload_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct timeval tick = { 0, 10000 };
+	struct timeval tick = { 0, 2000 };
 
 	(void)fd;
 	(void)what;
 	(void)arg;
-	/* A tool that became a job meanwhile would hold the reload forever. */
+	/* A tool that became a job meanwhile is not carried: give up. */
 	if (main_jobs_block("reload abandoned")) {
-		proc_hold(false);
 		main_reloading = false;
 		sd_notify(0, "READY=1");
 		return;
 	}
-	/* A large result half encoded is not in the log yet. */
-	if (!proc_idle() || session_encoding()) {
+	if (!proc_settled() || session_encoding() || session_closing()) {
 		evtimer_add(main_reload_ev, &tick);
 		return;
 	}
 	main_reexec();
 }
 
+/* The signals the daemon handles: blocked across execve. */
+static void
+main_signals(int how)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigprocmask(how, &set, NULL);
+}
+
+/*
+ * The handover (doc/design.md §7, Reload): every session as it is now,
+ * each running tool with its process (pipes, cgroup, output files kept
+ * open), the sentinel and the cgroup subtree; then execve. Signals stay
+ * blocked until the next image has taken all of it back, so a tool that
+ * ends meanwhile is reaped by it, with its real result.
+ */
 static void
 main_reexec(void)
 {
 	const char *path;
-	char num[32];
+	char num[32], *sup;
 	int mfd, old, lfd;
 	struct stat st;
 
+	main_signals(SIG_BLOCK);
 	if ((mfd = memfd_create("stexec-handover", 0)) == -1) {
 		log_error("cannot reload: memfd_create: %s", strerror(errno));
-		proc_hold(false);
 		main_reloading = false;
+		main_signals(SIG_UNBLOCK);
 		return;
 	}
 	old = journal_redirect(mfd);
@@ -778,8 +940,8 @@ main_reexec(void)
 	if (fstat(mfd, &st) != 0 || lseek(mfd, 0, SEEK_SET) != 0) {
 		log_error("cannot reload: the handover could not be written");
 		close(mfd);
-		proc_hold(false);
 		main_reloading = false;
+		main_signals(SIG_UNBLOCK);
 		return;
 	}
 	snprintf(num, sizeof num, "%d", mfd);
@@ -793,12 +955,14 @@ main_reexec(void)
 		if (main_activated)
 			setenv("STEXEC_LISTEN_ACTIVATED", "1", 1);
 	}
+	sup = proc_handover_env();
+	setenv("STEXEC_HANDOVER_SUPERVISOR", sup, 1);
+	free(sup);
+	setenv("STEXEC_HANDOVER_KEEP", handover_kept(), 1);
 	log_info("reloading: %lld bytes handed over", (long long)st.st_size);
 	/* What the clients were sent last (a drain's reply...) goes out. */
 	conn_shutdown();
-	/* Nothing runs: this stops the sentinel and removes the cgroups. */
 	journal_close();
-	proc_shutdown();
 	execv(main_exe, main_argv);
 	log_error("cannot execute %s: %s; exiting: the next start restores "
 	    "the sessions from the journal", main_exe, strerror(errno));
@@ -979,7 +1143,8 @@ main(int argc, char **argv)
 	struct event *sigs[3];
 	char err[1024], pathbuf[4096], *tool, *outdir, cwd[PATH_MAX];
 	char *statedir, *listen_path = NULL, sockid[sizeof(struct sockaddr_un)];
-	int handover, listen_fd;
+	int handover, listen_fd, keep[3] = { -1, -1, -1 };
+	char *supervisor = NULL;
 	const char *path;
 	bool activated;
 	unsigned max_conns;
@@ -994,6 +1159,16 @@ main(int argc, char **argv)
 		main_exe[0] = '\0';
 	handover = main_take_fd("STEXEC_HANDOVER_FD");
 	listen_fd = main_take_fd("STEXEC_LISTEN_FD");
+	if (handover != -1) {
+		/* Only what the image before named crosses; the rest goes. */
+		keep[0] = handover;
+		keep[1] = listen_fd;
+		handover_close_others(getenv("STEXEC_HANDOVER_KEEP"), keep);
+		if ((path = getenv("STEXEC_HANDOVER_SUPERVISOR")) != NULL)
+			supervisor = xstrdup(path);
+	}
+	unsetenv("STEXEC_HANDOVER_KEEP");
+	unsetenv("STEXEC_HANDOVER_SUPERVISOR");
 	if ((path = getenv("STEXEC_LISTEN_PATH")) != NULL)
 		listen_path = xstrdup(path);
 	main_activated = getenv("STEXEC_LISTEN_ACTIVATED") != NULL;
@@ -1028,6 +1203,7 @@ main(int argc, char **argv)
 	pcfg.guard = true;
 	pcfg.no_cgroup = o.no_cgroup;
 	pcfg.output_file_max = o.output_budget;
+	pcfg.handover = supervisor;
 	outdir_init(main_base, outdir, o.output_budget);
 	if (proc_init(main_base, &pcfg, err, sizeof err) != 0) {
 		log_error("%s", err);
@@ -1068,6 +1244,7 @@ main(int argc, char **argv)
 	conn_set_limits(max_conns, o.max_conns_per_uid);
 	mcfg.max_message = o.max_message;
 	mcfg.enforcement = main_enforcement(&o);
+	mcfg.instance = main_instance_id();
 	conn_set_peer_check(proc_sandboxed_peer);
 	probe_set_deadline(o.pattern_deadline_ms);
 	job_init(main_base, &o.jobs);
@@ -1093,8 +1270,12 @@ main(int argc, char **argv)
 	main_journal(statedir, handover, main_socket_id(listen_fd != -1 ?
 	    listen_fd : fd, listen_fd != -1 ? listen_path : path, sockid,
 	    sizeof sockid));
-	if (handover != -1)
+	if (handover != -1) {
 		close(handover);
+		/* What ended during the exec is reaped now, as if it were
+		 * just now. */
+		proc_adopted();
+	}
 	if (listen_fd != -1) {
 		path = listen_path != NULL ? listen_path : "the inherited socket";
 		server_start(main_base, listen_fd, listen_path);
@@ -1115,8 +1296,11 @@ main(int argc, char **argv)
 	sigs[1] = evsignal_new(main_base, SIGINT, on_signal, NULL);
 	sigs[2] = evsignal_new(main_base, SIGHUP, on_signal, NULL);
 	main_reload_ev = evtimer_new(main_base, main_reload_cb, NULL);
+	main_check_timer = evtimer_new(main_base, main_check_timeout, NULL);
 	for (i = 0; i < nitems(sigs); i++)
 		event_add(sigs[i], NULL);
+	/* A reload blocked them across execve; all is taken back now. */
+	main_signals(SIG_UNBLOCK);
 
 	log_info("serving %zu tools on %s", registry_count(), path);
 	notify_ready();
@@ -1137,7 +1321,9 @@ main(int argc, char **argv)
 	json_decref(scfg.base_env);
 	json_decref(mcfg.enforcement);
 	event_free(main_reload_ev);
+	event_free(main_check_timer);
 	free(listen_path);
+	free(supervisor);
 	free(o.tools_dirs);
 	free(outdir);
 	event_base_free(main_base);

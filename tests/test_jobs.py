@@ -335,6 +335,49 @@ def reload_refused(d):
     c.close()
 
 
+def reload_carries_input(d):
+    """A foreground tool with an open stdin, or on a terminal, is handed
+    over by a reload (doc/design.md §7, Reload) and takes input after it."""
+    c = Conn(d.sock)
+    tools = [{"name": "two", "command": ["head", "-n", "2"],
+              "stdin": "stream", "timeoutMs": 20000,
+              "concurrencySafe": True},
+             {"name": "calc", "command": ["bc", "-q"], "tty": True,
+              "timeoutMs": 20000, "concurrencySafe": True}]
+    sid = c.ok("createSession", tools=tools)["sessionId"]
+    before = c.ok("initialize")["server"].get("instance")
+    c.ok("addTool", sessionId=sid, toolUse={"id": "h1", "name": "two",
+                                            "input": {}})
+    c.ok("addTool", sessionId=sid, toolUse={"id": "h2", "name": "calc",
+                                            "input": {}})
+    c.close()
+    d.proc.send_signal(signal.SIGHUP)
+    after = before
+    for _ in range(200):
+        try:
+            c = Conn(d.sock)
+            after = c.ok("initialize")["server"].get("instance")
+            if after != before:
+                break
+            c.close()
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    T.check(after != before, "the reload happened")
+    T.eq(c.ok("writeStdin", sessionId=sid, toolUseId="h1",
+              data="\nafter\n"), {"written": 7}, "stdin still open")
+    c.ok("writeStdin", sessionId=sid, toolUseId="h2", data="6*7\nquit\n")
+    c.ok("drain", sessionId=sid)
+    got = {n["params"]["toolUseId"]: n["params"]["result"]["content"]
+           for n in c.ok("events", sessionId=sid)["notifications"]
+           if n["method"] == "tool_result"}
+    T.eq(got.get("h1"), "{}\nafter\n", "the input, then what came after")
+    T.check("42" in got.get("h2", ""), "bc answered on its terminal: %r"
+            % got.get("h2"))
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
 def slots(d):
     """A job holds no --max-procs slot (the daemon runs with 2): two jobs
     run and ordinary tools still run beside them."""
@@ -484,6 +527,7 @@ def body(d):
          "initialize reports the job limits")
     c.close()
     for test in (dev_server, read_job, yields, terminal, reload_refused,
+                 reload_carries_input,
                  slots, forgets_old, close_kills, crash,
                  stop_while_killing):
         test(d)

@@ -139,6 +139,7 @@ static char	*exec_describe(const struct exec_tool *);
 static void	exec_apply_context(struct exec *, const json_t *);
 static void	exec_check_drain(struct exec *);
 static void	exec_flush_state(struct exec *);
+static void	exec_restore_running(struct exec_tool *, int);
 static void	exec_after_event(struct exec *);
 
 struct exec *
@@ -995,6 +996,13 @@ exec_restore(struct exec *ex, uint64_t turn, const struct exec_restored *r,
 			    r[i].input);
 			continue;
 		}
+		if (!delivered && r[i].running && r[i].def != NULL) {
+			/* Its status went out already: it just goes on. */
+			t = exec_add_tool(ex, r[i].id, r[i].name, r[i].def,
+			    r[i].input);
+			exec_restore_running(t, r[i].killed_for);
+			continue;
+		}
 		t = exec_turn_append(ex, r[i].id, r[i].name, NULL);
 		if (delivered) {
 			t->status = EXEC_DELIVERED;
@@ -1007,6 +1015,66 @@ exec_restore(struct exec *ex, uint64_t turn, const struct exec_restored *r,
 			exec_complete_synthetic(t, REASON_DAEMON_RESTARTED);
 	}
 	exec_after_event(ex);
+}
+
+/* A tool whose process runs on after a reload: executing, not spawned. */
+static void
+exec_restore_running(struct exec_tool *t, int killed_for)
+{
+	t->status = EXEC_EXECUTING;
+	t->running = true;
+	t->ex->n_running++;
+	if (killed_for >= 0) {
+		t->killed = true;
+		t->killed_for = (enum exec_reason)killed_for;
+	}
+	exec_enter(t);
+}
+
+struct exec_tool *
+exec_restore_orphan(struct exec *ex, const char *id, const char *name,
+    struct tooldef *def, const json_t *input, int killed_for)
+{
+	struct exec_tool *t = xcalloc(1, sizeof *t);
+	char err[256];
+
+	t->ex = ex;
+	t->id = xstrdup(id);
+	t->name = xstrdup(name);
+	t->input = input != NULL ? json_deep_copy(input) : json_object();
+	t->warnings = json_array();
+	t->def = tooldef_ref(def);
+	t->cancel = tooldef_interrupt(def) == TOOLDEF_CANCEL;
+	t->safe = tooldef_check_input(def, t->input, err, sizeof err) &&
+	    tooldef_is_safe(def, t->input);
+	t->status = EXEC_EXECUTING;
+	t->running = true;
+	t->discarded = true;
+	ex->n_running++;
+	if (killed_for >= 0) {
+		t->killed = true;
+		t->killed_for = (enum exec_reason)killed_for;
+	}
+	ex->n_exec++;
+	if (!t->safe)
+		ex->n_exec_unsafe++;
+	if (!t->cancel)
+		ex->n_exec_block++;
+	TAILQ_INSERT_HEAD(&ex->orphans, t, entry);
+	return t;
+}
+
+struct exec_tool *
+exec_turn_find(struct exec *ex, const char *id)
+{
+	return idmap_get(&ex->turn.ids, id);
+}
+
+size_t
+exec_drains(const struct exec *ex, void *const **cookies)
+{
+	*cookies = ex->turn.drains;
+	return ex->turn.ndrains;
 }
 
 uint64_t
@@ -1237,6 +1305,30 @@ const char *
 exec_tool_id(const struct exec_tool *t)
 {
 	return t->id;
+}
+
+const json_t *
+exec_tool_input(const struct exec_tool *t)
+{
+	return t->input;
+}
+
+bool
+exec_tool_running(const struct exec_tool *t)
+{
+	return t->running;
+}
+
+bool
+exec_tool_discarded(const struct exec_tool *t)
+{
+	return t->discarded;
+}
+
+int
+exec_tool_killed(const struct exec_tool *t)
+{
+	return t->killed ? (int)t->killed_for : -1;
 }
 
 const char *

@@ -198,6 +198,13 @@ struct exec_restored {
 	bool requeue;
 	struct tooldef *def;
 	const json_t *input;
+	/*
+	 * Or one whose process the reload handed over: executing as it was
+	 * (def and input as for requeue), killed_for what it was told to be
+	 * killed for (exec_tool_killed), or -1.
+	 */
+	bool running;
+	int killed_for;
 };
 void exec_restore(struct exec *, uint64_t turn, const struct exec_restored *,
     size_t);
@@ -209,6 +216,16 @@ const char *exec_turn_tool_state(const struct exec *, size_t,
     enum exec_status *, const json_t **input, const json_t **result);
 /* The id (and *name) of the current turn's i-th tool; NULL past the end. */
 const char *exec_turn_tool(const struct exec *, size_t, const char **name);
+/*
+ * A reload: a tool of a discarded turn whose process was handed over; it
+ * runs on unseen (S11) and counts for S3 until it ends.
+ */
+struct exec_tool *exec_restore_orphan(struct exec *, const char *id,
+    const char *name, struct tooldef *, const json_t *input, int killed_for);
+/* The current turn's tool of that id, or NULL. */
+struct exec_tool *exec_turn_find(struct exec *, const char *id);
+/* The cookies of the drains the current turn holds (for a reload). */
+size_t exec_drains(const struct exec *, void *const **cookies);
 /* closeSession: kill every process, deliver nothing more, fail drains. */
 void exec_close(struct exec *);
 
@@ -241,6 +258,13 @@ const char *exec_status_name(enum exec_status);
 bool exec_tool_safe(const struct exec_tool *);
 /* Its timeout, fixed when it was added (S16). */
 int64_t exec_tool_timeout_ms(const struct exec_tool *);
+const json_t *exec_tool_input(const struct exec_tool *);
+/* It has a process: spawned (or handed over), its end not yet seen. */
+bool exec_tool_running(const struct exec_tool *);
+/* Its turn was discarded (or the session closed) while it ran. */
+bool exec_tool_discarded(const struct exec_tool *);
+/* Why it was told to be killed (an opaque reason), or -1. */
+int exec_tool_killed(const struct exec_tool *);
 /* The I/O layer's handle for the tool's process. */
 void exec_tool_set_handle(struct exec_tool *, void *);
 void *exec_tool_handle(const struct exec_tool *);

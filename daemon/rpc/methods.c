@@ -252,10 +252,10 @@ methods_now_ms(void)
 static void
 methods_initialize(struct call *call)
 {
-	conn_reply(call->c, call->id, json_pack("{s:{s:s, s:s}, s:i, "
+	conn_reply(call->c, call->id, json_pack("{s:{s:s, s:s, s:s?}, s:i, "
 	    "s:{s:b, s:b, s:b, s:b, s:b, s:I, s:I, s:O*, s:{s:i, s:I}}}",
 	    "server", "name", "stexecd", "version", STEXEC_VERSION,
-	    "protocolVersion", STEXEC_PROTOCOL_VERSION,
+	    "instance", methods_cfg.instance, "protocolVersion", STEXEC_PROTOCOL_VERSION,
 	    "capabilities", "subscribe", 1, "events", 1, "permissions", 1,
 	    "contextModifiers", 1, "streamOutput", 1, "maxMessage",
 	    (json_int_t)methods_cfg.max_message, "maxResultBytes",

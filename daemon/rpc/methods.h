@@ -11,6 +11,8 @@ struct methods_config {
 	size_t max_message;
 	uint64_t start_ms;  /* CLOCK_MONOTONIC at startup */
 	json_t *enforcement; /* initialize's capabilities.enforcement */
+	const char *instance; /* initialize's server.instance: this image's
+	                         own, new at every start and reload */
 };
 
 void methods_init(const struct methods_config *);

@@ -37,6 +37,9 @@ struct event_base;
 /* Only in a reload's handover: */
 #define JOURNAL_HELD 'R'     /* a result held for ordering: JSON */
 #define JOURNAL_REQUEUE 'Q'  /* a tool that never started: JSON */
+#define JOURNAL_RUNNING 'P'  /* a tool whose process runs on (handover.h) */
+#define JOURNAL_CONN 'K'     /* a client connection (handover.h) */
+#define JOURNAL_LINKS 'L'    /* a session's subscribers and drains: JSON */
 
 struct journal_loaded {
 	unsigned records;  /* read whole */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "net/conn.h"
+#include "handover.h"
 #include "idmap.h"
 #include "session/session_int.h"
 #include "jsonrpc.h"
@@ -174,6 +175,17 @@ bool
 session_encoding(void)
 {
 	return session_slicing != NULL;
+}
+
+bool
+session_closing(void)
+{
+	struct session *s;
+
+	for (s = session_list; s != NULL; s = s->next)
+		if (s->closing)
+			return true;
+	return false;
 }
 
 unsigned
@@ -802,6 +814,49 @@ session_running_del(struct session *s, struct exec_tool *t)
 		}
 }
 
+bool
+session_tool_carried(struct exec_tool *t)
+{
+	struct session_tool *st = exec_tool_handle(t);
+
+	return st != NULL && st->proc != NULL && proc_carried(st->proc);
+}
+
+void
+session_tool_save(struct exec_tool *t, struct handover_rec *r, json_t *o)
+{
+	struct session_tool *st = exec_tool_handle(t);
+	json_t *proc = json_object();
+
+	proc_save(st->proc, r, proc);
+	json_object_set_new(o, "proc", proc);
+	json_object_set_new(o, "stream", json_boolean(st->stream));
+	handover_put(r, o, "carry1", st->carry[0].bytes, st->carry[0].len);
+	handover_put(r, o, "carry2", st->carry[1].bytes, st->carry[1].len);
+}
+
+void
+session_tool_adopt(struct session *s, struct exec_tool *t,
+    const struct handover_in *in, const json_t *o)
+{
+	struct session_tool *st = xcalloc(1, sizeof *st);
+	const char *data;
+	size_t n, i;
+
+	for (i = 0; i < 2; i++) {
+		data = handover_get(in, o, i == 0 ? "carry1" : "carry2", &n);
+		if (n <= sizeof st->carry[i].bytes) {
+			memcpy(st->carry[i].bytes, data, n);
+			st->carry[i].len = n;
+		}
+	}
+	st->stream = json_is_true(json_object_get(o, "stream"));
+	st->proc = proc_adopt(in, json_object_get(o, "proc"), &session_proc_ops,
+	    t);
+	exec_tool_set_handle(t, st);
+	session_running_add(s, t);
+}
+
 static void
 session_proc_line(void *arg, const char *line, size_t len)
 {
@@ -956,11 +1011,19 @@ session_job_ended(struct session *s)
 unsigned
 session_jobs_running(void)
 {
+	struct session_tool *st;
 	struct session *s;
 	unsigned n = 0;
+	size_t i;
 
-	for (s = session_list; s != NULL; s = s->next)
+	for (s = session_list; s != NULL; s = s->next) {
 		n += s->jobs_running;
+		/* And the calls that may still become one. */
+		for (i = 0; i < s->nrunning; i++)
+			if ((st = exec_tool_handle(s->running[i])) != NULL &&
+			    st->job != NULL)
+				n++;
+	}
 	return n;
 }
 

@@ -46,6 +46,8 @@ void session_shutdown(void);
 unsigned session_count(void);
 /* A large result is still being encoded, a slice per loop pass. */
 bool session_encoding(void);
+/* A session is closing: its tools are being killed (for a reload). */
+bool session_closing(void);
 
 /*
  * createSession. tools is an array of parsed session ToolDefs (borrowed:
@@ -147,7 +149,10 @@ int session_events(struct session *, int64_t since, size_t max,
 int session_tool_write(struct exec_tool *, const char *, size_t, bool eof,
     const char **why);
 
-/* Jobs running in every session (doc/design.md §7, Jobs). */
+/*
+ * Jobs running in every session, and calls that may still become one
+ * (doc/design.md §7, Jobs): a reload does not carry them.
+ */
 unsigned session_jobs_running(void);
 
 /* Tools started, completed, running: for stats. */

@@ -133,6 +133,18 @@ void session_internal_done(struct exec_tool *, bool is_error,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A job ended: a closing session may be done. */
 void session_job_ended(struct session *);
+/*
+ * A reload (doc/design.md §7, Reload): whether the tool's process runs and
+ * is handed over; its process and the part of a character its streams
+ * held back, into obj; and in the next image, the tool given that process
+ * again.
+ */
+struct handover_rec;
+struct handover_in;
+bool session_tool_carried(struct exec_tool *);
+void session_tool_save(struct exec_tool *, struct handover_rec *, json_t *);
+void session_tool_adopt(struct session *, struct exec_tool *,
+    const struct handover_in *, const json_t *);
 
 /* Install the hooks (NULL: none); the journal does at start. */
 void session_set_hooks(const struct session_hooks *);

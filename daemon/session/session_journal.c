@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/executor.h"
+#include "handover.h"
 #include "session/journal.h"
 #include "log.h"
 #include "session/session_int.h"
@@ -20,13 +21,20 @@ struct restoring {
 	json_t *adds;             /* [[id, name]...] added in that turn */
 	json_t *delivered;        /* toolUseId -> turn of its tool_result */
 	uint64_t ended;           /* the turn of the last turn_end */
-	json_t *live;             /* reload: toolUseId -> {result} or {input} */
+	json_t *live;             /* reload: toolUseId -> {result} or {input}
+	                             or {running: index in runs} */
+	struct handover_in *runs; /* reload: tools whose processes run on */
+	char **raws;              /* their payloads */
+	size_t nruns;
 };
 
 bool session_journal_restoring;
 static struct idmap session_restored;
 
 static void	session_journal_elided(struct session *, const struct note *);
+static void	session_restore_running(const char *, size_t);
+static void	session_restore_stray(const struct handover_in *);
+static void	session_restore_adopt(struct restoring *);
 static void	session_journal_session(struct session *);
 static void	session_journal_note(struct session *, const struct note *);
 static void	session_journal_add(struct session *, uint64_t, const char *,
@@ -190,16 +198,34 @@ session_journal_snapshot(bool whole)
 	}
 }
 
+/* A tool whose process runs on (orphan: of a discarded turn). */
+static void
+session_journal_running(struct session *s, struct exec_tool *t, bool orphan)
+{
+	struct handover_rec r = { json_pack("{s:s, s:s, s:s, s:O, s:b, s:i}",
+	    "s", s->id, "id", exec_tool_id(t), "name", exec_tool_name(t),
+	    "input", exec_tool_input(t), "orphan", orphan, "killed",
+	    exec_tool_killed(t)), { 0 } };
+	struct buf out = { 0 };
+
+	session_tool_save(t, &r, r.json);
+	handover_encode(&r, &out);
+	journal_append(JOURNAL_RUNNING, out.data, out.len, NULL, 0);
+	buf_free(&out);
+}
+
 /*
  * A reload's handover, after the snapshot: each tool of a current turn
- * that is neither delivered nor lost, since no process runs now: a result
- * held for ordering, or a tool that never started.
+ * that is neither delivered nor lost: a result held for ordering, a tool
+ * whose process runs on (handed over with it), or one that never started;
+ * and the running tools of discarded turns.
  */
 void
 session_journal_handover(void)
 {
 	const json_t *input, *result;
 	enum exec_status st;
+	struct exec_tool *t;
 	struct session *s;
 	const char *id;
 	json_t *rec;
@@ -213,6 +239,12 @@ session_journal_handover(void)
 		    &result)) != NULL; i++) {
 			if (st == EXEC_DELIVERED)
 				continue;
+			if (st == EXEC_EXECUTING &&
+			    (t = exec_turn_find(s->ex, id)) != NULL &&
+			    session_tool_carried(t)) {
+				session_journal_running(s, t, false);
+				continue;
+			}
 			if (st == EXEC_COMPLETED && result != NULL)
 				rec = json_pack("{s:s, s:s, s:O}", "s", s->id,
 				    "id", id, "result", result);
@@ -227,6 +259,10 @@ session_journal_handover(void)
 			free(text);
 			json_decref(rec);
 		}
+		for (i = 0; i < s->nrunning; i++)
+			if (exec_tool_discarded(s->running[i]) &&
+			    session_tool_carried(s->running[i]))
+				session_journal_running(s, s->running[i], true);
 	}
 }
 
@@ -286,6 +322,14 @@ session_restore_session(const json_t *rec)
 static void
 session_restore_free(struct restoring *r)
 {
+	size_t i;
+
+	for (i = 0; i < r->nruns; i++) {
+		json_decref(r->runs[i].json);
+		free(r->raws[i]);
+	}
+	free(r->runs);
+	free(r->raws);
 	json_decref(r->adds);
 	json_decref(r->delivered);
 	json_decref(r->live);
@@ -368,6 +412,84 @@ session_restore_idle(const char *data, size_t len)
 		r->s->idle_since = ms;
 }
 
+/* A tool whose process runs on: kept whole until the session is back. */
+static void
+session_restore_running(const char *data, size_t len)
+{
+	struct handover_in in;
+	struct restoring *r;
+	const char *sid, *id;
+	char *raw = xmalloc(len + 1);
+
+	memcpy(raw, data, len);
+	if (!handover_decode(raw, len, &in)) {
+		free(raw);
+		return;
+	}
+	sid = json_string_value(json_object_get(in.json, "s"));
+	id = json_string_value(json_object_get(in.json, "id"));
+	if (sid == NULL || id == NULL ||
+	    (r = idmap_get(&session_restored, sid)) == NULL) {
+		/* Nobody would wait for it: it must not run unsupervised. */
+		session_restore_stray(&in);
+		json_decref(in.json);
+		free(raw);
+		return;
+	}
+	r->runs = xreallocarray(r->runs, r->nruns + 1, sizeof *r->runs);
+	r->raws = xreallocarray(r->raws, r->nruns + 1, sizeof *r->raws);
+	r->runs[r->nruns] = in;
+	r->raws[r->nruns] = raw;
+	if (!json_is_true(json_object_get(in.json, "orphan")))
+		json_object_set_new(r->live, id, json_pack("{s:I}", "running",
+		    (json_int_t)r->nruns));
+	r->nruns++;
+}
+
+/* A process handed over that no tool takes back: killed, reaped later. */
+static void
+session_restore_stray(const struct handover_in *in)
+{
+	static const struct proc_ops none = { NULL, NULL, NULL };
+	struct proc *p;
+
+	p = proc_adopt(in, json_object_get(in->json, "proc"), &none, NULL);
+	proc_kill(p);
+	log_warn("a reload handed over tool %s of no session; killed it",
+	    json_string_value(json_object_get(in->json, "id")) != NULL ?
+	    json_string_value(json_object_get(in->json, "id")) : "?");
+}
+
+/* The processes handed over go back to their tools, now restored. */
+static void
+session_restore_adopt(struct restoring *r)
+{
+	const json_t *rec;
+	struct exec_tool *t;
+	const char *id, *name;
+	size_t i;
+
+	for (i = 0; i < r->nruns; i++) {
+		rec = r->runs[i].json;
+		id = json_string_value(json_object_get(rec, "id"));
+		name = json_string_value(json_object_get(rec, "name"));
+		if (json_is_true(json_object_get(rec, "orphan")) && name !=
+		    NULL && session_tool(r->s, name) != NULL)
+			t = exec_restore_orphan(r->s->ex, id, name,
+			    session_tool(r->s, name), json_object_get(rec,
+			    "input"), (int)json_integer_value(json_object_get(
+			    rec, "killed")));
+		else
+			t = exec_turn_find(r->s->ex, id);
+		if (t == NULL || exec_tool_handle(t) != NULL ||
+		    !exec_tool_running(t)) {
+			session_restore_stray(&r->runs[i]);
+			continue;
+		}
+		session_tool_adopt(r->s, t, &r->runs[i], rec);
+	}
+}
+
 void
 session_restore(char kind, const char *data, size_t len)
 {
@@ -389,6 +511,10 @@ session_restore(char kind, const char *data, size_t len)
 			session_free(r->s);
 			session_restore_free(r);
 		}
+		return;
+	}
+	if (kind == JOURNAL_RUNNING) {
+		session_restore_running(data, len);
 		return;
 	}
 	if ((rec = json_loadb(data, len, 0, NULL)) == NULL)
@@ -457,6 +583,19 @@ session_restore_done(void)
 				tools[k].def = session_tool(r->s,
 				    tools[k].name);
 			}
+			tools[k].killed_for = -1;
+			if (json_object_get(got, "running") != NULL &&
+			    tools[k].name != NULL && (tools[k].def =
+			    session_tool(r->s, tools[k].name)) != NULL) {
+				tools[k].running = true;
+				tools[k].input = json_object_get(r->runs[
+				    json_integer_value(json_object_get(got,
+				    "running"))].json, "input");
+				tools[k].killed_for = (int)json_integer_value(
+				    json_object_get(r->runs[json_integer_value(
+				    json_object_get(got, "running"))].json,
+				    "killed"));
+			}
 			lost += !tools[k].delivered && got == NULL;
 		}
 		for (k = 0; k < n; k++)
@@ -464,6 +603,7 @@ session_restore_done(void)
 				tools[k].id = tools[k].name = "";
 		exec_restore(r->s->ex, turn, tools, n);
 		free(tools);
+		session_restore_adopt(r);
 		session_trim(r->s);
 		session_idle_update(r->s);
 		/* One line per session only where a result was lost. */

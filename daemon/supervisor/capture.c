@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "handover.h"
 #include "util.h"
 
 /* Bytes moved from the stderr spill into the output file per step. */
@@ -509,4 +510,112 @@ const char *
 capture_error(struct capture *c)
 {
 	return c->error;
+}
+
+/* One stream: its head (or whole) in memory, its tail in order. */
+static void
+capture_save_stream(struct capture *c, const struct capture_stream *s,
+    struct handover_rec *r, json_t *obj)
+{
+	struct buf ring = { 0 };
+	size_t first;
+
+	json_object_set_new(obj, "len", json_integer((json_int_t)s->len));
+	json_object_set_new(obj, "last", json_integer((unsigned char)
+	    s->last));
+	json_object_set_new(obj, "spilled", json_boolean(s->spilled));
+	handover_put(r, obj, "mem", s->mem.data, s->mem.len);
+	if (s->spilled && c->tail_size > 0) {
+		first = c->tail_size - s->ring_start;
+		if (first > s->ring_len)
+			first = s->ring_len;
+		buf_add(&ring, s->ring + s->ring_start, first);
+		buf_add(&ring, s->ring, s->ring_len - first);
+	}
+	handover_put(r, obj, "ring", ring.data, ring.len);
+	buf_free(&ring);
+}
+
+void
+capture_save(struct capture *c, struct handover_rec *r, json_t *obj)
+{
+	json_t *out = json_object(), *err = json_object();
+
+	if (c->state != CAPTURE_ADDING)
+		fatal("a capture handed over after it was finished");
+	json_object_set_new(obj, "max", json_integer((json_int_t)c->max));
+	json_object_set_new(obj, "fileMax", json_integer((json_int_t)
+	    c->file_max));
+	if (c->owned) {
+		json_object_set_new(obj, "uid", json_integer(c->uid));
+		json_object_set_new(obj, "gid", json_integer(c->gid));
+	}
+	json_object_set_new(obj, "dir", json_string(c->dir));
+	json_object_set_new(obj, "name", json_string(c->name));
+	json_object_set_new(obj, "pid", json_integer(c->pid));
+	json_object_set_new(obj, "id", json_integer((json_int_t)c->id));
+	if (c->path != NULL)
+		json_object_set_new(obj, "path", json_string(c->path));
+	if (c->error != NULL)
+		json_object_set_new(obj, "error", json_string(c->error));
+	/* The files' offsets go with their descriptors. */
+	json_object_set_new(obj, "outFd", json_integer(c->out_fd));
+	json_object_set_new(obj, "errFd", json_integer(c->err_fd));
+	handover_keep_fd(c->out_fd);
+	handover_keep_fd(c->err_fd);
+	capture_save_stream(c, &c->out, r, out);
+	capture_save_stream(c, &c->err, r, err);
+	json_object_set_new(obj, "out", out);
+	json_object_set_new(obj, "err", err);
+}
+
+static void
+capture_load_stream(struct capture *c, struct capture_stream *s,
+    const struct handover_in *in, const json_t *obj)
+{
+	const char *p;
+	size_t n;
+
+	s->len = (uint64_t)json_integer_value(json_object_get(obj, "len"));
+	s->last = (char)json_integer_value(json_object_get(obj, "last"));
+	s->spilled = json_is_true(json_object_get(obj, "spilled"));
+	p = handover_get(in, obj, "mem", &n);
+	buf_add(&s->mem, p, n);
+	if (s->spilled) {
+		s->ring = xmalloc(c->tail_size + 1);
+		s->ring_start = s->ring_len = 0;
+		p = handover_get(in, obj, "ring", &n);
+		capture_ring_add(c, s, p, n);
+	}
+}
+
+struct capture *
+capture_load(const struct handover_in *in, const json_t *obj)
+{
+	struct capture *c;
+	const json_t *v;
+	int fd;
+
+	c = capture_create((size_t)json_integer_value(json_object_get(obj,
+	    "max")), json_string_value(json_object_get(obj, "dir")) != NULL ?
+	    json_string_value(json_object_get(obj, "dir")) : "/tmp",
+	    json_string_value(json_object_get(obj, "name")),
+	    (long)json_integer_value(json_object_get(obj, "pid")),
+	    (uint64_t)json_integer_value(json_object_get(obj, "id")));
+	c->file_max = (uint64_t)json_integer_value(json_object_get(obj,
+	    "fileMax"));
+	if ((v = json_object_get(obj, "uid")) != NULL)
+		capture_set_owner(c, (uid_t)json_integer_value(v),
+		    (gid_t)json_integer_value(json_object_get(obj, "gid")));
+	if ((v = json_object_get(obj, "path")) != NULL)
+		c->path = xstrdup(json_string_value(v));
+	if ((v = json_object_get(obj, "error")) != NULL)
+		c->error = xstrdup(json_string_value(v));
+	fd = (int)json_integer_value(json_object_get(obj, "outFd"));
+	c->out_fd = fd >= 0 && handover_fd_named(fd) ? fd : -1;
+	fd = (int)json_integer_value(json_object_get(obj, "errFd"));
+	c->err_fd = fd >= 0 && handover_fd_named(fd) ? fd : -1;
+	capture_load_stream(c, &c->out, in, json_object_get(obj, "out"));
+	capture_load_stream(c, &c->err, in, json_object_get(obj, "err"));
+	return c;
 }

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
 #include <sys/types.h>
 
 #include "output.h"
@@ -44,6 +45,15 @@ int capture_finish(struct capture *);
 void capture_output(struct capture *, struct output *);
 /* Why the whole content could not be saved, or NULL. */
 const char *capture_error(struct capture *);
+/*
+ * A reload (doc/design.md §7, Reload): a capture still adding, its state
+ * into obj and its bytes into the record, its files kept open across
+ * execve; and made again from that in the next image.
+ */
+struct handover_rec;
+struct handover_in;
+void capture_save(struct capture *, struct handover_rec *, json_t *obj);
+struct capture *capture_load(const struct handover_in *, const json_t *obj);
 /* Free it; the output file is removed unless keep_file. */
 void capture_free(struct capture *, bool keep_file);
 

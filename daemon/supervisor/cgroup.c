@@ -136,6 +136,20 @@ cgroup_create(char *err, size_t errlen)
 	return ok ? 0 : -1;
 }
 
+void
+cgroup_adopt(const char *dir, const char *parent)
+{
+	cgroup_forget();
+	cgroup_dir = xstrdup(dir);
+	cgroup_parent = xstrdup(parent);
+}
+
+const char *
+cgroup_parent_path(void)
+{
+	return cgroup_parent;
+}
+
 /* Write text to dir/file. -1 with errno. */
 static int
 cgroup_write(const char *dir, const char *file, const char *text)

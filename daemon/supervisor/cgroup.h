@@ -13,6 +13,12 @@
 
 /* Create the subtree (a stale one of this pid is removed). -1 with err. */
 int cgroup_create(char *err, size_t errlen);
+/*
+ * A reload: the subtree this process is in already, with its tools (the
+ * image before made it), and the parent it was made under.
+ */
+void cgroup_adopt(const char *dir, const char *parent);
+const char *cgroup_parent_path(void);
 /* Move this process into the subtree's daemon leaf. -1 with err. */
 int cgroup_enter(char *err, size_t errlen);
 /* Move this process back to PARENT. -1 with err. */

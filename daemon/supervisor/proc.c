@@ -9,6 +9,7 @@
 #include <sys/queue.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 
 #include <dirent.h>
@@ -26,6 +27,7 @@
 
 #include "supervisor/capture.h"
 #include "supervisor/cgroup.h"
+#include "handover.h"
 #include "log.h"
 #include "supervisor/reaper.h"
 #include "supervisor/sandbox.h"
@@ -180,6 +182,7 @@ static void proc_free(struct proc *, bool);
 static void proc_new_instance(void);
 static void proc_forget_group(struct proc *);
 static void proc_replay_groups(void);
+static bool proc_take_handover(const char *);
 
 static struct event_base *proc_base;
 static struct proc_config proc_cfg;
@@ -197,6 +200,7 @@ static uint64_t proc_next_token;
 static char proc_instance[24];
 static bool proc_starting;
 static bool proc_held;   /* reloading: nothing new starts */
+static uint64_t proc_tmpdirs; /* TMPDIR names the image before used */
 /* One read buffer for all pipes: reads never nest. +1 for a NUL. */
 static char proc_rbuf[PROC_READ_SIZE + 1];
 
@@ -237,7 +241,8 @@ proc_init(struct event_base *base, const struct proc_config *cfg, char *err,
 		proc_output_dir = NULL;
 		return -1;
 	}
-	proc_new_instance();
+	if (cfg->handover == NULL || !proc_take_handover(cfg->handover))
+		proc_new_instance();
 	sandbox_init();
 	if (proc_cfg.guard && sentinel_start(base, proc_instance,
 	    proc_replay_groups, !proc_cfg.no_cgroup, err, errlen) != 0) {
@@ -250,6 +255,7 @@ proc_init(struct event_base *base, const struct proc_config *cfg, char *err,
 	toolcg_init();
 	/* Its worker is the first thread: after every fork above. */
 	tmpdir_init(proc_output_dir, proc_instance);
+	tmpdir_resume(proc_tmpdirs);
 	proc_done_ev = event_new(base, -1, 0, proc_done_cb, NULL);
 	if (proc_done_ev == NULL)
 		fatal("event_new failed");
@@ -1574,4 +1580,257 @@ proc_rebind(struct proc *p, const struct proc_ops *ops, void *arg)
 {
 	p->ops = *ops;
 	p->arg = arg;
+}
+
+bool
+proc_settled(void)
+{
+	struct proc *p;
+
+	TAILQ_FOREACH(p, &proc_all, all_entry) {
+		if (p->state != PROC_QUEUED && p->state != PROC_RUNNING)
+			return false;
+	}
+	return true;
+}
+
+bool
+proc_carried(const struct proc *p)
+{
+	return p->state == PROC_RUNNING && p->started;
+}
+
+/* ms until ev fires; -1 when it is not pending. */
+static int64_t
+proc_timer_left(struct event *ev)
+{
+	struct timeval at, now;
+	int64_t ms;
+
+	if (!evtimer_pending(ev, &at))
+		return -1;
+	gettimeofday(&now, NULL);
+	ms = (int64_t)(at.tv_sec - now.tv_sec) * 1000 +
+	    (at.tv_usec - now.tv_usec) / 1000;
+	return ms < 0 ? 0 : ms;
+}
+
+void
+proc_save(struct proc *p, struct handover_rec *r, json_t *o)
+{
+	json_t *cap = json_object(), *pipes = json_array();
+	size_t i;
+
+	json_object_set_new(o, "pid", json_integer(p->pid));
+	json_object_set_new(o, "pgid", json_integer(p->pgid));
+	json_object_set_new(o, "token", json_integer((json_int_t)p->token));
+	json_object_set_new(o, "name", json_string(p->name));
+	/* CLOCK_MONOTONIC goes on across execve: the start as it is. */
+	json_object_set_new(o, "start", json_pack("[I, I]", (json_int_t)
+	    p->start.tv_sec, (json_int_t)p->start.tv_nsec));
+	json_object_set_new(o, "timeoutMs", json_integer(p->timeout_ms));
+	json_object_set_new(o, "timerLeft", json_integer(
+	    proc_timer_left(p->timer)));
+	json_object_set_new(o, "termSent", json_boolean(p->term_sent));
+	json_object_set_new(o, "killed", json_boolean(p->killed));
+	json_object_set_new(o, "timedOut", json_boolean(p->timed_out));
+	json_object_set_new(o, "hit", json_integer(p->hit));
+	json_object_set_new(o, "hitLimit", json_integer((json_int_t)
+	    p->hit_limit));
+	json_object_set_new(o, "streamOutput", json_boolean(p->stream_output));
+	json_object_set_new(o, "maxOutput", json_integer((json_int_t)
+	    p->max_output));
+	json_object_set_new(o, "profile", json_integer(p->sandbox.profile));
+	if (p->tmpdir != NULL)
+		json_object_set_new(o, "tmpdir", json_string(p->tmpdir));
+	json_object_set_new(o, "tmpdirMade", json_boolean(p->tmpdir_made));
+	json_object_set_new(o, "inFd", json_integer(p->in_fd));
+	json_object_set_new(o, "stdin", json_pack("{s:b, s:b, s:b, s:i, s:i}",
+	    "stream", p->stdin_stream, "eof", p->stdin_eof, "tty", p->tty,
+	    "cols", (int)p->cols, "rows", (int)p->rows));
+	json_object_set_new(o, "detached", json_boolean(p->detached));
+	handover_keep_fd(p->in_fd);
+	handover_put(r, o, "input", p->input != NULL ? p->input +
+	    p->input_off : NULL, p->input_len - p->input_off);
+	for (i = 0; i < nitems(p->pipes); i++) {
+		json_array_append_new(pipes, json_integer(p->pipes[i].fd));
+		handover_keep_fd(p->pipes[i].fd);
+	}
+	json_object_set_new(o, "pipes", pipes);
+	handover_put(r, o, "line", p->line.data, p->line.len);
+	json_object_set_new(o, "lineCut", json_boolean(p->line_cut));
+	json_object_set_new(o, "cg", toolcg_save(p->cg));
+	capture_save(p->capture, r, cap);
+	json_object_set_new(o, "capture", cap);
+}
+
+char *
+proc_handover_env(void)
+{
+	pid_t spid = 0;
+	int sfd = -1;
+	json_t *o;
+	char *text;
+
+	toolcg_handover();
+	if (!sentinel_handover(&spid, &sfd))
+		spid = 0;
+	o = json_pack("{s:s, s:I, s:I, s:i, s:i, s:s?, s:s?}", "instance",
+	    proc_instance, "next", (json_int_t)proc_next_token, "tmpdirs",
+	    (json_int_t)tmpdir_handover(), "sentinel",
+	    (int)spid, "sentinelFd", sfd, "cgroup", cgroup_path(), "parent",
+	    cgroup_parent_path());
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return text;
+}
+
+/* The image before's tokens, sentinel and subtree; false: none usable. */
+static bool
+proc_take_handover(const char *text)
+{
+	json_t *o = json_loads(text, 0, NULL);
+	const char *inst = json_string_value(json_object_get(o, "instance"));
+	const char *cg = json_string_value(json_object_get(o, "cgroup"));
+	const char *parent = json_string_value(json_object_get(o, "parent"));
+	int sfd = (int)json_integer_value(json_object_get(o, "sentinelFd"));
+	pid_t spid = (pid_t)json_integer_value(json_object_get(o, "sentinel"));
+
+	if (inst == NULL || strlen(inst) >= sizeof proc_instance) {
+		json_decref(o);
+		return false;
+	}
+	snprintf(proc_instance, sizeof proc_instance, "%s", inst);
+	proc_next_token = (uint64_t)json_integer_value(json_object_get(o,
+	    "next"));
+	proc_tmpdirs = (uint64_t)json_integer_value(json_object_get(o,
+	    "tmpdirs"));
+	if (spid > 0 && sfd >= 0 && handover_fd_named(sfd))
+		sentinel_adopt(spid, sfd);
+	if (cg != NULL && parent != NULL && !proc_cfg.no_cgroup)
+		cgroup_adopt(cg, parent);
+	json_decref(o);
+	return true;
+}
+
+static int
+proc_adopt_fd(const json_t *v)
+{
+	int fd = (int)json_integer_value(v);
+
+	if (!json_is_integer(v) || fd < 0 || !handover_fd_named(fd))
+		return -1;
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	return fd;
+}
+
+struct proc *
+proc_adopt(const struct handover_in *in, const json_t *o,
+    const struct proc_ops *ops, void *arg)
+{
+	const json_t *start = json_object_get(o, "start"), *stdin_o;
+	const char *data;
+	struct proc *p;
+	int64_t left;
+	size_t i, n;
+
+	p = xcalloc(1, sizeof *p);
+	p->token = (uint64_t)json_integer_value(json_object_get(o, "token"));
+	p->name = xstrdup(json_string_value(json_object_get(o, "name")) !=
+	    NULL ? json_string_value(json_object_get(o, "name")) : "proc");
+	p->pid = (pid_t)json_integer_value(json_object_get(o, "pid"));
+	p->pgid = (pid_t)json_integer_value(json_object_get(o, "pgid"));
+	p->start.tv_sec = (time_t)json_integer_value(json_array_get(start, 0));
+	p->start.tv_nsec = (long)json_integer_value(json_array_get(start, 1));
+	p->timeout_ms = json_integer_value(json_object_get(o, "timeoutMs"));
+	p->term_sent = json_is_true(json_object_get(o, "termSent"));
+	p->killed = json_is_true(json_object_get(o, "killed"));
+	p->timed_out = json_is_true(json_object_get(o, "timedOut"));
+	p->hit = (enum toolcg_hit)json_integer_value(json_object_get(o,
+	    "hit"));
+	p->hit_limit = (uint64_t)json_integer_value(json_object_get(o,
+	    "hitLimit"));
+	p->stream_output = json_is_true(json_object_get(o, "streamOutput"));
+	p->max_output = (size_t)json_integer_value(json_object_get(o,
+	    "maxOutput"));
+	p->sandbox.profile = (enum sandbox_profile)json_integer_value(
+	    json_object_get(o, "profile"));
+	if (json_string_value(json_object_get(o, "tmpdir")) != NULL)
+		p->tmpdir = xstrdup(json_string_value(json_object_get(o,
+		    "tmpdir")));
+	p->tmpdir_made = json_is_true(json_object_get(o, "tmpdirMade"));
+	p->in_fd = proc_adopt_fd(json_object_get(o, "inFd"));
+	stdin_o = json_object_get(o, "stdin");
+	p->stdin_stream = json_is_true(json_object_get(stdin_o, "stream"));
+	p->stdin_eof = json_is_true(json_object_get(stdin_o, "eof"));
+	p->tty = json_is_true(json_object_get(stdin_o, "tty"));
+	p->cols = (unsigned)json_integer_value(json_object_get(stdin_o,
+	    "cols"));
+	p->rows = (unsigned)json_integer_value(json_object_get(stdin_o,
+	    "rows"));
+	p->detached = json_is_true(json_object_get(o, "detached"));
+	data = handover_get(in, o, "input", &n);
+	if (n > 0) {
+		p->input = xmalloc(n);
+		memcpy(p->input, data, n);
+		p->input_len = n;
+	}
+	for (i = 0; i < nitems(p->pipes); i++) {
+		p->pipes[i].p = p;
+		p->pipes[i].which = (int)i + 1;
+		p->pipes[i].fd = proc_adopt_fd(json_array_get(json_object_get(o,
+		    "pipes"), i));
+	}
+	data = handover_get(in, o, "line", &n);
+	buf_add(&p->line, data, n);
+	p->line_cut = json_is_true(json_object_get(o, "lineCut"));
+	p->cg = toolcg_load(json_object_get(o, "cg"));
+	p->capture = capture_load(in, json_object_get(o, "capture"));
+	p->ops = *ops;
+	p->arg = arg;
+	p->timer = evtimer_new(proc_base, proc_timer_cb, p);
+	p->end_timer = evtimer_new(proc_base, proc_end_cb, p);
+	p->limit_timer = event_new(proc_base, -1, EV_PERSIST, proc_limit_cb, p);
+	if (p->timer == NULL || p->end_timer == NULL || p->limit_timer == NULL)
+		fatal("evtimer_new failed");
+	TAILQ_INSERT_TAIL(&proc_all, p, all_entry);
+	p->state = PROC_RUNNING;
+	p->started = true;
+	proc_nrunning++;
+	if (!p->detached) {
+		p->slot = true;
+		proc_nslots++;
+	}
+	reaper_add(p->pid, proc_exited, p);
+	if (p->in_fd != -1) {
+		fcntl(p->in_fd, F_SETFL, O_NONBLOCK);
+		p->in_ev = event_new(proc_base, p->in_fd, EV_WRITE | EV_PERSIST,
+		    proc_write_cb, p);
+		if (p->in_ev == NULL)
+			fatal("event_new failed");
+		event_add(p->in_ev, NULL);
+	}
+	for (i = 0; i < nitems(p->pipes); i++) {
+		if (p->pipes[i].fd == -1)
+			continue;
+		p->pipes[i].ev = event_new(proc_base, p->pipes[i].fd,
+		    EV_READ | EV_PERSIST, proc_read_cb, &p->pipes[i]);
+		if (p->pipes[i].ev == NULL)
+			fatal("event_new failed");
+		event_add(p->pipes[i].ev, NULL);
+	}
+	/* The deadline as time left, or the KILL after the TERM. */
+	if ((left = json_integer_value(json_object_get(o, "timerLeft"))) >= 0 &&
+	    json_is_integer(json_object_get(o, "timerLeft")))
+		proc_add_timer(p->timer, left);
+	if (toolcg_watched(p->cg))
+		proc_add_timer(p->limit_timer, PROC_LIMIT_POLL_MS);
+	return p;
+}
+
+void
+proc_adopted(void)
+{
+	/* What ended while the images changed: its status waits for us. */
+	reaper_reap();
 }

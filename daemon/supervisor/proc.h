@@ -124,6 +124,9 @@ struct proc_config {
 	                          with the daemon, however it dies */
 	bool no_cgroup;        /* guard without a cgroup v2 subtree */
 	uint64_t output_file_max; /* no output file beyond this; 0: no cap */
+	const char *handover;  /* a reload's proc_handover_env: this image
+	                          goes on with the one before's tokens,
+	                          sentinel and cgroup subtree */
 };
 
 /*
@@ -203,6 +206,31 @@ unsigned proc_fds_needed(void);
  */
 void proc_hold(bool);
 bool proc_idle(void);
+/*
+ * A reload that hands running tools over (doc/design.md §7, Reload):
+ * settled when no process is between its main's end and its exit
+ * callback (those take a moment; running and queued ones are fine).
+ */
+bool proc_settled(void);
+/* Whether p runs and can be handed over (queued ones are not). */
+bool proc_carried(const struct proc *);
+/*
+ * Its state into obj, its bytes into the record, its descriptors kept
+ * open across execve. Nothing of it is touched: the image is replaced.
+ */
+struct handover_rec;
+struct handover_in;
+void proc_save(struct proc *, struct handover_rec *, json_t *obj);
+/*
+ * What the next image needs before proc_init (proc_config.handover): the
+ * token prefix and counter, the sentinel, the cgroup subtree. malloc'd.
+ */
+char *proc_handover_env(void);
+/* The next image: a process handed over, running on as if never left. */
+struct proc *proc_adopt(const struct handover_in *, const json_t *obj,
+    const struct proc_ops *, void *arg);
+/* Once all are adopted: reap what ended during the exec. */
+void proc_adopted(void);
 
 /*
  * This daemon's token prefix ("<16 hex digits>-"): every tool carries

@@ -20,6 +20,7 @@
 #include <event2/event.h>
 
 #include "supervisor/cgroup.h"
+#include "handover.h"
 #include "log.h"
 #include "supervisor/reaper.h"
 #include "util.h"
@@ -79,6 +80,8 @@ static struct event *sentinel_ev;     /* waiting for room in the pipe */
 static struct event *sentinel_retry;  /* restart after a failure */
 static struct buf sentinel_out;       /* records not written yet */
 static size_t sentinel_out_off;
+static pid_t sentinel_adopt_pid;      /* handed over by a reload */
+static int sentinel_adopt_fd = -1;
 
 int
 sentinel_start(struct event_base *base, const char *token_prefix,
@@ -94,6 +97,21 @@ sentinel_start(struct event_base *base, const char *token_prefix,
 	sentinel_retry = evtimer_new(base, sentinel_retry_cb, NULL);
 	if (sentinel_retry == NULL)
 		fatal("evtimer_new failed");
+	if (sentinel_adopt_fd != -1) {
+		/* The subtree is the one the reload handed over too. */
+		sentinel_in_cgroup = use_cgroup && cgroup_path() != NULL;
+		sentinel_fd = sentinel_adopt_fd;
+		sentinel_pid = sentinel_adopt_pid;
+		sentinel_adopt_fd = -1;
+		fcntl(sentinel_fd, F_SETFL, O_NONBLOCK);
+		reaper_add(sentinel_pid, sentinel_died, NULL);
+		sentinel_ev = event_new(sentinel_base, sentinel_fd, EV_WRITE |
+		    EV_PERSIST, sentinel_write_cb, NULL);
+		if (sentinel_ev == NULL)
+			fatal("event_new failed");
+		log_debug("sentinel %ld carried over", (long)sentinel_pid);
+		return 0;
+	}
 	/* In the subtree first: the sentinel moves itself out. */
 	if (use_cgroup && cgroup_create(why, sizeof why) != 0)
 		log_info("tools are not in a cgroup: %s", why);
@@ -326,6 +344,37 @@ void
 sentinel_watch(pid_t pgid)
 {
 	sentinel_send(SENTINEL_WATCH, pgid);
+}
+
+bool
+sentinel_handover(pid_t *pid, int *fd)
+{
+	ssize_t n;
+
+	if (sentinel_fd == -1 || sentinel_pid == 0)
+		return false;
+	/* A few records at most: the sentinel reads them at once. */
+	fcntl(sentinel_fd, F_SETFL, 0);
+	while (sentinel_out_off < sentinel_out.len) {
+		n = write(sentinel_fd, sentinel_out.data + sentinel_out_off,
+		    sentinel_out.len - sentinel_out_off);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		sentinel_out_off += (size_t)n;
+	}
+	handover_keep_fd(sentinel_fd);
+	*pid = sentinel_pid;
+	*fd = sentinel_fd;
+	return true;
+}
+
+void
+sentinel_adopt(pid_t pid, int fd)
+{
+	sentinel_adopt_pid = pid;
+	sentinel_adopt_fd = fd;
 }
 
 void

@@ -27,6 +27,14 @@ struct event_base;
  */
 int sentinel_start(struct event_base *, const char *token_prefix,
     void (*replay)(void), bool use_cgroup, char *err, size_t errlen);
+/*
+ * A reload (doc/design.md §7, Reload): hand the running sentinel over
+ * (what is not written to it yet is written now; its pipe is kept open
+ * across execve): false when none runs. The next image adopts it before
+ * sentinel_start, which then forks none, and the sentinel never notices.
+ */
+bool sentinel_handover(pid_t *pid, int *fd);
+void sentinel_adopt(pid_t pid, int fd);
 /* A tool's group exists / is gone. No-ops when not started. */
 void sentinel_watch(pid_t pgid);
 void sentinel_forget(pid_t pgid);

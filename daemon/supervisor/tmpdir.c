@@ -51,6 +51,29 @@ tmpdir_init(const char *outdir, const char *instance)
 	tmpdir_next = 0;
 }
 
+uint64_t
+tmpdir_handover(void)
+{
+	uint64_t next;
+
+	pthread_mutex_lock(&tmpdir_lock);
+	tmpdir_stop = true;
+	while (tmpdir_nready > 0) {
+		rmdir(tmpdir_ready[--tmpdir_nready]);
+		free(tmpdir_ready[tmpdir_nready]);
+	}
+	next = tmpdir_next;
+	pthread_mutex_unlock(&tmpdir_lock);
+	return next;
+}
+
+void
+tmpdir_resume(uint64_t next)
+{
+	tmpdir_next = next;
+	tmpdir_made = next > 0;
+}
+
 /* A fresh name, under the lock. */
 static char *
 tmpdir_name(void)

@@ -11,8 +11,16 @@
 #define STEXEC_TMPDIR_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 void tmpdir_init(const char *outdir, const char *instance);
+/*
+ * A reload (doc/design.md §7, Reload): the names used so far (the ones
+ * made ahead are removed), and in the next image, going on after them:
+ * the tools handed over keep theirs.
+ */
+uint64_t tmpdir_handover(void);
+void tmpdir_resume(uint64_t next);
 /* Stop the worker and remove tmp.INSTANCE with all in it. */
 void tmpdir_shutdown(void);
 /*

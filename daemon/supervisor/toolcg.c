@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "supervisor/cgroup.h"
+#include "handover.h"
 #include "log.h"
 #include "supervisor/spawn.h"
 #include "util.h"
@@ -248,9 +249,12 @@ toolcg_init(void)
 		toolcg_via[c] = c == CTL_CPU ? VIA_NONE : VIA_RLIMIT;
 		if ((dir = toolcg_v1_find(toolcg_ctl_names[c])) == NULL)
 			continue;
-		/* A daemon of this pid died without removing it. */
+		/*
+		 * A daemon of this pid died without removing it; or this is
+		 * a reload, and the tools handed over are in it still.
+		 */
 		rmdir(dir);
-		if (mkdir(dir, 0755) == 0) {
+		if (mkdir(dir, 0755) == 0 || errno == EEXIST) {
 			toolcg_v1_dir[c] = dir;
 			toolcg_via[c] = VIA_V1;
 		} else {
@@ -624,4 +628,74 @@ toolcg_free(struct toolcg *cg)
 		free(cg->v1[c]);
 	}
 	free(cg);
+}
+
+void
+toolcg_handover(void)
+{
+	while (toolcg_nspares > 0) {
+		toolcg_nspares--;
+		close(toolcg_spares[toolcg_nspares].fd);
+		rmdir(toolcg_spares[toolcg_nspares].dir);
+		free(toolcg_spares[toolcg_nspares].dir);
+	}
+}
+
+json_t *
+toolcg_save(struct toolcg *cg)
+{
+	json_t *o, *v1 = json_array();
+	enum toolcg_ctl c;
+
+	if (cg == NULL)
+		return json_null();
+	for (c = 0; c < CTL_N; c++)
+		json_array_append_new(v1, cg->v1[c] != NULL ?
+		    json_string(cg->v1[c]) : json_null());
+	o = json_pack("{s:I, s:I, s:I, s:s?, s:i, s:b, s:I, s:I, s:b, s:b, "
+	    "s:b, s:o}", "memory", (json_int_t)cg->limits.memory_bytes,
+	    "processes", (json_int_t)cg->limits.max_processes, "cpu",
+	    (json_int_t)cg->limits.cpu_percent, "v2", cg->v2, "v2fd",
+	    cg->v2fd, "limited", cg->v2_limited, "cpuBase",
+	    (json_int_t)cg->cpu_base, "cpuLast", (json_int_t)cg->cpu_last,
+	    "cpuRead", cg->cpu_read, "empty", cg->empty, "killed", cg->killed,
+	    "v1", v1);
+	handover_keep_fd(cg->v2fd);
+	return o;
+}
+
+struct toolcg *
+toolcg_load(const json_t *o)
+{
+	struct toolcg *cg;
+	enum toolcg_ctl c;
+	const char *s;
+	int fd;
+
+	if (!json_is_object(o))
+		return NULL;
+	cg = xcalloc(1, sizeof *cg);
+	cg->limits.memory_bytes = (uint64_t)json_integer_value(
+	    json_object_get(o, "memory"));
+	cg->limits.max_processes = (uint64_t)json_integer_value(
+	    json_object_get(o, "processes"));
+	cg->limits.cpu_percent = (uint64_t)json_integer_value(
+	    json_object_get(o, "cpu"));
+	if ((s = json_string_value(json_object_get(o, "v2"))) != NULL)
+		cg->v2 = xstrdup(s);
+	fd = (int)json_integer_value(json_object_get(o, "v2fd"));
+	cg->v2fd = fd >= 0 && handover_fd_named(fd) ? fd : -1;
+	cg->v2_limited = json_is_true(json_object_get(o, "limited"));
+	cg->cpu_base = (uint64_t)json_integer_value(json_object_get(o,
+	    "cpuBase"));
+	cg->cpu_last = (uint64_t)json_integer_value(json_object_get(o,
+	    "cpuLast"));
+	cg->cpu_read = json_is_true(json_object_get(o, "cpuRead"));
+	cg->empty = json_is_true(json_object_get(o, "empty"));
+	cg->killed = json_is_true(json_object_get(o, "killed"));
+	for (c = 0; c < CTL_N; c++)
+		if ((s = json_string_value(json_array_get(json_object_get(o,
+		    "v1"), c))) != NULL)
+			cg->v1[c] = xstrdup(s);
+	return cg;
 }

@@ -71,6 +71,15 @@ int toolcg_populated(struct toolcg *);
 void toolcg_usage(struct toolcg *, uint64_t *peak, bool *has_cpu,
     uint64_t *cpu_ms);
 /*
+ * A reload (doc/design.md §7, Reload): a running tool's groups into obj,
+ * its group's descriptor kept across execve; made again from obj in the
+ * next image. toolcg_handover first drops the spare groups, whose
+ * descriptors do not cross.
+ */
+void toolcg_handover(void);
+json_t *toolcg_save(struct toolcg *);
+struct toolcg *toolcg_load(const json_t *);
+/*
  * Remove its groups (they must be empty; an empty v2 group without limits
  * is kept for a later tool) and free it. NULL is a no-op.
  */

@@ -298,3 +298,33 @@ probe_patterns(const char *const *patterns, size_t n, size_t *bad,
 	(void)errlen;
 	return 0;
 }
+
+/* A reload is not fuzzed: nothing runs across one here. */
+bool
+proc_carried(const struct proc *p)
+{
+	(void)p;
+	return false;
+}
+
+void
+proc_save(struct proc *p, struct handover_rec *r, json_t *o)
+{
+	(void)p;
+	(void)r;
+	(void)o;
+}
+
+struct proc *
+proc_adopt(const struct handover_in *in, const json_t *o,
+    const struct proc_ops *ops, void *arg)
+{
+	struct proc_spec spec = { 0 };
+	char *argv[] = { (char *)"nosuch", NULL };
+
+	(void)in;
+	(void)o;
+	spec.argv = argv;
+	return proc_spawn(&spec, ops, arg);
+}
+

@@ -952,6 +952,8 @@ class Scenario:
             sh_tool("maybe_bg", backgroundFromInput="bg",
                     yieldFromInput="yield", yieldMs=0, stdin="input",
                     ttyFromInput="tty", inputSchema={"type": "object"}),
+            {"name": "die", "command": ["/bin/sh", "-c",
+             "sleep 0.3; kill -9 $$"], "background": True},
             {"name": "two", "command": ["head", "-n", "2"],
              "stdin": "stream", "timeoutMs": 10000},
             {"name": "peek", "description": "job_output under another name",
@@ -1205,10 +1207,17 @@ class Scenario:
                                     "data": "x"}, -32005, validate=True)
         J.call_error("writeStdin", {"sessionId": sid, "toolUseId": "w2",
                                     "data": 1}, -32602, field="data")
-        self.drain(J, sid, 3, 2)
+        self.add(J, sid, "d1", "die", {})
+        self.drain(J, sid, 3, 3)
         self.check_result(J.result_of("w1", mark), "ok",
                           content="{}\nsecond\n")
         self.check_result(J.result_of("w2", mark), "ok", content="{}\n")
+        self.check_result(J.result_of("d1", mark), "background",
+                          prefix="Started job j-6 (pid ")
+        p = job_exit("j-6", mark)
+        t.expect((p.get("exitCode"), p.get("signal"), p.get("reason")) ==
+                 (None, 9, "signal"), "job_exit of a job that died of "
+                 "SIGKILL: %s" % json.dumps(p))
         J.call_error("writeStdin", {"sessionId": sid, "toolUseId": "w1",
                                     "data": "x"}, -32602, field="toolUseId",
                      validate=True)

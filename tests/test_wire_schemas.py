@@ -462,12 +462,15 @@ class Scenario:
                      "server.name %r" % init.get("server"))
             max_message = init.get("capabilities", {}).get("maxMessage",
                                                            max_message)
+            jobs = init.get("capabilities", {}).get("jobs")
+            t.expect(jobs == {"maxPerSession": 64, "outputBytes": 4194304},
+                     "capabilities.jobs %r, want the defaults" % (jobs,))
         t.expect(A.call("ping") == {}, "ping result")
         t.expect(A.call("ping", {}) == {}, "ping {} result")
         tools = A.call("listTools") or {"tools": []}
         names = {d.get("name") for d in tools["tools"]}
         for n in ("bash", "read_file", "write_file", "glob", "grep",
-                  "list_dir"):
+                  "list_dir", "bash_output", "kill_shell"):
             t.expect(n in names, "listTools: no built-in tool %s" % n)
 
         # createSession with session tools
@@ -900,6 +903,7 @@ class Scenario:
 
         self.check_order(A)
         self.drain_under_pressure()
+        self.jobs()
 
     def drain_under_pressure(self):
         """S12 on a connection with a lot queued: the drain answer must
@@ -930,6 +934,325 @@ class Scenario:
         of = D.call("outputFiles", {"sessionId": sid})
         t.expect(of == {"files": []}, "outputFiles: %r" % (of,))
         D.call("closeSession", {"sessionId": sid})
+
+    def jobs(self):
+        """Jobs (PROTOCOL.md §4, Jobs): every job method, its errors, the
+        internal built-ins, writeStdin, and job_output and job_exit, on a
+        session of its own subscribed from seq 0."""
+        t = self.t
+        J = Conn(t, "J")
+        tools = [
+            # A job's stdin gets the input ({}) first and stays open.
+            {"name": "bg", "command": ["/bin/sh", "-c",
+             "echo hi; head -c 2 >/dev/null; cat"], "background": True},
+            {"name": "sleeper", "command": ["/bin/sh", "-c",
+             "exec sleep 30"], "background": True},
+            {"name": "term", "command": ["cat"], "tty": True,
+             "background": True, "ttySize": {"cols": 100, "rows": 30}},
+            sh_tool("maybe_bg", backgroundFromInput="bg",
+                    yieldFromInput="yield", yieldMs=0, stdin="input",
+                    ttyFromInput="tty", inputSchema={"type": "object"}),
+            {"name": "die", "command": ["/bin/sh", "-c",
+             "sleep 0.3; kill -9 $$"], "background": True},
+            {"name": "two", "command": ["head", "-n", "2"],
+             "stdin": "stream", "timeoutMs": 10000},
+            {"name": "peek", "description": "job_output under another name",
+             "internal": "job_output", "inputSchema": {"type": "object"},
+             "concurrencySafe": True},
+        ]
+        for d in tools:
+            t.validate("tooldef", d, "session tool %s (test bug)" % d["name"])
+        # A ToolDef with internal has no command (PROTOCOL.md §4, Jobs).
+        bad = {"name": "x", "internal": "job_kill", "command": ["/bin/true"]}
+        t.expect(t.schemas.errors("tooldef", bad) != [],
+                 "tooldef.schema.json accepts internal with a command")
+        t.expect(t.schemas.errors("tooldef", {"name": "x"}) != [],
+                 "tooldef.schema.json accepts a ToolDef without command "
+                 "or internal")
+        J.call_error("createSession", {"tools": [bad]}, -32602,
+                     field="tools[0]")
+        cs = J.call("createSession", {"tools": tools})
+        if cs is None:
+            return
+        sid = cs["sessionId"]
+        lt = J.call("listTools", {"sessionId": sid}) or {"tools": []}
+        by_name = {d.get("name"): d for d in lt["tools"]}
+        want = {"bg": ("background", True), "term": ("ttySize",
+                {"cols": 100, "rows": 30}), "two": ("stdin", "stream"),
+                "peek": ("internal", "job_output"),
+                "bash_output": ("internal", "job_output"),
+                "kill_shell": ("internal", "job_kill"),
+                "bash": ("backgroundFromInput", "run_in_background"),
+                "maybe_bg": ("yieldFromInput", "yield")}
+        for name, (k, v) in want.items():
+            d = by_name.get(name, {})
+            t.expect(d.get(k) == v, "listTools: %s.%s %r, want %r" %
+                     (name, k, d.get(k), v))
+        for name in ("peek", "bash_output", "kill_shell"):
+            t.expect("command" not in by_name.get(name, {"command": 0}),
+                     "listTools: %s has a command" % name)
+        t.expect(J.call("subscribe", {"sessionId": sid, "since": 0}) ==
+                 {"lastSeq": 0}, "subscribe on the job session")
+        J.seq[sid] = 1
+
+        def job_exit(jid, start=0):
+            return J.note(lambda me, p: me == "job_exit" and
+                          p.get("jobId") == jid, start=start,
+                          what="job_exit of " + jid)["params"]
+
+        def output_of(jid):
+            return "".join(n["params"]["text"] for n in J.notes
+                           if n["method"] == "job_output" and
+                           n["params"].get("jobId") == jid)
+
+        # ---- three jobs: a pipe, a sleeper, a terminal
+        mark = len(J.msgs)
+        for tid, name in (("g1", "bg"), ("q1", "sleeper"), ("y1", "term")):
+            self.add(J, sid, tid, name, {})
+        self.drain(J, sid, 1, 3)
+        for i, tid in enumerate(("g1", "q1", "y1")):
+            p = J.result_of(tid, mark)
+            self.check_result(p, "background",
+                              prefix="Started job j-%d (pid " % (i + 1))
+            t.expect(p["meta"].get("job", {}).get("jobId") == "j-%d" %
+                     (i + 1), "%s: meta.job %r" % (tid, p["meta"].get("job")))
+        lj = J.call("listJobs", {"sessionId": sid}) or {"jobs": []}
+        t.expect([(j.get("jobId"), j.get("toolUseId"), j.get("status"),
+                   j.get("tty")) for j in lj["jobs"]] ==
+                 [("j-1", "g1", "running", False),
+                  ("j-2", "q1", "running", False),
+                  ("j-3", "y1", "running", True)],
+                 "listJobs: %s" % json.dumps(lj))
+
+        # readJob: since, waitMs, filter, maxBytes, the session's cursor
+        r = J.call("readJob", {"sessionId": sid, "jobId": "j-1", "since": 0,
+                               "waitMs": 5000, "maxBytes": 1000})
+        t.expect(r is not None and r.get("text") == "hi\n" and
+                 r.get("offset") == 0 and r.get("next") == 3 and
+                 r.get("dropped") is False and r.get("status") == "running",
+                 "readJob since 0: %s" % json.dumps(r))
+        r = J.call("readJob", {"sessionId": sid, "jobId": "j-1",
+                               "since": 0, "filter": "^x"})
+        t.expect(r is not None and r.get("text") == "" and
+                 r.get("next") == 3, "readJob filter ^x: %s" %
+                 json.dumps(r))
+        # Without since: from where the result (or the last such read)
+        # stopped; a second read has nothing new.
+        r = J.call("readJob", {"sessionId": sid, "jobId": "j-1",
+                               "waitMs": 0, "since": None, "filter": None,
+                               "maxBytes": None})
+        t.expect(r is not None and "hi\n".endswith(r.get("text", "-")) and
+                 r.get("next") == 3, "readJob without since: %s" %
+                 json.dumps(r))
+        r = J.call("readJob", {"sessionId": sid, "jobId": "j-1"})
+        t.expect(r is not None and r.get("text") == "" and
+                 r.get("offset") == 3, "readJob without since, again: %s" %
+                 json.dumps(r))
+        # writeJob, then eof: cat ends, and job_exit says ok.
+        t.expect(J.call("writeJob", {"sessionId": sid, "jobId": "j-1",
+                                     "data": "there\n"}) == {"written": 6},
+                 "writeJob result")
+        r = J.call("readJob", {"sessionId": sid, "jobId": "j-1",
+                               "since": 3, "waitMs": 5000})
+        t.expect(r is not None and r.get("text") == "there\n",
+                 "readJob waitMs brings what cat echoed: %s" %
+                 json.dumps(r))
+        t.expect(J.call("writeJob", {"sessionId": sid, "jobId": "j-1",
+                                     "data": "", "eof": True}) ==
+                 {"written": 0}, "writeJob eof result")
+        p = job_exit("j-1")
+        t.expect((p.get("exitCode"), p.get("signal"), p.get("reason")) ==
+                 (0, None, "ok"), "job_exit j-1: %s" % json.dumps(p))
+        # What the result showed is not sent again: job_output carries
+        # the rest, each from its offset.
+        outs = [n["params"] for n in J.notes if n["method"] == "job_output"
+                and n["params"].get("jobId") == "j-1"]
+        at = outs[0].get("offset") if outs else None
+        for o in outs:
+            t.expect(o.get("offset") == at, "job_output of j-1 at offset %r,"
+                     " want %r" % (o.get("offset"), at))
+            at = (at or 0) + len(o.get("text", "").encode())
+        t.expect(outs != [] and outs[0].get("offset") in (0, 3) and
+                 output_of("j-1") == "hi\nthere\n"[outs[0]["offset"]:],
+                 "job_output of j-1: %s" % json.dumps(outs))
+        r = J.call("readJob", {"sessionId": sid, "jobId": "j-1", "since": 0})
+        t.expect(r is not None and r.get("text") == "hi\nthere\n" and
+                 r.get("status") == "exited" and r.get("exitCode") == 0,
+                 "readJob of an ended job: %s" % json.dumps(r))
+        J.call_error("writeJob", {"sessionId": sid, "jobId": "j-1",
+                                  "data": "x"}, -32005, validate=True)
+
+        # resizeJob: a terminal, then a job without one
+        t.expect(J.call("resizeJob", {"sessionId": sid, "jobId": "j-3",
+                                      "cols": 120, "rows": 40}) == {},
+                 "resizeJob result")
+        J.call_error("resizeJob", {"sessionId": sid, "jobId": "j-2",
+                                   "cols": 80, "rows": 24}, -32005,
+                     validate=True)
+        J.call("writeJob", {"sessionId": sid, "jobId": "j-3",
+                            "data": "typed\n"})
+        r = J.call("readJob", {"sessionId": sid, "jobId": "j-3",
+                               "waitMs": 5000})
+        t.expect(r is not None and "typed" in r.get("text", ""),
+                 "the terminal echoes: %s" % json.dumps(r))
+
+        # signalJob: terminate the sleeper, kill the terminal
+        mark = len(J.msgs)
+        t.expect(J.call("signalJob", {"sessionId": sid, "jobId": "j-2",
+                                      "signal": "terminate"}) == {},
+                 "signalJob result")
+        p = job_exit("j-2", mark)
+        t.expect(p.get("reason") == "killed" and p.get("exitCode") is None,
+                 "job_exit j-2 after terminate: %s" % json.dumps(p))
+        J.call_error("signalJob", {"sessionId": sid, "jobId": "j-2",
+                                   "signal": "kill"}, -32005, validate=True)
+        J.call("signalJob", {"sessionId": sid, "jobId": "j-3",
+                             "signal": "kill"})
+        p = job_exit("j-3", mark)
+        t.expect(p.get("reason") == "killed", "job_exit j-3 after kill: %s"
+                 % json.dumps(p))
+        lj = J.call("listJobs", {"sessionId": sid}) or {"jobs": []}
+        t.expect([(j.get("status"), j.get("pid")) for j in lj["jobs"]] ==
+                 [("exited", None), ("killed", None), ("killed", None)],
+                 "listJobs once they ended: %s" % json.dumps(lj))
+
+        # The errors: -32602 naming the field, -32001
+        for params, field in (
+                ({"jobId": "j-99"}, "jobId"),
+                ({"jobId": "j-1", "maxBytes": 0}, "maxBytes"),
+                ({"jobId": "j-1", "maxBytes": 4194305}, "maxBytes"),
+                ({"jobId": "j-1", "waitMs": 60001}, "waitMs"),
+                ({"jobId": "j-1", "since": -1}, "since"),
+                ({"jobId": "j-1", "filter": "(a*)*"}, "filter"),
+                ({}, "jobId")):
+            params = dict(params, sessionId=sid)
+            J.call_error("readJob", params, -32602, field=field,
+                         validate=params.get("jobId") == "j-99")
+        J.call_error("writeJob", {"sessionId": sid, "jobId": "j-99",
+                                  "data": "x"}, -32602, field="jobId",
+                     validate=True)
+        J.call_error("writeJob", {"sessionId": sid, "jobId": "j-1"}, -32602,
+                     field="data")
+        J.call_error("signalJob", {"sessionId": sid, "jobId": "j-1",
+                                   "signal": "hup"}, -32602, field="signal")
+        J.call_error("signalJob", {"sessionId": sid, "jobId": "j-99",
+                                   "signal": "kill"}, -32602, field="jobId",
+                     validate=True)
+        J.call_error("resizeJob", {"sessionId": sid, "jobId": "j-3",
+                                   "cols": 0, "rows": 24}, -32602,
+                     field="cols")
+        J.call_error("resizeJob", {"sessionId": sid, "jobId": "j-3",
+                                   "cols": 80, "rows": 1001}, -32602,
+                     field="rows")
+        J.call_error("resizeJob", {"sessionId": sid, "jobId": "j-99",
+                                   "cols": 80, "rows": 24}, -32602,
+                     field="jobId", validate=True)
+        J.call_error("listJobs", {"sessionId": "s-does-not-exist"}, -32001,
+                     validate=True)
+        J.call_error("writeStdin", {"sessionId": sid, "toolUseId": "nope",
+                                    "data": "x"}, -32602, field="toolUseId",
+                     validate=True)
+
+        # ---- turn 2: jobs from the input, and the internal built-ins
+        mark = len(J.msgs)
+        self.add(J, sid, "m1", "maybe_bg", {"script": "echo early; sleep 30",
+                                            "bg": True, "yield": 300})
+        self.add(J, sid, "m2", "maybe_bg", {"script": "echo quick",
+                                            "bg": True, "yield": 5000})
+        self.add(J, sid, "h1", "bash", {"command": "echo from-bash; sleep 30",
+                                        "run_in_background": True})
+        self.add(J, sid, "o1", "bash_output", {"bash_id": "j-5"})
+        self.add(J, sid, "o2", "peek", {"jobId": "j-4"})
+        self.add(J, sid, "o3", "bash_output", {"bash_id": "j-99"})
+        self.add(J, sid, "k1", "kill_shell", {"shell_id": "j-5"})
+        self.add(J, sid, "k2", "kill_shell", {"shell_id": "j-1"})
+        self.drain(J, sid, 2, 8)
+        p = J.result_of("m1", mark)
+        self.check_result(p, "background", prefix="Started job j-4 (pid ")
+        t.expect("early" in p["result"]["content"], "m1: the output so far:"
+                 " %r" % p["result"]["content"])
+        self.check_result(J.result_of("m2", mark), "ok", content="quick\n")
+        self.check_result(J.result_of("h1", mark), "background",
+                          prefix="Started job j-5 (pid ")
+        p = J.result_of("o1", mark)
+        t.expect(p["result"]["is_error"] is False and
+                 "[job j-5: running]" in p["result"]["content"],
+                 "bash_output: %s" % json.dumps(p))
+        p = J.result_of("o2", mark)
+        t.expect(p["result"]["is_error"] is False and
+                 "[job j-4: running]" in p["result"]["content"],
+                 "peek (internal job_output): %s" % json.dumps(p))
+        p = J.result_of("o3", mark)
+        t.expect(p["result"]["is_error"] is True and
+                 "no job j-99" in p["result"]["content"],
+                 "bash_output of no such job: %s" % json.dumps(p))
+        p = J.result_of("k1", mark)
+        t.expect(p["result"]["is_error"] is False,
+                 "kill_shell: %s" % json.dumps(p))
+        job_exit("j-5", mark)
+        p = J.result_of("k2", mark)
+        t.expect(p["result"]["is_error"] is True,
+                 "kill_shell of an ended job: %s" % json.dumps(p))
+
+        # ---- turn 3: writeStdin for a foreground tool (stdin: stream)
+        mark = len(J.msgs)
+        self.add(J, sid, "w1", "two", {})
+        t.expect(J.call("writeStdin", {"sessionId": sid, "toolUseId": "w1",
+                                       "data": "\nsecond\n"}) ==
+                 {"written": 8}, "writeStdin result")
+        self.add(J, sid, "w2", "two", {})
+        J.call("writeStdin", {"sessionId": sid, "toolUseId": "w2",
+                              "data": "\n", "eof": True})
+        J.call_error("writeStdin", {"sessionId": sid, "toolUseId": "w2",
+                                    "data": "x"}, -32005, validate=True)
+        J.call_error("writeStdin", {"sessionId": sid, "toolUseId": "w2",
+                                    "data": 1}, -32602, field="data")
+        self.add(J, sid, "d1", "die", {})
+        self.drain(J, sid, 3, 3)
+        self.check_result(J.result_of("w1", mark), "ok",
+                          content="{}\nsecond\n")
+        self.check_result(J.result_of("w2", mark), "ok", content="{}\n")
+        self.check_result(J.result_of("d1", mark), "background",
+                          prefix="Started job j-6 (pid ")
+        p = job_exit("j-6", mark)
+        t.expect((p.get("exitCode"), p.get("signal"), p.get("reason")) ==
+                 (None, 9, "signal"), "job_exit of a job that died of "
+                 "SIGKILL: %s" % json.dumps(p))
+        J.call_error("writeStdin", {"sessionId": sid, "toolUseId": "w1",
+                                    "data": "x"}, -32602, field="toolUseId",
+                     validate=True)
+
+        # job_output and job_exit are in the log: events replays them.
+        rid = J.send("events", {"sessionId": sid, "since": 0, "max": 10000})
+        m = J.response(rid, "events")
+        ev = m.get("result")
+        if "error" in m:
+            oldest = (m["error"].get("data") or {}).get("oldestSeq", 1)
+            t.expect(m["error"].get("code") == -32004, "events since 0: %s"
+                     % json.dumps(m["error"]))
+            ev = J.call("events", {"sessionId": sid, "since": oldest - 1,
+                                   "max": 10000})
+        if ev:
+            first = min([n["params"]["seq"] for n in
+                         ev.get("notifications", [])] or [0])
+            got = [n for n in ev.get("notifications", [])
+                   if n["method"] in ("job_output", "job_exit")]
+            pushed = [n for n in J.notes
+                      if n["method"] in ("job_output", "job_exit") and
+                      first <= n["params"].get("seq", 0) <=
+                      ev.get("lastSeq", 0)]
+            t.expect(got == pushed, "events: the job "
+                     "notifications differ from the pushed ones: %s vs %s"
+                     % (json.dumps(got)[:300], json.dumps(pushed)[:300]))
+        # closeSession kills j-4, which still runs.
+        mark = len(J.msgs)
+        t.expect(J.call("closeSession", {"sessionId": sid}) == {},
+                 "closeSession with a job running")
+        J.note(lambda me, p: me == "session_closed" and
+               p.get("sessionId") == sid, start=mark,
+               what="session_closed of the job session")
+        J.call_error("readJob", {"sessionId": sid, "jobId": "j-4"}, -32001,
+                     validate=True)
 
     def check_events(self, ev, seen, since, mx):
         t = self.t

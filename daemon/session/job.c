@@ -359,23 +359,18 @@ job_attach(struct job *j, struct proc *p, size_t max, char **content)
 	proc_rebind(p, &job_proc_ops, j);
 	proc_detach(p);
 
-	if (j->pid > 0)
-		buf_printf(&b, "Started job %s (pid %ld) in the background.",
-		    j->id, (long)j->pid);
-	else
-		buf_printf(&b, "Job %s waits for a free process slot and "
-		    "will start in the background.", j->id);
+	/* The content PROTOCOL.md §5 gives for reason background. */
+	buf_printf(&b, "Started job %s (pid %ld) in the background; its "
+	    "output so far:\n", j->id, (long)j->pid);
 	/* What the result shows counts as read. */
 	from = j->total - (j->total - job_oldest(j) > max ? max :
 	    j->total - job_oldest(j));
 	j->cursor = j->noted = job_whole(j, from, j->total);
 	if (j->cursor > from) {
-		buf_addstr(&b, " Its output so far:\n");
 		job_text(j, from, j->cursor, &b);
 		if (b.data[b.len - 1] != '\n')
 			buf_addstr(&b, "\n");
-	} else
-		buf_addstr(&b, "\n");
+	}
 	buf_printf(&b, "Read its new output with bash_output "
 	    "{\"bash_id\": \"%s\"} (readJob); end it with kill_shell "
 	    "{\"shell_id\": \"%s\"} (signalJob).", j->id, j->id);

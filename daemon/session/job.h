@@ -41,8 +41,8 @@ struct job *job_new(struct session *, const char *tool_use_id,
 /* Bytes of its output, before or after it became a job. */
 void job_output(struct job *, const char *, size_t);
 /*
- * It runs on as a job: it gets its id, joins the session's jobs and takes
- * over the process's callbacks. Returns meta.job and sets *content (the
+ * It runs on as a job (its process has started): it gets its id, joins
+ * the session's jobs and takes over the process's callbacks. Returns meta.job and sets *content (the
  * result's, with the output so far: at most max bytes of it).
  */
 json_t *job_attach(struct job *, struct proc *, size_t max, char **content);

@@ -922,11 +922,17 @@ session_yield_cb(evutil_socket_t fd, short what, void *arg)
 	struct session_tool *st = exec_tool_handle(t);
 	struct session *s = exec_arg(exec_tool_exec(t));
 	struct job *job = st->job;
+	struct timeval soon = { 0, 10000 };
 	char *content;
 	json_t *meta;
 
 	if (!exec_tool_detachable(t))
 		return;
+	/* Still waiting for a --max-procs slot: a job is a process. */
+	if (proc_pid(st->proc) == 0) {
+		evtimer_add(st->yield, &soon);
+		return;
+	}
 	session_running_del(s, t);
 	st->job = NULL;
 	meta = job_attach(job, st->proc, st->max_output, &content);

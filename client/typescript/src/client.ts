@@ -416,6 +416,48 @@ export class Client {
     return this.send("outputFiles", { sessionId });
   }
 
+  // ------------------------------------------------------- jobs (extension)
+  // PROTOCOL.md §4, Jobs: a call that runs on after its result.
+
+  /** The session's jobs, in the order they started. */
+  listJobs(sessionId: string): Promise<Result<"listJobs">> {
+    return this.send("listJobs", { sessionId });
+  }
+
+  /**
+   * A job's output from `since` (default: where this session's last read
+   * without since stopped); `waitMs` waits for output when there is none.
+   */
+  readJob(
+    sessionId: string,
+    jobId: string,
+    options: { since?: number; maxBytes?: number; waitMs?: number; filter?: string } = {},
+  ): Promise<Result<"readJob">> {
+    return this.send("readJob", { sessionId, jobId, ...options });
+  }
+
+  /** Bytes for a job's stdin; `eof` closes it after them. */
+  writeJob(sessionId: string, jobId: string, data: string, eof?: boolean): Promise<Result<"writeJob">> {
+    return this.send("writeJob", eof === undefined ? { sessionId, jobId, data } : { sessionId, jobId, data, eof });
+  }
+
+  signalJob(sessionId: string, jobId: string, signal: "interrupt" | "terminate" | "kill"): Promise<Result<"signalJob">> {
+    return this.send("signalJob", { sessionId, jobId, signal });
+  }
+
+  /** The size of a job's terminal. */
+  resizeJob(sessionId: string, jobId: string, cols: number, rows: number): Promise<Result<"resizeJob">> {
+    return this.send("resizeJob", { sessionId, jobId, cols, rows });
+  }
+
+  /** Bytes for the stdin of a running tool whose ToolDef has stdin: "stream". */
+  writeStdin(sessionId: string, toolUseId: string, data: string, eof?: boolean): Promise<Result<"writeStdin">> {
+    return this.send(
+      "writeStdin",
+      eof === undefined ? { sessionId, toolUseId, data } : { sessionId, toolUseId, data, eof },
+    );
+  }
+
   ping(): Promise<Result<"ping">> {
     return this.send("ping", {});
   }

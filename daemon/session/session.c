@@ -19,6 +19,7 @@
 #include "session/session_int.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "metrics.h"
 #include "session/outdir.h"
 #include "supervisor/proc.h"
 #include "session/registry.h"
@@ -129,6 +130,7 @@ static void	session_sub_send(struct sub *, bool);
 static void	session_idle_cb(evutil_socket_t, short, void *);
 static void	session_proc_line(void *, const char *, size_t);
 static void	session_proc_chunk(void *, int, const char *, size_t);
+static void	session_proc_started(void *);
 static struct proc *session_proc(struct exec_tool *);
 static void	session_tool_done(struct exec_tool *, bool);
 static void	session_proc_exit(void *, const struct proc_exit *);
@@ -138,6 +140,7 @@ static void	session_keep_output(struct session *, struct exec_tool *,
 static const struct proc_ops session_proc_ops = {
 	.line = session_proc_line,
 	.chunk = session_proc_chunk,
+	.started = session_proc_started,
 	.exit = session_proc_exit,
 };
 
@@ -205,6 +208,10 @@ session_tool_describe(struct exec_tool *t, json_t *o)
 	if ((pid = session_tool_pid(t)) <= 0)
 		return;
 	json_object_set_new(o, "pid", json_integer(pid));
+	if (exec_tool_stamp(t, EXEC_STAMP_STARTED) != 0)
+		json_object_set_new(o, "elapsedMs", json_integer((json_int_t)
+		    ((metrics_now() - exec_tool_stamp(t, EXEC_STAMP_STARTED)) /
+		    1000000)));
 	proc_usage(st->proc, &peak, &has_cpu, &cpu_ms);
 	if (peak > 0)
 		json_object_set_new(o, "peakMemoryBytes",
@@ -545,6 +552,13 @@ session_effect(void *arg, const struct exec_effect *e)
 		proc_kill(session_proc(e->tool));
 		break;
 	case EXEC_NOTIFY:
+		if (e->tool != NULL) {
+			/* A tool_result: how long it waited after the end. */
+			metrics_finished(json_string_value(json_object_get(
+			    json_object_get(e->params, "meta"), "reason")));
+			metrics_observe(METRICS_DELIVERY, exec_tool_stamp(
+			    e->tool, EXEC_STAMP_ENDED));
+		}
 		session_note(s, e->method, e->params);
 		break;
 	case EXEC_OUTPUT:
@@ -750,6 +764,18 @@ session_proc_line(void *arg, const char *line, size_t len)
 	exec_progress_line(arg, line, len);
 }
 
+/* Its process started: how long since addTool (none for restored tools). */
+static void
+session_proc_started(void *arg)
+{
+	struct exec_tool *t = arg;
+
+	metrics_count(METRICS_TOOLS_STARTED);
+	metrics_observe(METRICS_START_DELAY, exec_tool_stamp(t,
+	    EXEC_STAMP_ADDED));
+	exec_tool_set_stamp(t, EXEC_STAMP_STARTED, metrics_now());
+}
+
 static struct proc *
 session_proc(struct exec_tool *t)
 {
@@ -835,6 +861,8 @@ session_proc_exit(void *arg, const struct proc_exit *px)
 			break;
 		}
 	session_completed++;
+	metrics_observe(METRICS_RUN, exec_tool_stamp(t, EXEC_STAMP_STARTED));
+	exec_tool_set_stamp(t, EXEC_STAMP_ENDED, metrics_now());
 	session_keep_output(s, t, &x);
 	session_tool_done(t, true);
 	exec_exited(t, &x);
@@ -1640,5 +1668,6 @@ session_add(struct session *s, const char *id, const char *name,
 	/* Before the tool can be reported: a restart must know it was added. */
 	if (session_hooks != NULL)
 		session_hooks->added(s, exec_turn(s->ex), id, name);
+	exec_set_add_stamp(s->ex, metrics_now());
 	return exec_add(s->ex, id, name, session_tool(s, name), input, out);
 }

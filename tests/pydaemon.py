@@ -32,8 +32,9 @@ class Checks:
 
 
 class Daemon:
-    def __init__(self, path):
+    def __init__(self, path, args=()):
         self.path = os.path.abspath(path)
+        self.args = list(args)
         self.tmp = tempfile.mkdtemp(prefix="stexec-py-")
         self.sock = os.path.join(self.tmp, "s.sock")
         self.tag = "py-%d-%s" % (os.getpid(), os.path.basename(self.tmp))
@@ -42,14 +43,14 @@ class Daemon:
     def start(self):
         env = dict(os.environ)
         for k in ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID",
-                  "LISTEN_FDNAMES", "STEXEC_SOCKET"):
+                  "LISTEN_FDNAMES", "STEXEC_SOCKET", "JOURNAL_STREAM"):
             env.pop(k, None)
         env["STEXEC_E2E_TAG"] = self.tag
         self.log = open(os.path.join(self.tmp, "daemon.log"), "wb")
         self.proc = subprocess.Popen(
             [self.path, "--socket", self.sock,
              "--output-dir", os.path.join(self.tmp, "out"),
-             "--state-dir", os.path.join(self.tmp, "state")],
+             "--state-dir", os.path.join(self.tmp, "state")] + self.args,
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
             cwd=self.tmp, env=env)
 
@@ -103,7 +104,7 @@ class Daemon:
             return ""
 
 
-def run(T, body):
+def run(T, body, args=()):
     """A test program's main: start the daemon of $STEXEC_DAEMON, run
     body(d) (an exception is a failed check), check that no tool process is
     left and that the daemon stops cleanly, print "N passed, M failed".
@@ -112,7 +113,7 @@ def run(T, body):
     if not path:
         print("STEXEC_DAEMON is not set: skipped")
         return 77
-    d = Daemon(path)
+    d = Daemon(path, args)
     d.start()
     ok = False
     try:

@@ -93,6 +93,8 @@ bool session_stopping;
 
 static struct proc_user *session_user(uid_t, json_t *);
 static void	session_effect(void *, const struct exec_effect *);
+static void	session_log_result(struct session *, struct exec_tool *,
+		    const json_t *);
 static void	session_note(struct session *, const char *, json_t *);
 static void	session_note_repaired(struct session *, struct buf *,
     const char *, const json_t *);
@@ -261,6 +263,8 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 	if (session_hooks != NULL)
 		session_hooks->created(s, tools, ntools, max_parallel, cwd,
 		    env);
+	log_about(LOG_LEVEL_INFO, s->id, NULL, NULL, "created for uid %u in "
+	    "%s", (unsigned)uid, exec_cwd(s->ex));
 	return s;
 }
 
@@ -376,7 +380,8 @@ session_new(const char *id, uid_t uid, struct tooldef **tools, size_t ntools,
 		session_list->prev = s;
 	session_list = s;
 	session_n++;
-	log_debug("session %s created for uid %u", s->id, (unsigned)uid);
+	log_about(LOG_LEVEL_DEBUG, s->id, NULL, NULL, "made for uid %u",
+	    (unsigned)uid);
 	return s;
 }
 
@@ -532,10 +537,29 @@ session_idle_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
 
-	log_info("session %s: closed after %u s with no client and nothing "
-	    "running (--session-idle-timeout)", s->id,
+	log_about(LOG_LEVEL_INFO, s->id, NULL, NULL, "closed after %u s with "
+	    "no client and nothing running (--session-idle-timeout)",
 	    session_cfg.idle_timeout_s);
 	session_close(s, NULL);
+}
+
+/*
+ * A tool's result, in the log: an error at info, so that a session's
+ * story under journald tells what failed; a success only at debug, which
+ * costs a busy daemon nothing.
+ */
+static void
+session_log_result(struct session *s, struct exec_tool *t,
+    const json_t *params)
+{
+	const json_t *meta = json_object_get(params, "meta");
+	const char *reason = json_string_value(json_object_get(meta, "reason"));
+
+	log_about(reason != NULL && strcmp(reason, "ok") == 0 ?
+	    LOG_LEVEL_DEBUG : LOG_LEVEL_INFO, s->id, exec_tool_id(t),
+	    exec_tool_name(t), "result %s after %lld ms", reason != NULL ?
+	    reason : "?", (long long)json_integer_value(json_object_get(meta,
+	    "durationMs")));
 }
 
 /* The executor's effects: processes, kills, notifications, drain replies. */
@@ -558,6 +582,7 @@ session_effect(void *arg, const struct exec_effect *e)
 			    json_object_get(e->params, "meta"), "reason")));
 			metrics_observe(METRICS_DELIVERY, exec_tool_stamp(
 			    e->tool, EXEC_STAMP_ENDED));
+			session_log_result(s, e->tool, e->params);
 		}
 		session_note(s, e->method, e->params);
 		break;
@@ -769,10 +794,13 @@ static void
 session_proc_started(void *arg)
 {
 	struct exec_tool *t = arg;
+	struct session *s = exec_arg(exec_tool_exec(t));
 
 	metrics_count(METRICS_TOOLS_STARTED);
 	metrics_observe(METRICS_START_DELAY, exec_tool_stamp(t,
 	    EXEC_STAMP_ADDED));
+	log_about(LOG_LEVEL_DEBUG, s->id, exec_tool_id(t), exec_tool_name(t),
+	    "started");
 	exec_tool_set_stamp(t, EXEC_STAMP_STARTED, metrics_now());
 }
 
@@ -919,8 +947,8 @@ session_note_repaired(struct session *s, struct buf *out,
 {
 	json_t *fixed = utf8_repair_json(params);
 
-	log_error("session %s: cannot encode a %s notification; its text was "
-	    "repaired", s->id, method);
+	log_about(LOG_LEVEL_ERROR, s->id, NULL, NULL, "cannot encode a %s "
+	    "notification; its text was repaired", method);
 	if (jsonrpc_notification(out, method, fixed) != 0)
 		fatal("cannot encode a repaired %s notification", method);
 	json_decref(fixed);
@@ -999,8 +1027,8 @@ session_note_sliced(struct session *s, const char *method, json_t *params)
 			fatal("cannot encode a repaired %s notification",
 			    method);
 		/* As session_note_repaired: S10 needs the result. */
-		log_error("session %s: cannot encode a %s notification; its "
-		    "text was repaired", s->id, method);
+		log_about(LOG_LEVEL_ERROR, s->id, NULL, NULL, "cannot encode "
+		    "a %s notification; its text was repaired", method);
 		buf_free(&sl->out);
 		buf_free(&sl->tail);
 		fixed = utf8_repair_json(params);
@@ -1337,9 +1365,10 @@ session_trim(struct session *s)
 	for (sub = s->subs; sub != NULL; sub = next) {
 		next = sub->snext;
 		if (session_lag(s, sub->next) > 4 * session_cfg.retention_bytes) {
-			log_warn("session %s: disconnecting a subscriber %llu "
-			    "notifications behind", s->id, (unsigned long long)
-			    (s->last_seq + 1 - sub->next));
+			log_about(LOG_LEVEL_WARN, s->id, NULL, NULL,
+			    "disconnecting a subscriber %llu notifications "
+			    "behind", (unsigned long long)(s->last_seq + 1 -
+			    sub->next));
 			c = sub->c;
 			/* Free the sub first: closing may free the conn's subs. */
 			session_sub_free(sub);
@@ -1382,7 +1411,7 @@ session_pressure(struct session *s)
 	else
 		return;
 	s->paused = pause;
-	log_debug("session %s: %s its tools' output", s->id,
+	log_about(LOG_LEVEL_DEBUG, s->id, NULL, NULL, "%s its tools' output",
 	    pause ? "pausing" : "resuming");
 	for (i = 0; i < s->nrunning; i++)
 		proc_pause(session_proc(s->running[i]), pause);
@@ -1546,7 +1575,7 @@ session_close(struct session *s, struct ticket *tk)
 		return;
 	s->closing = true;
 	session_idle_update(s);
-	log_debug("session %s closing", s->id);
+	log_about(LOG_LEVEL_INFO, s->id, NULL, NULL, "closing");
 	if (session_hooks != NULL)
 		session_hooks->closed(s);
 	exec_close(s->ex);

@@ -295,6 +295,33 @@ def logs_text(d):
                       re.M) is not None, "closing, in the text")
 
 
+def reload(d):
+    """A reload (SIGHUP) keeps the counters and counts itself."""
+    before, _, _ = scrape(d)
+    os.kill(d.proc.pid, signal.SIGHUP)
+    after, deadline = {}, time.time() + 15
+    while time.time() < deadline:
+        p = subprocess.run([CLI, "--socket", d.sock, "metrics"],
+                           capture_output=True, text=True, timeout=30)
+        if p.returncode == 0:
+            after = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                     for f in text_string_to_metric_families(p.stdout)
+                     for s in f.samples}
+            if after.get(("stexec_reloads_total", ()), 0) >= 1:
+                break
+        time.sleep(0.1)
+    T.eq(delta(before, after, "stexec_reloads_total"), 1, "reloads counted")
+    for name, labels in (("stexec_tools_started_total", {}),
+                         ("stexec_tools_finished_total", {"reason": "ok"}),
+                         ("stexec_tools_finished_total", {"reason": "exit"}),
+                         ("stexec_tool_run_seconds_count", {}),
+                         ("stexec_tool_run_seconds_bucket", {"le": "+Inf"}),
+                         ("stexec_tool_run_seconds_sum", {})):
+        T.check(delta(before, after, name, **labels) == 0 and
+                after.get((name, tuple(sorted(labels.items()))), 0) > 0,
+                "%s%s kept across the reload" % (name, labels))
+
+
 def journal_fields():
     """Under journald, through a journald socket of the test's own."""
     if os.geteuid() != 0 or not os.path.exists("/usr/bin/unshare"):
@@ -382,6 +409,7 @@ def main():
         metrics(d)
         top(d)
         logs_text(d)
+        reload(d)
 
     rc = pydaemon.run(T, body, args=["--memory-limit", "268435456"])
     if rc != 0:

@@ -320,7 +320,7 @@ top_frame(struct top *t, FILE *f, int width, int height, bool live)
 		    r->elapsed);
 		snprintf(cpu, sizeof cpu, r->cpu_pct >= 0 ? "%.1f" : "-",
 		    r->cpu_pct);
-		snprintf(cput, sizeof cput, r->cpu_ms >= 0 ? "%.2fs" : "-",
+		snprintf(cput, sizeof cput, r->cpu_ms >= 0 ? "%.3fs" : "-",
 		    (double)r->cpu_ms / 1000);
 		top_size(mem, sizeof mem, r->mem);
 		n = snprintf(line, sizeof line, "%-20s %5lld %4lld %-24.24s "

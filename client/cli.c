@@ -225,6 +225,40 @@ static const struct cli_cmd cli_cmds[] = {
 	  "Example:\n"
 	  "  stexec-cli stats\n",
 	  "", 0, 0, cmd_stats },
+	{ "metrics", "[--output FILE]",
+	  "print the daemon's metrics for Prometheus",
+	  "The metrics method's counters, gauges and histograms in the\n"
+	  "Prometheus text exposition format 0.0.4 (names stexec_*, base\n"
+	  "units, counters ending in _total); the stexec_session_* ones are\n"
+	  "your own sessions'. PROTOCOL.md says what each means.\n"
+	  "\n"
+	  "  --output FILE  write FILE whole or not at all: a temporary file\n"
+	  "                 beside it, renamed over it (for node_exporter's\n"
+	  "                 textfile collector, whose files end in .prom)\n"
+	  "  --json         the method's result as it came\n"
+	  "\n"
+	  "Example:\n"
+	  "  stexec-cli metrics --output "
+	  "/var/lib/prometheus/node-exporter/stexec.prom\n",
+	  "output=", 0, 0, cmd_metrics },
+	{ "top", "[--once] [--interval SECONDS] [--sort KEY]",
+	  "a live view of every session you may see",
+	  "Every session of yours, refreshed in place: each current turn's\n"
+	  "tools not yet delivered, with their status, the time since their\n"
+	  "process started, CPU (percent of one CPU since the last refresh,\n"
+	  "and in all) and peak memory where the daemon measures them, and\n"
+	  "the clients of each session; the daemon's totals on top. Keys: e\n"
+	  "elapsed (the default), c cpu, m memory, s session, n name sort the\n"
+	  "rows; space refreshes now; q or Ctrl-C quits.\n"
+	  "\n"
+	  "  --once              print one plain frame and exit (also when\n"
+	  "                      stdout is not a terminal)\n"
+	  "  --interval SECONDS  between refreshes, 0.1..3600 (default 1)\n"
+	  "  --sort KEY          elapsed, cpu, memory, session or name\n"
+	  "\n"
+	  "Example:\n"
+	  "  stexec-cli top --sort cpu\n",
+	  "once,interval=,sort=", 0, 0, cmd_top },
 	{ "events", "SESSION [--since N] [--max N]",
 	  "print the notifications a session retains",
 	  "  --since N  only those after seq N\n"

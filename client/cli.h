@@ -65,6 +65,10 @@ int	 cli_next(struct cli *, json_t **);
 int	 cli_next_wait(struct cli *, json_t **, int);
 double	 cli_now(void);
 
+/* cli_metrics.c, cli_top.c */
+int	 cmd_metrics(struct cli *, struct cli_args *);
+int	 cmd_top(struct cli *, struct cli_args *);
+
 /* cli_cmd.c: 0, or an exit status. */
 int	 cmd_ping(struct cli *, struct cli_args *);
 int	 cmd_sessions(struct cli *, struct cli_args *);

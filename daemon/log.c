@@ -1,7 +1,9 @@
 /*
  * Logging to stderr, one line per message, filtered by level. Under
  * journald (stderr is the stream named by $JOURNAL_STREAM) each line
- * carries its syslog priority as a "<N>" prefix instead of a level word.
+ * carries its syslog priority as a "<N>" prefix instead of a level word,
+ * and a line about a session or a tool goes to the journal directly, with
+ * its ids as fields.
  */
 #include "log.h"
 
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <systemd/sd-journal.h>
 
 #include "utf8.h"
 
@@ -19,6 +22,7 @@ static const char *log_names[] = { "error", "warn", "info", "debug" };
 static const int log_priorities[] = { 3, 4, 6, 7 };
 
 static int	log_to_journal(void);
+static void	log_line(enum log_level, const char *);
 
 int
 log_parse_level(const char *s)
@@ -65,9 +69,50 @@ log_msg(enum log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	utf8_vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
-	/* One write per line, so lines of concurrent writers do not mix. */
+	log_line(level, line);
+}
+
+/* One write per line, so lines of concurrent writers do not mix. */
+static void
+log_line(enum log_level level, const char *line)
+{
 	if (log_journal)
 		fprintf(stderr, "<%d>%s\n", log_priorities[level], line);
 	else
 		fprintf(stderr, "stexecd: %s: %s\n", log_names[level], line);
+}
+
+void
+log_about(enum log_level level, const char *sid, const char *tid,
+    const char *tname, const char *fmt, ...)
+{
+	char line[2048];
+	va_list ap;
+	size_t n;
+
+	if (level > log_level)
+		return;
+	if (log_journal < 0)
+		log_journal = log_to_journal();
+	if (tid != NULL)
+		utf8_snprintf(line, sizeof line, "session %s: tool %s (%s): ",
+		    sid, tid, tname != NULL ? tname : "?");
+	else
+		utf8_snprintf(line, sizeof line, "session %s: ", sid);
+	n = strlen(line);
+	va_start(ap, fmt);
+	utf8_vsnprintf(line + n, sizeof line - n, fmt, ap);
+	va_end(ap);
+	/*
+	 * The journal's native protocol, one datagram a line; the stream's
+	 * line if that fails (no journald socket), so nothing is lost.
+	 */
+	if (log_journal && (tid != NULL ? sd_journal_send("MESSAGE=%s", line,
+	    "PRIORITY=%d", log_priorities[level], "SYSLOG_IDENTIFIER=stexecd",
+	    "SESSION_ID=%s", sid, "TOOL_USE_ID=%s", tid, "TOOL_NAME=%s",
+	    tname != NULL ? tname : "", NULL) : sd_journal_send("MESSAGE=%s",
+	    line, "PRIORITY=%d", log_priorities[level],
+	    "SYSLOG_IDENTIFIER=stexecd", "SESSION_ID=%s", sid, NULL)) == 0)
+		return;
+	log_line(level, line);
 }

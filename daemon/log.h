@@ -18,6 +18,16 @@ void log_set_level(enum log_level);
 void log_msg(enum log_level, const char *, ...)
     __attribute__((format(printf, 2, 3)));
 
+/*
+ * A line about a session, or one of its tools (tool_use_id and tool_name
+ * NULL otherwise). Under journald it carries the fields SESSION_ID=,
+ * TOOL_USE_ID= and TOOL_NAME=, so that `journalctl SESSION_ID=s-…` lists
+ * one session's lines; anywhere, the text starts with the same ids.
+ */
+void log_about(enum log_level, const char *session_id,
+    const char *tool_use_id, const char *tool_name, const char *, ...)
+    __attribute__((format(printf, 5, 6)));
+
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)

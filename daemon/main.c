@@ -29,6 +29,7 @@
 #include "supervisor/cgroup.h"
 #include "session/journal.h"
 #include "log.h"
+#include "metrics.h"
 #include "rpc/methods.h"
 #include "rpc/probe.h"
 #include "notify.h"
@@ -684,6 +685,8 @@ main_journal(const char *dir, int handover, const char *socket)
 		    inst, "token")) : "", json_string_value(json_object_get(
 		    inst, "cgroup")), (long)json_integer_value(json_object_get(
 		    inst, "pid")));
+	if (handover == -1 && json_array_size(main_instances) > 0)
+		metrics_count(METRICS_RESTARTS);
 	json_decref(main_instances);
 	restored = session_restore_done();
 	if (got.dropped > 0 || got.torn)
@@ -963,6 +966,7 @@ main_reexec(void)
 	/* What the clients were sent last (a drain's reply...) goes out. */
 	conn_shutdown();
 	journal_close();
+	metrics_save_env();
 	execv(main_exe, main_argv);
 	log_error("cannot execute %s: %s; exiting: the next start restores "
 	    "the sessions from the journal", main_exe, strerror(errno));
@@ -1169,6 +1173,10 @@ main(int argc, char **argv)
 	}
 	unsetenv("STEXEC_HANDOVER_KEEP");
 	unsetenv("STEXEC_HANDOVER_SUPERVISOR");
+	/* The counters go on across a reload (metrics.h). */
+	metrics_load_env();
+	if (handover != -1)
+		metrics_count(METRICS_RELOADS);
 	if ((path = getenv("STEXEC_LISTEN_PATH")) != NULL)
 		listen_path = xstrdup(path);
 	main_activated = getenv("STEXEC_LISTEN_ACTIVATED") != NULL;

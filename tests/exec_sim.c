@@ -211,6 +211,21 @@ sim_effect(void *arg, const struct exec_effect *e)
 	}
 }
 
+/* The current turn's queued tools, as status reports them. */
+static unsigned
+sim_queued(struct sim *s)
+{
+	json_t *st = exec_status_json(s->ex, NULL), *t;
+	unsigned n = 0;
+	size_t i;
+
+	json_array_foreach(json_object_get(st, "tools"), i, t)
+		n += strcmp(json_string_value(json_object_get(t, "status")),
+		    "queued") == 0;
+	json_decref(st);
+	return n;
+}
+
 static void
 sim_check(struct sim *s)
 {
@@ -222,6 +237,8 @@ sim_check(struct sim *s)
 	    "an unsafe tool executes beside %u others", s->n_exec - 1);
 	CHECK(s, exec_unfinished(s->ex) == s->nrecs - s->turn_cursor[s->turn],
 	    "unfinished count disagrees");
+	CHECK(s, exec_queued(s->ex) == sim_queued(s), "queued count %u "
+	    "disagrees with status's %u", exec_queued(s->ex), sim_queued(s));
 }
 
 /* A random running or waiting tool, or NULL. */

@@ -43,7 +43,7 @@ class Daemon:
     def start(self):
         env = dict(os.environ)
         for k in ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID",
-                  "LISTEN_FDNAMES", "STEXEC_SOCKET"):
+                  "LISTEN_FDNAMES", "STEXEC_SOCKET", "JOURNAL_STREAM"):
             env.pop(k, None)
         env["STEXEC_E2E_TAG"] = self.tag
         self.log = open(os.path.join(self.tmp, "daemon.log"), "wb")

@@ -253,7 +253,7 @@ t_exit(void *arg, const struct proc_exit *e)
 	cr_assert(proc_pid(r->p) == 0);
 }
 
-static const struct proc_ops t_ops = { t_line, t_chunk, t_exit };
+static const struct proc_ops t_ops = { t_line, t_chunk, t_exit, NULL };
 
 /* Also after a failed assertion: no test leaves processes behind. */
 TestSuite(proc, .fini = finish);

@@ -109,6 +109,8 @@ class Run:
         info = c.initialize("test_python_client", "1")
         T.eq(info.get("protocolVersion"), 1, "initialize protocolVersion")
         T.eq(c.stats().get("pid"), self.d.proc.pid, "stats pid")
+        T.check(any(f["name"] == "stexec_sessions" for f in
+                    c.metrics()["metrics"]), "metrics has stexec_sessions")
         names = {t["name"] for t in c.list_tools()}
         T.check({"bash", "read_file"} <= names,
                 "built-in tools listed: %r" % sorted(names))

@@ -15,6 +15,7 @@ import tempfile
 import time
 
 DAEMON = os.environ.get("STEXEC_DAEMON")
+CLI = os.environ.get("STEXEC_CLI")
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 ACTIVATE = "/usr/bin/systemd-socket-activate"
 SYSTEMD_VARS = ("NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES",
@@ -201,16 +202,22 @@ def test_wrong_socket_type_falls_back():
 def test_units_verify():
     units = os.path.join(SRC, "systemd")
     bindir = os.path.dirname(DAEMON)
-    for mode, names in (("--system", ("stexecd.service", "stexecd.socket")),
-                        ("--user", ("stexecd-user.service",
-                                    "stexecd-user.socket"))):
+    sets = [("--system", ("stexecd.service", "stexecd.socket")),
+            ("--user", ("stexecd-user.service", "stexecd-user.socket"))]
+    # The metrics example runs stexec-cli, which the build keeps elsewhere.
+    if CLI:
+        sets.append(("--system", ("stexec-metrics.service",
+                                  "stexec-metrics.timer")))
+    for mode, names in sets:
         with tempfile.TemporaryDirectory() as tmp:
             paths = []
             for name in names:
                 src = os.path.join(units, name)
                 if not os.path.exists(src):
                     src += ".in"
-                text = open(src).read().replace("@bindir@", bindir)
+                text = open(src).read().replace(
+                    "@bindir@/stexec-cli", CLI or "").replace(
+                    "@bindir@", bindir)
                 # Installed under the name without "-user".
                 dst = os.path.join(tmp, name.replace("-user", ""))
                 open(dst, "w").write(text)

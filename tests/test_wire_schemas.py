@@ -882,6 +882,22 @@ class Scenario:
         B.note(lambda me, p: me == "tool_status" and
                p.get("toolUseId") == "k1" and p.get("status") == "executing",
                start=mark, what="k1 executing on B")
+        # metrics (extension): the running tool, the caller's session
+        mt = A.call("metrics")
+        if mt:
+            fam = {f["name"]: f for f in mt["metrics"]}
+            run = fam.get("stexec_session_tools_running", {})
+            t.expect({"labels": {"session": sid}, "value": 1} in
+                     run.get("samples", []), "metrics: %s" %
+                     json.dumps(run))
+            fin = fam.get("stexec_tools_finished_total", {})
+            t.expect(any(x["labels"] == {"reason": "ok"} and
+                         x["value"] >= 1 for x in fin.get("samples", [])),
+                     "metrics: %s" % json.dumps(fin))
+        st = A.call("status", {"sessionId": sid})
+        k1 = [x for x in (st or {}).get("tools", []) if x["id"] == "k1"]
+        t.expect(k1 != [] and k1[0].get("elapsedMs", -1) >= 0,
+                 "status of a running tool: %s" % json.dumps(st))
         drain_id = A.send("drain", {"sessionId": sid}, expect_error=True)
         t.expect(A.call("closeSession", {"sessionId": sid}) == {},
                  "closeSession result")

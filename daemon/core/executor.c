@@ -69,6 +69,7 @@ struct exec_tool {
 	json_t *warnings;     /* meta.warnings */
 	json_t *result;       /* the tool_result params, once completed */
 	void *handle;
+	uint64_t stamps[EXEC_NSTAMPS]; /* the I/O layer's, read by nobody here */
 
 	/* The in-progress list of the current turn (S15), or the orphans. */
 	TAILQ_ENTRY(exec_tool) entry;
@@ -100,6 +101,8 @@ struct exec {
 	/* Counted as executing for S3, including orphans of discarded turns. */
 	unsigned n_exec, n_exec_unsafe, n_exec_block;
 	unsigned n_running; /* tools with a process, for exec_busy */
+	unsigned n_queued;  /* current-turn tools QUEUED, for exec_queued */
+	uint64_t add_stamp; /* what new tools take as EXEC_STAMP_ADDED */
 	TAILQ_HEAD(, exec_tool) progress; /* S15 inProgress, in start order */
 	TAILQ_HEAD(, exec_tool) orphans;  /* still running, their turn is gone */
 
@@ -113,6 +116,7 @@ static void	exec_notify_status(struct exec_tool *, const char *);
 static void	exec_turn_init(struct exec *, uint64_t);
 static void	exec_turn_end(struct exec *, const char *, int);
 static void	exec_tool_free(struct exec_tool *);
+static void	exec_set_status(struct exec_tool *, enum exec_status);
 static void	exec_emit(struct exec *, const struct exec_effect *);
 static void	exec_notify(struct exec *, const char *, json_t *);
 static json_t	*exec_tool_params(const struct exec_tool *);
@@ -186,6 +190,17 @@ exec_turn_init(struct exec *ex, uint64_t number)
 {
 	memset(&ex->turn, 0, sizeof ex->turn);
 	ex->turn.number = number;
+}
+
+/* Every status change but a new tool's, so that n_queued stays right. */
+static void
+exec_set_status(struct exec_tool *t, enum exec_status status)
+{
+	if (t->status == EXEC_QUEUED)
+		t->ex->n_queued--;
+	if (status == EXEC_QUEUED)
+		t->ex->n_queued++;
+	t->status = status;
 }
 
 static void
@@ -282,6 +297,8 @@ exec_turn_append(struct exec *ex, const char *id, const char *name,
 	t->input = input != NULL ? json_deep_copy(input) : json_object();
 	t->warnings = json_array();
 	t->status = EXEC_QUEUED;
+	t->stamps[EXEC_STAMP_ADDED] = ex->add_stamp;
+	ex->n_queued++;
 	if (turn->n == turn->cap) {
 		turn->cap = turn->cap ? turn->cap * 2 : 8;
 		turn->tools = xreallocarray(turn->tools, turn->cap,
@@ -376,7 +393,7 @@ exec_start(struct exec_tool *t)
 		return;
 	}
 	if (tooldef_requires_permission(t->def)) {
-		t->status = EXEC_WAITING_PERMISSION;
+		exec_set_status(t, EXEC_WAITING_PERMISSION);
 		exec_enter(t);
 		p = exec_tool_params(t);
 		json_object_set_new(p, "name", json_string(t->name));
@@ -444,7 +461,7 @@ exec_spawn(struct exec_tool *t)
 
 	tooldef_job_call(tooldef_job(t->def), t->input, &job);
 
-	t->status = EXEC_EXECUTING;
+	exec_set_status(t, EXEC_EXECUTING);
 	t->running = true;
 	t->ex->n_running++;
 	e.tool = t;
@@ -607,7 +624,7 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 		buf_free(&b);
 		b = fixed;
 	}
-	t->status = EXEC_COMPLETED;
+	exec_set_status(t, EXEC_COMPLETED);
 
 	meta = json_pack("{s:s, s:o, s:o, s:I, s:b, s:o, s:O}",
 	    "reason", exec_reason_names[why],
@@ -647,6 +664,8 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 static void
 exec_deliver(struct exec *ex)
 {
+	struct exec_effect e = { .kind = EXEC_NOTIFY,
+	    .method = "tool_result" };
 	struct exec_turn *turn = &ex->turn;
 	struct exec_tool *t;
 
@@ -656,7 +675,11 @@ exec_deliver(struct exec *ex)
 			break;
 		t->status = EXEC_DELIVERED;
 		turn->deliver++;
-		exec_notify(ex, "tool_result", t->result);
+		/* The effect names the tool: the I/O layer times delivery. */
+		e.tool = t;
+		e.params = t->result;
+		exec_emit(ex, &e);
+		json_decref(t->result);
 		t->result = NULL;
 	}
 }
@@ -943,6 +966,8 @@ exec_turn_end(struct exec *ex, const char *reason, int drain_error)
 		t = turn->tools[i];
 		if (t->status == EXEC_WAITING_PERMISSION)
 			exec_leave(t);
+		else if (t->status == EXEC_QUEUED)
+			ex->n_queued--;
 		if (!t->running) {
 			exec_tool_free(t);
 			continue;
@@ -1005,11 +1030,11 @@ exec_restore(struct exec *ex, uint64_t turn, const struct exec_restored *r,
 		}
 		t = exec_turn_append(ex, r[i].id, r[i].name, NULL);
 		if (delivered) {
-			t->status = EXEC_DELIVERED;
+			exec_set_status(t, EXEC_DELIVERED);
 			tt->deliver++;
 		} else if (r[i].result != NULL) {
 			/* Its status went out already: the result waits. */
-			t->status = EXEC_COMPLETED;
+			exec_set_status(t, EXEC_COMPLETED);
 			t->result = json_deep_copy(r[i].result);
 		} else
 			exec_complete_synthetic(t, REASON_DAEMON_RESTARTED);
@@ -1365,4 +1390,29 @@ void *
 exec_tool_handle(const struct exec_tool *t)
 {
 	return t->handle;
+}
+
+unsigned
+exec_queued(const struct exec *ex)
+{
+	return ex->n_queued;
+}
+
+void
+exec_set_add_stamp(struct exec *ex, uint64_t stamp)
+{
+	ex->add_stamp = stamp;
+}
+
+uint64_t
+exec_tool_stamp(const struct exec_tool *t, enum exec_stamp which)
+{
+	return t->stamps[which];
+}
+
+void
+exec_tool_set_stamp(struct exec_tool *t, enum exec_stamp which,
+    uint64_t stamp)
+{
+	t->stamps[which] = stamp;
 }

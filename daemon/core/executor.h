@@ -64,7 +64,7 @@ struct exec_spawn {
 
 struct exec_effect {
 	enum exec_effect_kind kind;
-	struct exec_tool *tool; /* SPAWN, KILL */
+	struct exec_tool *tool; /* SPAWN, KILL; NOTIFY of a tool_result */
 	const struct exec_spawn *spawn; /* SPAWN: valid during the call */
 	const char *method;     /* NOTIFY */
 	json_t *params;         /* NOTIFY: borrowed for the call */
@@ -237,6 +237,8 @@ unsigned exec_turn_size(const struct exec *);
 bool exec_interruptible(const struct exec *);
 /* Tools of the current turn whose result is not delivered yet. */
 unsigned exec_unfinished(const struct exec *);
+/* Tools of the current turn waiting for their turn to start (S3, S4). */
+unsigned exec_queued(const struct exec *);
 /* Some tool of this session still has a process. */
 bool exec_busy(const struct exec *);
 /*
@@ -268,5 +270,20 @@ int exec_tool_killed(const struct exec_tool *);
 /* The I/O layer's handle for the tool's process. */
 void exec_tool_set_handle(struct exec_tool *, void *);
 void *exec_tool_handle(const struct exec_tool *);
+/*
+ * Stamps the I/O layer keeps with a tool (times, for the metrics; the
+ * core reads no clock and never looks at them): a new tool takes the
+ * executor's add stamp, set just before exec_add, since exec_add may
+ * already start it. 0: not stamped.
+ */
+enum exec_stamp {
+	EXEC_STAMP_ADDED,
+	EXEC_STAMP_STARTED,
+	EXEC_STAMP_ENDED,
+	EXEC_NSTAMPS,
+};
+void exec_set_add_stamp(struct exec *, uint64_t);
+uint64_t exec_tool_stamp(const struct exec_tool *, enum exec_stamp);
+void exec_tool_set_stamp(struct exec_tool *, enum exec_stamp, uint64_t);
 
 #endif

@@ -20,6 +20,7 @@
 #include "idmap.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "metrics.h"
 #include "ndjson.h"
 #include "utf8.h"
 #include "util.h"
@@ -159,8 +160,11 @@ conn_accept(int fd)
 	}
 	snprintf(key, sizeof key, "%u", (unsigned)cred.uid);
 	u = idmap_get(&conn_users, key);
-	if (conn_refuse(fd, &cred, u))
+	if (conn_refuse(fd, &cred, u)) {
+		metrics_count(METRICS_CONN_REFUSED);
 		return;
+	}
+	metrics_count(METRICS_CONN_ACCEPTED);
 	if (u == NULL) {
 		u = xcalloc(1, sizeof *u);
 		memcpy(u->key, key, sizeof key);

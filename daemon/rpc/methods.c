@@ -4,6 +4,7 @@
  */
 #include "rpc/methods.h"
 #include "rpc/call.h"
+#include "rpc/gauges.h"
 #include "rpc/probe.h"
 
 #include <errno.h>
@@ -52,6 +53,7 @@ static void	methods_events(struct call *);
 static void	methods_status(struct call *);
 static void	methods_ping(struct call *);
 static void	methods_stats(struct call *);
+static void	methods_metrics(struct call *);
 static void	methods_output_files(struct call *);
 
 static const struct method methods[] = {
@@ -71,6 +73,7 @@ static const struct method methods[] = {
 	{ "status", methods_status },
 	{ "ping", methods_ping },
 	{ "stats", methods_stats },
+	{ "metrics", methods_metrics },
 	{ "outputFiles", methods_output_files },
 	{ "listJobs", job_methods_list },
 	{ "readJob", job_methods_read },
@@ -647,4 +650,12 @@ methods_stats(struct call *call)
 	    (json_int_t)session_tools_started(), "toolsCompleted",
 	    (json_int_t)session_tools_completed(), "rssBytes",
 	    (json_int_t)methods_rss()));
+}
+
+/* Any uid may ask: the totals are not secret, the sessions are its own. */
+static void
+methods_metrics(struct call *call)
+{
+	conn_reply(call->c, call->id, gauges_json(conn_uid(call->c),
+	    methods_cfg.enforcement, methods_now_ms() - methods_cfg.start_ms));
 }

@@ -174,6 +174,12 @@ journal_active(void)
 	return journal_fd != -1;
 }
 
+uint64_t
+journal_bytes(void)
+{
+	return journal_fd != -1 ? journal_base + journal_written : 0;
+}
+
 void
 journal_load(void (*cb)(char, const char *, size_t, void *), void *arg,
     struct journal_loaded *out)

@@ -60,6 +60,8 @@ int journal_open(struct event_base *, const char *dir, const char *name,
 void journal_name(const char *socket, char name[32]);
 /* Whether a journal is open. */
 bool journal_active(void);
+/* Its size in bytes (0: none open), for the metrics. */
+uint64_t journal_bytes(void);
 /* Every record of the file, in order, then the counts. */
 void journal_load(void (*cb)(char kind, const char *data, size_t len,
     void *arg), void *arg, struct journal_loaded *);

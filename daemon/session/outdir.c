@@ -67,6 +67,12 @@ outdir_file_max(void)
 	return outdir_budget;
 }
 
+uint64_t
+outdir_bytes(void)
+{
+	return outdir_total;
+}
+
 static int
 outdir_by_mtime(const void *a, const void *b)
 {

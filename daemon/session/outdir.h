@@ -23,6 +23,8 @@ void outdir_init(struct event_base *, const char *dir, uint64_t budget);
 void outdir_shutdown(void);
 /* The largest file worth writing (the budget), 0: no limit. */
 uint64_t outdir_file_max(void);
+/* Bytes of the files kept now (what counts toward the budget). */
+uint64_t outdir_bytes(void);
 
 struct outdir_set *outdir_set_new(void);
 /*

@@ -22,6 +22,7 @@
 #include "session/session_int.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "metrics.h"
 #include "session/outdir.h"
 #include "supervisor/proc.h"
 #include "session/registry.h"
@@ -102,6 +103,8 @@ bool session_stopping;
 
 static struct proc_user *session_user(uid_t, json_t *);
 static void	session_effect(void *, const struct exec_effect *);
+static void	session_log_result(struct session *, struct exec_tool *,
+		    const json_t *);
 static void	session_note(struct session *, const char *, json_t *);
 static void	session_note_repaired(struct session *, struct buf *,
     const char *, const json_t *);
@@ -139,6 +142,7 @@ static void	session_sub_send(struct sub *, bool);
 static void	session_idle_cb(evutil_socket_t, short, void *);
 static void	session_proc_line(void *, const char *, size_t);
 static void	session_proc_chunk(void *, int, const char *, size_t);
+static void	session_proc_started(void *);
 static struct proc *session_proc(struct exec_tool *);
 static void	session_tool_done(struct exec_tool *, bool);
 static void	session_proc_exit(void *, const struct proc_exit *);
@@ -154,6 +158,7 @@ static void	session_keep_output(struct session *, struct exec_tool *,
 static const struct proc_ops session_proc_ops = {
 	.line = session_proc_line,
 	.chunk = session_proc_chunk,
+	.started = session_proc_started,
 	.exit = session_proc_exit,
 };
 
@@ -232,6 +237,10 @@ session_tool_describe(struct exec_tool *t, json_t *o)
 	if ((pid = session_tool_pid(t)) <= 0)
 		return;
 	json_object_set_new(o, "pid", json_integer(pid));
+	if (exec_tool_stamp(t, EXEC_STAMP_STARTED) != 0)
+		json_object_set_new(o, "elapsedMs", json_integer((json_int_t)
+		    ((metrics_now() - exec_tool_stamp(t, EXEC_STAMP_STARTED)) /
+		    1000000)));
 	proc_usage(st->proc, &peak, &has_cpu, &cpu_ms);
 	if (peak > 0)
 		json_object_set_new(o, "peakMemoryBytes",
@@ -281,6 +290,8 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 	if (session_hooks != NULL)
 		session_hooks->created(s, tools, ntools, max_parallel, cwd,
 		    env);
+	log_about(LOG_LEVEL_INFO, s->id, NULL, NULL, "created for uid %u in "
+	    "%s", (unsigned)uid, exec_cwd(s->ex));
 	return s;
 }
 
@@ -396,7 +407,8 @@ session_new(const char *id, uid_t uid, struct tooldef **tools, size_t ntools,
 		session_list->prev = s;
 	session_list = s;
 	session_n++;
-	log_debug("session %s created for uid %u", s->id, (unsigned)uid);
+	log_about(LOG_LEVEL_DEBUG, s->id, NULL, NULL, "made for uid %u",
+	    (unsigned)uid);
 	return s;
 }
 
@@ -552,10 +564,29 @@ session_idle_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
 
-	log_info("session %s: closed after %u s with no client and nothing "
-	    "running (--session-idle-timeout)", s->id,
+	log_about(LOG_LEVEL_INFO, s->id, NULL, NULL, "closed after %u s with "
+	    "no client and nothing running (--session-idle-timeout)",
 	    session_cfg.idle_timeout_s);
 	session_close(s, NULL);
+}
+
+/*
+ * A tool's result, in the log: an error at info, so that a session's
+ * story under journald tells what failed; a success only at debug, which
+ * costs a busy daemon nothing.
+ */
+static void
+session_log_result(struct session *s, struct exec_tool *t,
+    const json_t *params)
+{
+	const json_t *meta = json_object_get(params, "meta");
+	const char *reason = json_string_value(json_object_get(meta, "reason"));
+
+	log_about(reason != NULL && strcmp(reason, "ok") == 0 ?
+	    LOG_LEVEL_DEBUG : LOG_LEVEL_INFO, s->id, exec_tool_id(t),
+	    exec_tool_name(t), "result %s after %lld ms", reason != NULL ?
+	    reason : "?", (long long)json_integer_value(json_object_get(meta,
+	    "durationMs")));
 }
 
 /* The executor's effects: processes, kills, notifications, drain replies. */
@@ -575,6 +606,14 @@ session_effect(void *arg, const struct exec_effect *e)
 			session_internal(s, e->tool, NULL);
 		break;
 	case EXEC_NOTIFY:
+		if (e->tool != NULL) {
+			/* A tool_result: how long it waited after the end. */
+			metrics_finished(json_string_value(json_object_get(
+			    json_object_get(e->params, "meta"), "reason")));
+			metrics_observe(METRICS_DELIVERY, exec_tool_stamp(
+			    e->tool, EXEC_STAMP_ENDED));
+			session_log_result(s, e->tool, e->params);
+		}
 		session_note(s, e->method, e->params);
 		break;
 	case EXEC_OUTPUT:
@@ -863,6 +902,21 @@ session_proc_line(void *arg, const char *line, size_t len)
 	exec_progress_line(arg, line, len);
 }
 
+/* Its process started: how long since addTool (none for restored tools). */
+static void
+session_proc_started(void *arg)
+{
+	struct exec_tool *t = arg;
+	struct session *s = exec_arg(exec_tool_exec(t));
+
+	metrics_count(METRICS_TOOLS_STARTED);
+	metrics_observe(METRICS_START_DELAY, exec_tool_stamp(t,
+	    EXEC_STAMP_ADDED));
+	log_about(LOG_LEVEL_DEBUG, s->id, exec_tool_id(t), exec_tool_name(t),
+	    "started");
+	exec_tool_set_stamp(t, EXEC_STAMP_STARTED, metrics_now());
+}
+
 static struct proc *
 session_proc(struct exec_tool *t)
 {
@@ -1115,6 +1169,8 @@ session_proc_exit(void *arg, const struct proc_exit *px)
 	};
 	session_running_del(s, t);
 	session_completed++;
+	metrics_observe(METRICS_RUN, exec_tool_stamp(t, EXEC_STAMP_STARTED));
+	exec_tool_set_stamp(t, EXEC_STAMP_ENDED, metrics_now());
 	session_keep_output(s, t, &x);
 	session_tool_done(t, true);
 	exec_exited(t, &x);
@@ -1168,8 +1224,8 @@ session_note_repaired(struct session *s, struct buf *out,
 {
 	json_t *fixed = utf8_repair_json(params);
 
-	log_error("session %s: cannot encode a %s notification; its text was "
-	    "repaired", s->id, method);
+	log_about(LOG_LEVEL_ERROR, s->id, NULL, NULL, "cannot encode a %s "
+	    "notification; its text was repaired", method);
 	if (jsonrpc_notification(out, method, fixed) != 0)
 		fatal("cannot encode a repaired %s notification", method);
 	json_decref(fixed);
@@ -1248,8 +1304,8 @@ session_note_sliced(struct session *s, const char *method, json_t *params)
 			fatal("cannot encode a repaired %s notification",
 			    method);
 		/* As session_note_repaired: S10 needs the result. */
-		log_error("session %s: cannot encode a %s notification; its "
-		    "text was repaired", s->id, method);
+		log_about(LOG_LEVEL_ERROR, s->id, NULL, NULL, "cannot encode "
+		    "a %s notification; its text was repaired", method);
 		buf_free(&sl->out);
 		buf_free(&sl->tail);
 		fixed = utf8_repair_json(params);
@@ -1586,9 +1642,10 @@ session_trim(struct session *s)
 	for (sub = s->subs; sub != NULL; sub = next) {
 		next = sub->snext;
 		if (session_lag(s, sub->next) > 4 * session_cfg.retention_bytes) {
-			log_warn("session %s: disconnecting a subscriber %llu "
-			    "notifications behind", s->id, (unsigned long long)
-			    (s->last_seq + 1 - sub->next));
+			log_about(LOG_LEVEL_WARN, s->id, NULL, NULL,
+			    "disconnecting a subscriber %llu notifications "
+			    "behind", (unsigned long long)(s->last_seq + 1 -
+			    sub->next));
 			c = sub->c;
 			/* Free the sub first: closing may free the conn's subs. */
 			session_sub_free(sub);
@@ -1631,7 +1688,7 @@ session_pressure(struct session *s)
 	else
 		return;
 	s->paused = pause;
-	log_debug("session %s: %s its tools' output", s->id,
+	log_about(LOG_LEVEL_DEBUG, s->id, NULL, NULL, "%s its tools' output",
 	    pause ? "pausing" : "resuming");
 	for (i = 0; i < s->nrunning; i++)
 		if (session_proc(s->running[i]) != NULL)
@@ -1796,7 +1853,7 @@ session_close(struct session *s, struct ticket *tk)
 		return;
 	s->closing = true;
 	session_idle_update(s);
-	log_debug("session %s closing", s->id);
+	log_about(LOG_LEVEL_INFO, s->id, NULL, NULL, "closing");
 	if (session_hooks != NULL)
 		session_hooks->closed(s);
 	exec_close(s->ex);
@@ -1920,5 +1977,6 @@ session_add(struct session *s, const char *id, const char *name,
 	/* Before the tool can be reported: a restart must know it was added. */
 	if (session_hooks != NULL)
 		session_hooks->added(s, exec_turn(s->ex), id, name);
+	exec_set_add_stamp(s->ex, metrics_now());
 	return exec_add(s->ex, id, name, session_tool(s, name), input, out);
 }

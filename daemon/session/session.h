@@ -159,6 +159,21 @@ unsigned session_jobs_running(void);
 uint64_t session_tools_started(void);
 uint64_t session_tools_completed(void);
 unsigned session_tools_running(void);
+/* What the metrics method reads of a session (session_metrics.c). */
+struct session_figures {
+	const char *id;
+	uid_t uid;
+	uint64_t turn;
+	unsigned processes;      /* tools with a process, or waiting for a
+	                            --max-procs slot */
+	unsigned queued;         /* current-turn tools waiting to start */
+	unsigned unfinished;     /* current-turn tools without a result yet */
+	unsigned clients;        /* open connections referring to it */
+	uint64_t retained_bytes; /* its notification log */
+};
+/* Each open session's figures, in no order. */
+void session_figures(void (*)(const struct session_figures *, void *),
+    void *);
 /*
  * status: a running tool's pid, and its peak memory and CPU time so far
  * where a cgroup measures them (extension).

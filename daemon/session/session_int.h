@@ -1,8 +1,9 @@
 /*
- * What session.c shares with session_journal.c, and nobody else: the
- * session and its notes, the few steps the journal's restore needs, and the
- * hooks through which session.c tells the journal what happened. The
- * journal calls session.c; session.c never calls the journal by name.
+ * What session.c shares with session_journal.c (and session_metrics.c,
+ * which only reads), and nobody else: the session and its notes, the few
+ * steps the journal's restore needs, and the hooks through which
+ * session.c tells the journal what happened. The journal calls session.c;
+ * session.c never calls the journal by name.
  */
 #ifndef STEXEC_SESSION_INT_H
 #define STEXEC_SESSION_INT_H

@@ -287,8 +287,9 @@ session_restore_session(const json_t *rec)
 	tools = xcalloc(json_array_size(defs) + 1, sizeof *tools);
 	json_array_foreach(defs, i, v) {
 		if ((tools[n] = tooldef_parse(v, err, sizeof err)) == NULL) {
-			log_warn("journal: session %s dropped: its tool %zu no "
-			    "longer parses: %s", id, i, err);
+			log_about(LOG_LEVEL_WARN, id, NULL, NULL, "dropped "
+			    "from the journal: its tool %zu no longer "
+			    "parses: %s", i, err);
 			ok = false;
 			break;
 		}
@@ -305,8 +306,9 @@ session_restore_session(const json_t *rec)
 		    json_object_get(rec, "outputGraceMs"));
 		if (!tooldef_parse_sandbox(json_object_get(rec, "sandbox"),
 		    "sandbox", &r->s->sandbox, err, sizeof err))
-			log_warn("journal: session %s: %s; its tools fall back "
-			    "to the daemon's sandbox", id, err);
+			log_about(LOG_LEVEL_WARN, id, NULL, NULL, "journal: "
+			    "%s; its tools fall back to the daemon's sandbox",
+			    err);
 		r->s->journal = json_dumps(rec, JSON_COMPACT);
 		r->adds = json_array();
 		r->delivered = json_object();
@@ -450,7 +452,7 @@ session_restore_running(const char *data, size_t len)
 static void
 session_restore_stray(const struct handover_in *in)
 {
-	static const struct proc_ops none = { NULL, NULL, NULL };
+	static const struct proc_ops none = { 0 };
 	struct proc *p;
 
 	p = proc_adopt(in, json_object_get(in->json, "proc"), &none, NULL);
@@ -608,9 +610,9 @@ session_restore_done(void)
 		session_idle_update(r->s);
 		/* One line per session only where a result was lost. */
 		if (lost > 0)
-			log_info("session %s restored at turn %llu, seq %llu; "
-			    "%u result(s) lost to the restart", r->s->id,
-			    (unsigned long long)turn,
+			log_about(LOG_LEVEL_INFO, r->s->id, NULL, NULL,
+			    "restored at turn %llu, seq %llu; %u result(s) "
+			    "lost to the restart", (unsigned long long)turn,
 			    (unsigned long long)r->s->last_seq, lost);
 		session_restore_free(r);
 		count++;

@@ -712,6 +712,8 @@ proc_start(struct proc *p)
 	}
 	proc_nstarted++;
 	clock_gettime(CLOCK_MONOTONIC, &p->start);
+	if (p->ops.started != NULL)
+		p->ops.started(p->arg);
 	reaper_add(pid, proc_exited, p);
 	p->capture = capture_create(p->max_output, proc_output_dir, p->name,
 	    (long)pid, p->token);

@@ -112,6 +112,11 @@ struct proc_ops {
 	 * by this module when the callback returns.
 	 */
 	void (*exit)(void *arg, const struct proc_exit *);
+	/*
+	 * The process started (NULL: not wanted): from inside proc_spawn,
+	 * or later when a max_procs slot came. It may not call proc_*.
+	 */
+	void (*started)(void *arg);
 };
 
 struct proc_config {

@@ -700,6 +700,10 @@ class Client:
     def stats(self) -> Dict[str, Any]:
         return self.request("stats", {})
 
+    def metrics(self) -> Dict[str, Any]:
+        """(extension) {metrics: [family]} (PROTOCOL.md, metrics)."""
+        return self.request("metrics", {})
+
 
 # ---------------------------------------------------------------- turn
 

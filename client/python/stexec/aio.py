@@ -402,6 +402,10 @@ class Client:
     async def stats(self) -> Dict[str, Any]:
         return await self.request("stats", {})
 
+    async def metrics(self) -> Dict[str, Any]:
+        """(extension) {metrics: [family]} (PROTOCOL.md, metrics)."""
+        return await self.request("metrics", {})
+
 
 class Turn(_TurnState):
     """The blocking ``stexec.Turn``, for asyncio: ``await add`` each

@@ -466,6 +466,11 @@ export class Client {
     return this.send("stats", {});
   }
 
+  /** (extension) Prometheus-shaped metric families (PROTOCOL.md, metrics). */
+  metrics(): Promise<Result<"metrics">> {
+    return this.send("metrics", {});
+  }
+
   // ------------------------------------------------------- notifications
 
   /**

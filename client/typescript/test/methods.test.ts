@@ -58,6 +58,8 @@ test("initialize, ping, stats, listTools without a session", async () => {
   const stats = await c.stats();
   assert.equal(stats.pid, d.pid);
   assert.ok(stats.connections >= 1);
+  const { metrics } = await c.metrics();
+  assert.ok(metrics.some((f) => f.name === "stexec_tools_started_total" && f.type === "counter"));
   const { tools } = await c.listTools();
   const names = tools.map((t) => t.name).sort();
   for (const n of ["bash", "glob", "grep", "list_dir", "read_file", "write_file"]) assert.ok(names.includes(n), n);

@@ -1,0 +1,423 @@
+#!/usr/bin/env python3
+"""
+What an operator sees of a real stexecd: `stexec-cli metrics` read by a real
+Prometheus parser (Debian's python3-prometheus-client), its names against
+the conventions and its counters as tools run, `--output` as the textfile
+collector wants it; `stexec-cli top` on a pseudo-terminal of a fixed size,
+where a running tool shows with its elapsed time within a second, and
+`--once`; and the daemon's lines about sessions and tools, with their ids
+in the text outside journald and as journal fields under it (a private
+journald socket in a mount namespace, as root).
+"""
+import json
+import os
+import pty
+import re
+import select
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pydaemon  # noqa: E402
+from pydaemon import Checks  # noqa: E402
+
+try:
+    from prometheus_client.parser import text_string_to_metric_families
+except ImportError:
+    # Debian's package, when the python3 found first is another one.
+    sys.path.append("/usr/lib/python3/dist-packages")
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:
+        print("python3-prometheus-client is missing (.ci/install-deps "
+              "installs it)", file=sys.stderr)
+        sys.exit(1)
+
+CLI = os.environ.get("STEXEC_CLI")
+T = Checks()
+UNITS = ("_seconds", "_bytes", "_total", "_info")
+
+
+class Rpc:
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.connect(path)
+        self.f = self.s.makefile("rwb")
+        self.id = 0
+
+    def call(self, method, **params):
+        self.id += 1
+        self.f.write((json.dumps({"jsonrpc": "2.0", "id": self.id,
+                                  "method": method, "params": params})
+                      + "\n").encode())
+        self.f.flush()
+        while True:
+            m = json.loads(self.f.readline())
+            if m.get("id") == self.id:
+                if "error" in m:
+                    raise RuntimeError("%s: %s" % (method, m["error"]))
+                return m["result"]
+
+    def close(self):
+        self.f.close()
+        self.s.close()
+
+
+def cli(d, *args, check=True):
+    p = subprocess.run([CLI, "--socket", d.sock] + list(args),
+                       capture_output=True, text=True, timeout=60)
+    if check:
+        T.check(p.returncode == 0, "stexec-cli %s: exit %d: %s" %
+                (" ".join(args), p.returncode, p.stderr))
+    return p
+
+
+def scrape(d):
+    """{(sample name, sorted labels): value}, and the families."""
+    text = cli(d, "metrics").stdout
+    fams = list(text_string_to_metric_families(text))
+    samples = {}
+    for f in fams:
+        for s in f.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return samples, fams, text
+
+
+def conventions(fams, text):
+    T.check(len(fams) >= 20, "families: %d" % len(fams))
+    for f in fams:
+        T.check(f.name.startswith("stexec_"), "prefix: %s" % f.name)
+        T.check(f.documentation != "", "HELP of %s" % f.name)
+        T.check(f.type in ("counter", "gauge", "histogram"),
+                "type of %s: %s" % (f.name, f.type))
+        names = {s.name for s in f.samples}
+        if f.type == "counter":
+            T.check(names == {f.name + "_total"}, "counter %s: %s" %
+                    (f.name, names))
+        elif f.type == "histogram":
+            T.check(f.name.endswith("_seconds"), "unit of %s" % f.name)
+            T.check(names == {f.name + "_bucket", f.name + "_sum",
+                              f.name + "_count"}, "histogram %s: %s" %
+                    (f.name, names))
+            les = [s.labels["le"] for s in f.samples
+                   if s.name.endswith("_bucket")]
+            T.check(les[-1] == "+Inf" and all(
+                float(a) < float(b) for a, b in zip(les, les[1:])),
+                "buckets of %s: %s" % (f.name, les))
+        if "bytes" in f.name or "seconds" in f.name or "time" in f.name:
+            T.check(f.name.endswith(UNITS), "base unit last: %s" % f.name)
+        T.check(not re.search(r"_(ms|milliseconds|kb|mb|kib)(_|$)", f.name),
+                "base units only: %s" % f.name)
+    # The text itself: one TYPE per family, before its samples.
+    typed = re.findall(r"^# TYPE (\S+) ", text, re.M)
+    T.eq(len(typed), len(set(typed)), "one TYPE line per family")
+
+
+def delta(a, b, name, **labels):
+    key = (name, tuple(sorted(labels.items())))
+    return b.get(key, 0) - a.get(key, 0)
+
+
+def metrics(d):
+    before, fams, text = scrape(d)
+    conventions(fams, text)
+    info = [dict(k[1]) for k in before if k[0] == "stexec_build_info"]
+    T.check(len(info) == 1 and info[0].get("protocol") == "1" and
+            info[0].get("version", "") != "", "stexec_build_info: %s" % info)
+    T.check(any(k[0] == "stexec_enforcement_info" and
+                dict(k[1]).get("supervision") in ("cgroup", "process-group")
+                for k in before), "stexec_enforcement_info")
+
+    # Three tools: two succeed, one fails.
+    p = cli(d, "run", "bash", '{"command":"echo a"}', "bash",
+            '{"command":"exit 3"}', "read_file",
+            '{"file_path":"/etc/hostname"}', check=False)
+    T.eq(p.returncode, 1, "run with a failing tool: exit status")
+    after, fams, text = scrape(d)
+    conventions(fams, text)
+    # The failing bash aborts its sibling (S7): it never starts.
+    T.eq(delta(before, after, "stexec_tools_started_total"), 2,
+         "tools started")
+    T.eq(delta(before, after, "stexec_tools_finished_total", reason="ok"),
+         1, "finished ok")
+    T.eq(delta(before, after, "stexec_tools_finished_total", reason="exit"),
+         1, "finished exit")
+    T.eq(delta(before, after, "stexec_tools_finished_total",
+               reason="sibling_error"), 1, "finished sibling_error")
+    for h, n in (("stexec_tool_start_delay_seconds", 2),
+                 ("stexec_tool_run_seconds", 2),
+                 ("stexec_tool_result_delay_seconds", 2)):
+        T.eq(delta(before, after, h + "_count"), n, h + "_count")
+        T.eq(delta(before, after, h + "_bucket", le="+Inf"), n,
+             h + " +Inf bucket")
+        T.check(delta(before, after, h + "_sum") > 0, h + "_sum grew")
+    T.check(delta(before, after, "stexec_connections_accepted_total") >= 1,
+            "connections accepted")
+    T.check(after[("stexec_journal_bytes", ())] > 0, "journal bytes")
+
+    # A session of ours shows by its id; a running tool counts.
+    r = Rpc(d.sock)
+    sid = r.call("createSession")["sessionId"]
+    r.call("addTool", sessionId=sid, toolUse={
+        "id": "m1", "name": "bash", "input": {"command": "sleep 30"}})
+    r.call("addTool", sessionId=sid, toolUse={
+        "id": "m2", "name": "bash", "input": {"command": "true"}})
+    now, fams, text = scrape(d)
+    T.eq(now.get(("stexec_session_tools_running", (("session", sid),))), 1,
+         "its session's running tools")
+    T.eq(now.get(("stexec_session_tools_queued", (("session", sid),))), 1,
+         "its session's queued tools")
+    T.eq(now.get(("stexec_tools_running", ())), 1, "tools running")
+    T.eq(now.get(("stexec_tools_queued", ())), 1, "tools queued")
+    T.check(now.get(("stexec_session_clients", (("session", sid),))) >= 1,
+            "its session's clients")
+    r.call("closeSession", sessionId=sid)
+    r.close()
+
+    # --output: whole, readable by another user, nothing left beside it.
+    out = os.path.join(d.tmp, "textfile")
+    os.mkdir(out)
+    path = os.path.join(out, "stexec.prom")
+    for _ in range(2):
+        cli(d, "metrics", "--output", path)
+    T.eq(os.listdir(out), ["stexec.prom"], "only the .prom file is left")
+    T.eq(stat.S_IMODE(os.stat(path).st_mode), 0o644, "its mode")
+    with open(path) as f:
+        conventions(list(text_string_to_metric_families(f.read())), text)
+    p = cli(d, "metrics", "--output", "/nonexistent/dir/x.prom", check=False)
+    T.check(p.returncode != 0 and "/nonexistent/dir" in p.stderr,
+            "--output into a missing directory: %d %s" %
+            (p.returncode, p.stderr))
+
+
+def screen_rows(data):
+    """The lines of the frames, escape sequences taken out."""
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "\n", data)
+    return [ln for ln in text.replace("\r", "").split("\n") if ln]
+
+
+def top(d):
+    pid, fd = pty.fork()
+    if pid == 0:
+        import fcntl
+        import termios
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 132, 0, 0))
+        os.environ.pop("COLUMNS", None)
+        os.execv(CLI, [CLI, "--socket", d.sock, "top", "--interval", "0.2"])
+    data = ""
+
+    def read(until):
+        nonlocal data
+        while time.time() < until:
+            if select.select([fd], [], [], 0.05)[0]:
+                try:
+                    data += os.read(fd, 65536).decode("utf-8", "replace")
+                except OSError:
+                    return
+
+    try:
+        read(time.time() + 1)
+        T.check("\x1b[?1049h" in data, "top enters the alternate screen")
+        T.check("\x1b[H" in data and "\x1b[K" in data,
+                "frames: cursor home, each line cleared to its end")
+        r = Rpc(d.sock)
+        sid = r.call("createSession")["sessionId"]
+        mark = len(data)
+        r.call("addTool", sessionId=sid, toolUse={
+            "id": "top1", "name": "bash",
+            "input": {"command": "sleep 5"}})
+        t0 = time.time()
+        seen = None
+        while time.time() < t0 + 1 and seen is None:
+            read(time.time() + 0.05)
+            for ln in screen_rows(data[mark:]):
+                m = re.search(r"top1\s+bash\s+executing\s+(\d+\.\d)s\s+"
+                              r"(\S+)\s+(\S+)\s+(\S+)", ln)
+                if m and sid in ln:
+                    seen = (time.time() - t0, m.groups(), ln)
+        T.check(seen is not None, "top shows the running tool with its "
+                "elapsed time within a second: %r" %
+                screen_rows(data[mark:])[-8:])
+        st = r.call("status", sessionId=sid)["tools"][0]
+        if seen is not None and "peakMemoryBytes" in st:
+            T.check(re.match(r"\d+(\.\d)?[BKMGT]$", seen[1][3]) is not None,
+                    "top shows its peak memory: %r" % (seen[2],))
+        if seen is not None and "cpuMs" in st:
+            T.check(seen[1][2] != "-", "top shows its CPU time: %r" %
+                    (seen[2],))
+        # A key sorts; q leaves, the shell's screen comes back.
+        os.write(fd, b"n")
+        read(time.time() + 0.5)
+        T.check("sort: name" in data, "the n key sorts by name")
+        once = cli(d, "top", "--once").stdout
+        T.check("\x1b" not in once and re.search(
+            r"top1\s+bash\s+executing\s+\d+\.\ds", once) is not None,
+            "top --once: a plain frame with the tool: %r" % once)
+        os.write(fd, b"q")
+        read(time.time() + 2)
+        _, status = os.waitpid(pid, 0)
+        pid = 0
+        T.eq(os.waitstatus_to_exitcode(status), 0, "top's exit status")
+        T.check(data.rstrip().endswith("\x1b[?1049l"),
+                "top leaves the alternate screen: %r" % data[-40:])
+        r.call("closeSession", sessionId=sid)
+        r.close()
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+
+
+def logs_text(d):
+    """Outside journald the ids lead the text."""
+    r = Rpc(d.sock)
+    sid = r.call("createSession")["sessionId"]
+    r.call("addTool", sessionId=sid, toolUse={
+        "id": "lg1", "name": "bash", "input": {"command": "exit 4"}})
+    r.call("drain", sessionId=sid)
+    r.call("closeSession", sessionId=sid)
+    r.close()
+    time.sleep(0.2)
+    log = d.log_tail(400)
+    T.check(re.search(r"^stexecd: info: session %s: created for uid \d+" %
+                      sid, log, re.M) is not None, "created, in the text")
+    T.check(re.search(r"^stexecd: info: session %s: tool lg1 \(bash\): "
+                      r"result exit after \d+ ms" % sid, log, re.M)
+            is not None, "a failed result, in the text: %s" % log[-800:])
+    T.check(re.search(r"^stexecd: info: session %s: closing" % sid, log,
+                      re.M) is not None, "closing, in the text")
+
+
+def reload(d):
+    """A reload (SIGHUP) keeps the counters and counts itself."""
+    before, _, _ = scrape(d)
+    os.kill(d.proc.pid, signal.SIGHUP)
+    after, deadline = {}, time.time() + 15
+    while time.time() < deadline:
+        p = subprocess.run([CLI, "--socket", d.sock, "metrics"],
+                           capture_output=True, text=True, timeout=30)
+        if p.returncode == 0:
+            after = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                     for f in text_string_to_metric_families(p.stdout)
+                     for s in f.samples}
+            if after.get(("stexec_reloads_total", ()), 0) >= 1:
+                break
+        time.sleep(0.1)
+    T.eq(delta(before, after, "stexec_reloads_total"), 1, "reloads counted")
+    for name, labels in (("stexec_tools_started_total", {}),
+                         ("stexec_tools_finished_total", {"reason": "ok"}),
+                         ("stexec_tools_finished_total", {"reason": "exit"}),
+                         ("stexec_tool_run_seconds_count", {}),
+                         ("stexec_tool_run_seconds_bucket", {"le": "+Inf"}),
+                         ("stexec_tool_run_seconds_sum", {})):
+        T.check(delta(before, after, name, **labels) == 0 and
+                after.get((name, tuple(sorted(labels.items()))), 0) > 0,
+                "%s%s kept across the reload" % (name, labels))
+
+
+def journal_fields():
+    """Under journald, through a journald socket of the test's own."""
+    if os.geteuid() != 0 or not os.path.exists("/usr/bin/unshare"):
+        print("journal fields: skipped (needs root and unshare)")
+        return
+    tmp = tempfile.mkdtemp(prefix="stexec-journal-")
+    jdir = os.path.join(tmp, "journal")
+    os.mkdir(jdir)
+    js = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    js.bind(os.path.join(jdir, "socket"))
+    js.setblocking(False)
+    log = open(os.path.join(tmp, "stream.log"), "wb")
+    st = os.fstat(log.fileno())
+    env = {k: v for k, v in os.environ.items() if k not in (
+        "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "STEXEC_SOCKET")}
+    env["JOURNAL_STREAM"] = "%d:%d" % (st.st_dev, st.st_ino)
+    sock = os.path.join(tmp, "s.sock")
+    # A private /run in which /run/systemd/journal is the test's.
+    setup = ('mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/journal && '
+             'mount --bind "$0" /run/systemd/journal && exec "$@"')
+    p = subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", setup,
+         jdir, os.environ["STEXEC_DAEMON"], "--socket", sock, "--state-dir=",
+         "--output-dir", os.path.join(tmp, "out")],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+    try:
+        deadline = time.time() + 10
+        while not os.path.exists(sock) and time.time() < deadline:
+            time.sleep(0.02)
+        r = Rpc(sock)
+        sid = r.call("createSession")["sessionId"]
+        r.call("addTool", sessionId=sid, toolUse={
+            "id": "jr1", "name": "bash", "input": {"command": "exit 5"}})
+        r.call("drain", sessionId=sid)
+        r.call("closeSession", sessionId=sid)
+        r.close()
+        entries = []
+        deadline = time.time() + 3
+        while time.time() < deadline:
+            try:
+                msg = js.recv(65536).decode("utf-8", "replace")
+            except BlockingIOError:
+                if any("closing" in e.get("MESSAGE", "") for e in entries):
+                    break
+                time.sleep(0.05)
+                continue
+            entries.append(dict(ln.split("=", 1) for ln in msg.splitlines()
+                                if "=" in ln))
+        mine = [e for e in entries if e.get("SESSION_ID") == sid]
+        T.check(any("created for uid" in e.get("MESSAGE", "") and
+                    e.get("PRIORITY") == "6" and
+                    e.get("SYSLOG_IDENTIFIER") == "stexecd" for e in mine),
+                "journal: the session's creation with SESSION_ID: %s" %
+                entries)
+        T.check(any(e.get("TOOL_USE_ID") == "jr1" and
+                    e.get("TOOL_NAME") == "bash" and
+                    "result exit" in e.get("MESSAGE", "") for e in mine),
+                "journal: the tool's result with TOOL_USE_ID, TOOL_NAME: %s"
+                % mine)
+        T.check(any("closing" in e.get("MESSAGE", "") for e in mine),
+                "journal: closing with SESSION_ID")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        T.eq(p.wait(timeout=15), 0, "the journald daemon's exit status")
+        log.close()
+        with open(os.path.join(tmp, "stream.log"), "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+        # Lines about no session stay on the stream, with priorities.
+        T.check(re.search(r"^<6>", text, re.M) is not None,
+                "other lines on the stream with their priority: %r" %
+                text[:300])
+        js.close()
+        subprocess.run(["rm", "-rf", tmp])
+
+
+def main():
+    if not CLI:
+        print("STEXEC_CLI is not set: skipped")
+        return 77
+
+    def body(d):
+        deadline = time.time() + 10
+        while not os.path.exists(d.sock) and time.time() < deadline:
+            time.sleep(0.02)
+        metrics(d)
+        top(d)
+        logs_text(d)
+        reload(d)
+
+    rc = pydaemon.run(T, body, args=["--memory-limit", "268435456"])
+    if rc != 0:
+        return rc
+    journal_fields()
+    print("%d passed, %d failed" % (T.passed, T.failed))
+    return 1 if T.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

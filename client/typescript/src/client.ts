@@ -26,11 +26,22 @@ import type {
   SubscribeResult,
   ToolUse,
 } from "./protocol.js";
+import type {
+  JobMethods,
+  JobOutputOptions,
+  JobSignal,
+  ListJobsResult,
+  ReadJobParams,
+  ReadJobResult,
+  WriteJobResult,
+  WriteStdinResult,
+} from "./jobs.js";
 import { connectSocket } from "./socket.js";
 
-export type MethodName = keyof Methods;
-export type Params<M extends MethodName> = Methods[M]["params"];
-export type Result<M extends MethodName> = Methods[M]["result"];
+type AllMethods = Methods & JobMethods;
+export type MethodName = keyof AllMethods;
+export type Params<M extends MethodName> = AllMethods[M]["params"];
+export type Result<M extends MethodName> = AllMethods[M]["result"];
 
 export interface ClientOptions {
   /** The socket; default: the C client's rules (see defaultSocketPath). */
@@ -414,6 +425,79 @@ export class Client {
   /** (extension) The session's whole-output files and whether each is kept. */
   outputFiles(sessionId: string): Promise<Result<"outputFiles">> {
     return this.send("outputFiles", { sessionId });
+  }
+
+  // ------------------------------------------------ jobs (PROTOCOL.md §4, Jobs)
+
+  /** (extension) The session's jobs, running and ended. */
+  listJobs(sessionId: string): Promise<ListJobsResult> {
+    return this.send("listJobs", { sessionId });
+  }
+
+  /**
+   * (extension) A job's output from `since` (default: where this session's
+   * last readJob without `since` stopped); with `waitMs`, waits that long
+   * for output or the end when there is nothing new.
+   */
+  readJob(
+    sessionId: string,
+    jobId: string,
+    options: Omit<ReadJobParams, "sessionId" | "jobId"> = {},
+  ): Promise<ReadJobResult> {
+    return this.send("readJob", { sessionId, jobId, ...options });
+  }
+
+  /** (extension) Bytes for a job's stdin, in order; `eof` closes it after them. */
+  writeJob(sessionId: string, jobId: string, data: string, eof?: boolean): Promise<WriteJobResult> {
+    return this.send("writeJob", { sessionId, jobId, data, ...(eof === undefined ? {} : { eof }) });
+  }
+
+  /** (extension) "interrupt" (SIGINT), "terminate" (TERM, then KILL after the grace) or "kill". */
+  signalJob(sessionId: string, jobId: string, signal: JobSignal): Promise<Result<"signalJob">> {
+    return this.send("signalJob", { sessionId, jobId, signal });
+  }
+
+  /** (extension) The size of a job's terminal (SIGWINCH); a job without one is a StateConflictError. */
+  resizeJob(sessionId: string, jobId: string, cols: number, rows: number): Promise<Result<"resizeJob">> {
+    return this.send("resizeJob", { sessionId, jobId, cols, rows });
+  }
+
+  /** (extension) Input for a running tool of the current turn whose ToolDef has `stdin: "stream"`. */
+  writeStdin(sessionId: string, toolUseId: string, data: string, eof?: boolean): Promise<WriteStdinResult> {
+    return this.send("writeStdin", { sessionId, toolUseId, data, ...(eof === undefined ? {} : { eof }) });
+  }
+
+  /**
+   * (extension) A job's output as it comes, by long-polling readJob from
+   * `since` (default 0: all the ring still holds): each chunk of text, until
+   * the job has ended and everything is read. Output the ring dropped
+   * before it was read is skipped. The generator's return value is the last
+   * readJob result, which says how the job ended. Reads use explicit
+   * offsets, so they do not move the session's own read position
+   * (bash_output's).
+   */
+  async *jobOutput(
+    sessionId: string,
+    jobId: string,
+    options: JobOutputOptions = {},
+  ): AsyncGenerator<string, ReadJobResult, undefined> {
+    let since = options.since ?? 0;
+    const waitMs = options.waitMs ?? 30000;
+    for (;;) {
+      const r = await this.readJob(sessionId, jobId, {
+        since,
+        waitMs,
+        ...(options.filter === undefined ? {} : { filter: options.filter }),
+        ...(options.maxBytes === undefined ? {} : { maxBytes: options.maxBytes }),
+      });
+      const moved = r.next !== since;
+      since = r.next;
+      if (r.text !== "") yield r.text;
+      if (r.status !== "running" && !moved) return r;
+      // Nothing consumed although the job runs (a filter holding back a
+      // partial line, say): do not spin on answers that come at once.
+      if (!moved) await new Promise((resolve) => setTimeout(resolve, Math.min(waitMs, 100)));
+    }
   }
 
   ping(): Promise<Result<"ping">> {

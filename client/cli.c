@@ -34,7 +34,7 @@ struct cli_cmd {
 
 static const struct cli_cmd cli_cmds[] = {
 	{ "run", "TOOL JSON [TOOL JSON]... [--max-parallel N] [--cwd DIR] "
-	  "[--tools FILE.json] [--allow]",
+	  "[--tools FILE.json] [--allow] [--background]",
 	  "run tools in a new session and print their results",
 	  "Creates a session in the current directory (--cwd: another), adds\n"
 	  "every tool call to one turn, prints each result in order as it is\n"
@@ -65,13 +65,21 @@ static const struct cli_cmd cli_cmds[] = {
 	  "                    current directory, not the daemon's)\n"
 	  "  --tools FILE.json session tools besides the daemon's (see new)\n"
 	  "  --allow           grant every permission request (default: deny)\n"
+	  "  --background      run each call as a job (PROTOCOL.md §4, Jobs),\n"
+	  "                    through its ToolDef's backgroundFromInput field\n"
+	  "                    (bash: run_in_background); a call still running\n"
+	  "                    once its result comes prints 'SESSION JOB' on\n"
+	  "                    stdout, and the session stays open for it (see\n"
+	  "                    jobs, attach; close ends it)\n"
 	  "  --json            print each tool_result's params, one per line\n"
 	  "\n"
 	  "Examples:\n"
 	  "  stexec-cli run bash '{\"command\":\"ls\"}'\n"
+	  "  read S J < <(stexec-cli run --background bash \\\n"
+	  "      '{\"command\":\"python3 -m http.server\"}')\n"
 	  "  stexec-cli run read_file '{\"file_path\":\"/etc/hostname\"}' \\\n"
 	  "      bash '{\"command\":\"uname -a\"}'\n",
-	  "max-parallel=,cwd=,tools=,allow", 2, -1, run_main },
+	  "max-parallel=,cwd=,tools=,allow,background", 2, -1, run_main },
 	{ "watch", "SESSION [--since N]",
 	  "follow a session live: events, results, a timeline",
 	  "Prints a line per notification as it arrives, with the time since\n"
@@ -202,6 +210,36 @@ static const struct cli_cmd cli_cmds[] = {
 	  "Example:\n"
 	  "  stexec-cli status $S\n",
 	  "", 1, 1, cmd_status },
+	{ "jobs", "SESSION", "list the session's jobs",
+	  "A table of the session's jobs (tool calls that run on after their\n"
+	  "result, PROTOCOL.md §4, Jobs): id, status (running, exited,\n"
+	  "killed), pid while it runs, exit code or signal, bytes of output,\n"
+	  "when it started, whether it has a terminal, its tool and command.\n"
+	  "With --json, the listJobs result.\n"
+	  "\n"
+	  "Example:\n"
+	  "  stexec-cli jobs $S\n",
+	  "", 1, 1, cmd_jobs },
+	{ "attach", "SESSION JOB [--since N]",
+	  "follow a job's output and send it input",
+	  "Prints the job's output as it comes (from byte N, default 0: all\n"
+	  "the daemon still holds) until the job ends, then exits with the\n"
+	  "job's exit code (128 + N for signal N).\n"
+	  "\n"
+	  "When stdin is a terminal it is put in raw mode: every key goes to\n"
+	  "the job as typed and the job's terminal takes this one's size, now\n"
+	  "and whenever it changes. For a job without a terminal, Enter sends\n"
+	  "a newline, Ctrl-C interrupts the job and Ctrl-D ends its input.\n"
+	  "Ctrl-] detaches and leaves the job running. When stdin is not a\n"
+	  "terminal, what it has goes to the job as it comes, and its end\n"
+	  "ends the job's input.\n"
+	  "\n"
+	  "  --since N  start at byte N of the job's output\n"
+	  "\n"
+	  "Examples:\n"
+	  "  stexec-cli attach $S j-1\n"
+	  "  echo 2+2 | stexec-cli attach $S j-2\n",
+	  "since=", 2, 2, attach_main },
 	{ "permit", "SESSION TOOL_USE_ID",
 	  "let a tool waiting for permission run",
 	  "Example:\n"

@@ -1,7 +1,8 @@
 /*
  * stexec-cli internals, shared by its files: cli.c (main, options, output
  * helpers), cli_cmd.c (one subcommand per method), cli_run.c (run) and
- * cli_watch.c (watch, and the event lines events prints).
+ * cli_watch.c (watch, and the event lines events prints), cli_jobs.c
+ * (jobs, attach).
  */
 #ifndef STEXEC_CLI_H
 #define STEXEC_CLI_H
@@ -84,6 +85,10 @@ int	 cmd_deny(struct cli *, struct cli_args *);
 int	 cmd_close(struct cli *, struct cli_args *);
 int	 cmd_stats(struct cli *, struct cli_args *);
 int	 cmd_events(struct cli *, struct cli_args *);
+
+/* cli_jobs.c */
+int	 cmd_jobs(struct cli *, struct cli_args *);
+int	 attach_main(struct cli *, struct cli_args *);
 
 /* cli_run.c */
 int	 run_main(struct cli *, struct cli_args *);

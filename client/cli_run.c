@@ -34,6 +34,7 @@ struct run_tool {
 	double done;   /* when it completed; < 0: not yet */
 	char *part;    /* live: streamed output after its last newline */
 	size_t partlen;
+	bool job;      /* its call became a job (--background) */
 };
 
 struct run {
@@ -44,6 +45,8 @@ struct run {
 	int64_t drain_req;
 	bool failed;   /* an error result or a failed request */
 	bool allow;    /* --allow: grant permission requests */
+	bool background; /* --background: every call a job */
+	size_t jobs;   /* calls that became jobs */
 	bool live;     /* stderr is a terminal: the live block */
 	int drawn;     /* rows of the live block on the screen */
 	size_t results;/* results printed */
@@ -65,6 +68,8 @@ static int	run_reply(struct run *, json_t *, bool *);
 static int	run_interrupt(struct run *);
 static int	run_loop(struct run *);
 static int	run_setup(struct run *, const struct cli_args *, json_t **);
+static int	run_as_jobs(struct run *);
+static bool	run_job(struct run *, struct run_tool *, const json_t *);
 
 static struct run_tool *
 run_tool(struct run *r, const char *id)
@@ -332,6 +337,10 @@ run_result(struct run *r, const json_t *p)
 		reason = "?";
 	if (id == NULL)
 		id = "?";
+	if (strcmp(reason, "background") == 0 && run_job(r, t, meta)) {
+		r->results++;
+		return;
+	}
 	if (r->cli->json) {
 		cli_print_json(p);
 		fflush(stdout);
@@ -358,6 +367,75 @@ run_result(struct run *r, const json_t *p)
 	}
 	fflush(stdout);
 	r->results++;
+}
+
+/*
+ * A call that became a job (PROTOCOL.md §4, Jobs): stdout gets "SESSION
+ * JOB", which attach and signal take, and stderr how to follow and end it.
+ * The session stays open, since closing it would kill the job.
+ */
+static bool
+run_job(struct run *r, struct run_tool *t, const json_t *meta)
+{
+	const json_t *job = json_object_get(meta, "job");
+	const char *jid = json_string_value(json_object_get(job, "jobId"));
+
+	if (jid == NULL)
+		return false;
+	if (t != NULL)
+		t->job = true;
+	r->jobs++;
+	if (r->cli->json)
+		return false;  /* the tool_result says it all */
+	printf("%s %s\n", r->sid, jid);
+	fflush(stdout);
+	run_prefix(r, t, t != NULL ? t->id : "?");
+	fprintf(stderr, "runs in the background as job %s (pid %lld): "
+	    "stexec-cli attach %s %s follows it, stexec-cli close %s ends "
+	    "it\n", jid, (long long)json_integer_value(json_object_get(job,
+	    "pid")), r->sid, jid, r->sid);
+	return true;
+}
+
+/*
+ * --background: each call is made a job, through the input field its
+ * ToolDef names in backgroundFromInput (bash: run_in_background), unless
+ * the ToolDef makes every call one already.
+ */
+static int
+run_as_jobs(struct run *r)
+{
+	json_t *res = NULL, *def, *found;
+	const char *field;
+	size_t i, k;
+	int rc;
+
+	if ((rc = cli_call(r->cli, "listTools", json_pack("{s:s}",
+	    "sessionId", r->sid), &res)) != 0)
+		return rc;
+	for (i = 0; i < r->n; i++) {
+		def = NULL;
+		json_array_foreach(json_object_get(res, "tools"), k, found)
+			if (json_is_string(json_object_get(found, "name")) &&
+			    strcmp(json_string_value(json_object_get(found,
+			    "name")), r->tools[i].name) == 0)
+				def = found;
+		if (def == NULL || json_is_true(json_object_get(def,
+		    "background")))
+			continue;  /* no such tool: its result says so */
+		field = json_string_value(json_object_get(def,
+		    "backgroundFromInput"));
+		if (field == NULL || !json_is_object(r->tools[i].input)) {
+			cli_error(r->cli, "%s cannot run in the background: its "
+			    "ToolDef has neither background nor "
+			    "backgroundFromInput", r->tools[i].name);
+			json_decref(res);
+			return CLI_EXIT_USAGE;
+		}
+		json_object_set_new(r->tools[i].input, field, json_true());
+	}
+	json_decref(res);
+	return 0;
 }
 
 /* run has nobody to ask: --allow grants, otherwise the tool is denied. */
@@ -556,6 +634,7 @@ run_main(struct cli *cli, struct cli_args *a)
 	int rc, k;
 
 	r.allow = cli_flag(a, "allow");
+	r.background = cli_flag(a, "background");
 	r.live = isatty(STDERR_FILENO);
 	if ((rc = run_setup(&r, a, &create)) != 0)
 		goto out;
@@ -573,6 +652,8 @@ run_main(struct cli *cli, struct cli_args *a)
 		rc = CLI_EXIT_FAIL;
 		goto out;
 	}
+	if (r.background && (rc = run_as_jobs(&r)) != 0)
+		goto close;
 	if (stexec_subscribe(cli->c, r.sid, 0, NULL, &err) != 0) {
 		rc = cli_rpc_error(cli, "subscribe", &err);
 		goto close;
@@ -599,8 +680,11 @@ run_main(struct cli *cli, struct cli_args *a)
 	rc = cli->interrupts > 0 ? CLI_EXIT_INT : r.failed ? CLI_EXIT_FAIL :
 	    CLI_EXIT_OK;
 close:
-	/* Also after a Ctrl-C during setup; a lost connection was reported. */
-	if (stexec_is_open(cli->c)) {
+	/* Also after a Ctrl-C during setup; a lost connection was reported.
+	 * A session with jobs stays open: closing it would kill them. */
+	if (r.jobs > 0 && cli->interrupts == 0)
+		;
+	else if (stexec_is_open(cli->c)) {
 		if (stexec_call(cli->c, "closeSession", json_pack("{s:s}",
 		    "sessionId", r.sid), NULL, &err) != 0) {
 			k = cli_rpc_error(cli, "closeSession", &err);

@@ -28,7 +28,7 @@ _stexec_cli_kind()
 _stexec_cli()
 {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
-	local cli=${COMP_WORDS[0]} cmd= usage w i npos=0 sock=()
+	local cli=${COMP_WORDS[0]} cmd= usage w i npos=0 sock=() args=()
 
 	COMPREPLY=()
 	# The command, the socket to ask, and how many positionals precede.
@@ -50,6 +50,7 @@ _stexec_cli()
 				cmd=$w
 				usage=$("$cli" help "$cmd" 2>/dev/null | head -n 1)
 			else
+				args+=("$w")
 				((npos++))
 			fi
 			;;
@@ -87,6 +88,11 @@ _stexec_cli()
 		;;
 	TOOL)
 		w=$("$cli" "${sock[@]}" tools 2>/dev/null | awk 'NR > 1 { print $1 }')
+		;;
+	JOB)
+		# The jobs of the session named before it.
+		w=$("$cli" "${sock[@]}" jobs "${args[0]}" 2>/dev/null |
+			awk 'NR > 1 { print $1 }')
 		;;
 	*) return ;;
 	esac

@@ -29,6 +29,8 @@ struct cli_proc {
 	pid_t pid;
 	char out[160], err[160];
 	int pty;       /* the terminal's master side, or -1 */
+	bool pty_in;   /* stdin on the terminal too (else /dev/null) */
+	const char *in; /* else stdin from this file */
 	char *text;    /* what the terminal showed */
 	size_t len;
 };
@@ -38,6 +40,8 @@ static const char *cli_dir;
 
 static void	cli_start(struct daemon *, struct cli_proc *, const char *,
 		    va_list);
+static void	cli_start_args(struct daemon *, struct cli_proc *,
+		    const char *, ...);
 static struct cli_proc *cli_bg(struct daemon *, const char *, ...);
 static int	cli_wait(struct cli_proc *, int, char **, char **);
 static int	cli(struct daemon *, char **, char **, const char *, ...);
@@ -77,7 +81,12 @@ cli_start(struct daemon *d, struct cli_proc *p, const char *arg, va_list ap)
 		argv[n++] = (char *)arg;
 	argv[n] = NULL;
 	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	if (p->pty >= 0 && p->pty_in)
+		posix_spawn_file_actions_addopen(&fa, 0, ptsname(p->pty),
+		    O_RDWR | O_NOCTTY, 0);
+	else
+		posix_spawn_file_actions_addopen(&fa, 0, p->in != NULL ?
+		    p->in : "/dev/null", O_RDONLY, 0);
 	if (p->pty >= 0) {
 		/* Both on the terminal, as for a person. */
 		posix_spawn_file_actions_addopen(&fa, 1, ptsname(p->pty),
@@ -94,6 +103,17 @@ cli_start(struct daemon *d, struct cli_proc *p, const char *arg, va_list ap)
 	k = posix_spawn(&p->pid, path, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	cr_assert_eq(k, 0, "cannot run %s: %s", path, strerror(k));
+}
+
+/* cli_start with the arguments given here (NULL-ended). */
+static void
+cli_start_args(struct daemon *d, struct cli_proc *p, const char *arg, ...)
+{
+	va_list ap;
+
+	va_start(ap, arg);
+	cli_start(d, p, arg, ap);
+	va_end(ap);
 }
 
 static struct cli_proc *
@@ -935,5 +955,127 @@ Test(cli, watch_fits_a_terminal)
 	free(w);
 	json_decref(sid);
 	c_close(c);
+	d_stop(d);
+}
+
+/*
+ * Jobs (PROTOCOL.md §4, Jobs): run --background prints SESSION JOB and
+ * leaves the session open, jobs lists it, attach with a file on stdin
+ * feeds it, ends with it and prints what it wrote.
+ */
+Test(cli, run_background_jobs_attach)
+{
+	struct daemon *d = d_start(NULL);
+	struct cli_proc p = { .pty = -1 };
+	char *out, *err, sid[128], jid[32], in[200];
+
+	cr_assert_eq(cli(d, &out, &err, "run", "--background", "bash",
+	    "{\"command\":\"echo hi; while read l; do echo got:$l; done; "
+	    "echo bye\"}", NULL), 0, "%s", err);
+	cr_assert_eq(sscanf(out, "%127s %31s", sid, jid), 2, "%s", out);
+	cr_assert_str_eq(jid, "j-1");
+	cr_assert(strstr(err, "stexec-cli attach ") != NULL, "%s", err);
+	free(out);
+	free(err);
+
+	cr_assert_eq(cli(d, &out, &err, "jobs", sid, NULL), 0, "%s", err);
+	cr_assert(strstr(out, "JOB ") != NULL && strstr(out, "COMMAND") !=
+	    NULL, "%s", out);
+	cr_assert(strstr(out, "j-1") != NULL && strstr(out, "running") !=
+	    NULL && strstr(out, "bash") != NULL, "%s", out);
+	free(out);
+	free(err);
+
+	/* Its stdin holds the input first, then what attach forwards. */
+	snprintf(in, sizeof in, "%s/in.txt", d->dir);
+	write_file(in, "\none\ntwo\n");
+	p.in = in;
+	cli_start_args(d, &p, "attach", sid, "j-1", NULL);
+	cr_assert_eq(cli_wait(&p, 30000, &out, &err), 0, "%s", err);
+	cr_assert(strncmp(out, "hi\n", 3) == 0, "%s", out);
+	cr_assert(strstr(out, "got:one\ngot:two\nbye\n") != NULL, "%s", out);
+	cr_assert(strstr(err, "[job j-1 exited with exit code 0]") != NULL,
+	    "%s", err);
+	free(out);
+	free(err);
+
+	cr_assert_eq(cli(d, &out, &err, "--json", "jobs", sid, NULL), 0);
+	cr_assert(strstr(out, "\"status\":\"exited\"") != NULL, "%s", out);
+	free(out);
+	free(err);
+
+	cr_assert_eq(cli(d, &out, &err, "attach", sid, "j-9", NULL), 1);
+	cr_assert(strstr(err, "has no job j-9") != NULL, "%s", err);
+	free(out);
+	free(err);
+	cr_assert_eq(cli(d, &out, &err, "run", "--background", "read_file",
+	    "{\"file_path\":\"/etc/hostname\"}", NULL), 2);
+	cr_assert(strstr(err, "cannot run in the background") != NULL, "%s",
+	    err);
+	free(out);
+	free(err);
+
+	cr_assert_eq(cli(d, &out, &err, "close", sid, NULL), 0, "%s", err);
+	free(out);
+	free(err);
+	cr_assert(d_wait_no_leftovers(d, 5000));
+	d_stop(d);
+}
+
+/*
+ * attach on a terminal: raw keys to a job's terminal, which takes this
+ * one's size; bc answers; Ctrl-] detaches and the job runs on.
+ */
+Test(cli, attach_a_terminal_job)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	struct winsize ws = { .ws_row = 40, .ws_col = 100 };
+	struct cli_proc *p;
+	char tools[200], *out, *err, sid[128], *text;
+
+	snprintf(tools, sizeof tools, "%s/bc.json", d->dir);
+	write_file(tools, "[{\"name\":\"calc\",\"command\":[\"/bin/sh\","
+	    "\"-c\",\"read x; stty size; exec bc -q\"],\"tty\":true,"
+	    "\"background\":true}]");
+	cr_assert_eq(cli(d, &out, &err, "new", "--tools", tools, NULL), 0,
+	    "%s", err);
+	cr_assert_eq(sscanf(out, "%127s", sid), 1);
+	free(out);
+	free(err);
+	json_decref(c_add(c, sid, "b", "calc", "{}"));
+	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", sid)));
+
+	p = calloc(1, sizeof *p);
+	cr_assert(p != NULL);
+	p->pty = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	cr_assert(p->pty >= 0 && grantpt(p->pty) == 0 &&
+	    unlockpt(p->pty) == 0, "no pty: %s", strerror(errno));
+	cr_assert_eq(ioctl(p->pty, TIOCSWINSZ, &ws), 0);
+	p->pty_in = true;
+	cli_start_args(d, p, "attach", sid, "j-1", NULL);
+	cr_assert(pty_pump(p, "Ctrl-] detaches", 10000), "%s", p->text);
+	cr_assert_eq(write(p->pty, "go\r", 3), 3);
+	cr_assert(pty_pump(p, "40 100", 10000), "%s", p->text);
+	cr_assert_eq(write(p->pty, "2+2\r", 4), 4);
+	cr_assert(pty_pump(p, "4\r\n", 10000), "%s", p->text);
+	cr_assert_eq(write(p->pty, "\x1d", 1), 1);
+	cr_assert_eq(pty_wait(p, 10000), 0, "%s", p->text);
+	text = plain(p->text);
+	cr_assert(strstr(text, "[detached; job j-1 runs on") != NULL, "%s",
+	    text);
+	free(text);
+	free(p->text);
+	free(p);
+
+	cr_assert_eq(cli(d, &out, &err, "jobs", sid, NULL), 0, "%s", err);
+	cr_assert(strstr(out, "running") != NULL && strstr(out, "yes") !=
+	    NULL, "%s", out);
+	free(out);
+	free(err);
+	json_decref(c_call(c, "closeSession", json_pack("{s:s}", "sessionId",
+	    sid)));
+	c_close(c);
+	cr_assert(d_wait_no_leftovers(d, 5000));
 	d_stop(d);
 }

@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "client", "python"))
 
 import stexec  # noqa: E402
 from stexec import aio, StexecError  # noqa: E402
+import fakejobs  # noqa: E402
 import pydaemon  # noqa: E402
 from pydaemon import Checks  # noqa: E402
 
@@ -249,6 +250,99 @@ async def run_and_errors(c, sid):
     T.eq(closed, [("session_closed", sid)], "session_closed")
 
 
+async def jobs_fake():
+    """aio's job methods and JobOutput against tests/fakejobs.py
+    (PROTOCOL.md §4, Jobs)."""
+    f = fakejobs.FakeDaemon()
+    sid = fakejobs.SESSION
+    c = aio.Client(f.sock, timeout=WAIT)
+    await c.connect()
+    try:
+        def last(method):
+            return [p for m, p in f.requests if m == method][-1]
+        job = f.add_job(tty=True)
+        jid = job.info["jobId"]
+        f.output(job, "hi\n")
+        T.eq([j["jobId"] for j in await c.list_jobs(sid)], [jid],
+             "aio list_jobs")
+        r = await c.read_job(sid, jid, since=0, wait_ms=10)
+        T.eq((r["text"], r["next"], r["status"]), ("hi\n", 3, "running"),
+             "aio read_job")
+        T.eq(await c.write_job(sid, jid, "x", eof=True), 1, "aio write_job")
+        T.eq(last("writeJob"), {"sessionId": sid, "jobId": jid,
+                                "data": "x", "eof": True}, "writeJob params")
+        await c.resize_job(sid, jid, 90, 30)
+        T.eq(job.size, (90, 30), "aio resize_job")
+        f.streaming.add("toolu_1")
+        T.eq(await c.write_stdin(sid, "toolu_1", "ab"), 2, "aio write_stdin")
+        await c.signal_job(sid, jid, "kill")
+        try:
+            await c.signal_job(sid, jid, "kill")
+            T.check(False, "signal_job of an ended job succeeded")
+        except StexecError as e:
+            T.eq(e.code, stexec.STATE_CONFLICT, "aio: the job has ended")
+        # The iterator, while other requests go on on the same client.
+        job = f.add_job()
+        jid = job.info["jobId"]
+        f.output(job, "a\n")
+        f.later(0.1, f.output, job, "b\n")
+        f.later(0.2, f.exit, job, 1)
+        it = c.job_output(sid, jid, wait_ms=3000)
+        got, pings = await asyncio.gather(
+            _collect(it), asyncio.gather(*(c.ping() for _ in range(5))))
+        T.eq(got, ["a\n", "b\n"], "aio job_output: every chunk")
+        T.eq((it.last["status"], it.last["exitCode"]), ("exited", 1),
+             "aio job_output: how it ended")
+        T.check(all(isinstance(p.get("since"), int)
+                    for p in f.reads_of(jid)), "aio reads name the offset")
+    finally:
+        await c.close()
+        f.stop()
+
+
+async def _collect(it):
+    return [t async for t in it]
+
+
+async def jobs_real(c):
+    """A background job followed by aio's job_output, fed by write_job;
+    skipped by a daemon without jobs."""
+    echo = {"name": "echo", "background": True,
+            "command": ["/bin/sh", "-c", "echo ready; exec cat"]}
+    sid = await c.create_session(tools=[echo])
+    try:
+        try:
+            await c.list_jobs(sid)
+        except StexecError as e:
+            if e.code != stexec.METHOD_NOT_FOUND:
+                raise
+            print("skip: this daemon has no jobs (listJobs: %s)" % e)
+            return
+        turn = aio.Turn(c, sid)
+        await turn.run([{"id": "j1", "name": "echo", "input": {}}])
+        job = stexec.job_of(turn.meta["j1"])
+        T.check(job is not None, "the call became a job: %r" % turn.meta)
+        if job is None:
+            return
+        jid = job["jobId"]
+        text = ""
+        wrote = False
+        it = c.job_output(sid, jid, wait_ms=2000)
+        async for chunk in it:
+            text += chunk
+            if not wrote and "ready\n" in text:
+                wrote = True
+                await c.write_job(sid, jid, "hello\n", eof=True)
+        T.check(text.startswith("ready\n") and text.endswith("hello\n"),
+                "aio job_output to the end: %r" % text)
+        T.eq(it.last["status"], "exited", "aio: the job exited")
+        jobs = await c.list_jobs(sid)
+        T.eq([(j["jobId"], j["reason"]) for j in jobs], [(jid, "ok")],
+             "aio list_jobs after the end")
+    finally:
+        await c.close_session(sid)
+
+
 async def online(d):
     c = aio.Client(d.sock, timeout=WAIT)
     await c.connect(timeout=10)         # the daemon may still be starting
@@ -257,11 +351,13 @@ async def online(d):
         await interrupt_from_task(c, sid)
         await resume(c, sid)
         await run_and_errors(c, sid)
+        await jobs_real(c)
 
 
 def main():
     if os.environ.get("STEXEC_DAEMON"):
         asyncio.run(offline())
+        asyncio.run(jobs_fake())
     return pydaemon.run(T, lambda d: asyncio.run(online(d)))
 
 

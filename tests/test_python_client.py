@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "client", "python"))
 
 import stexec  # noqa: E402
 from stexec import Client, StexecError, Turn  # noqa: E402
+import fakejobs  # noqa: E402
 import pydaemon  # noqa: E402
 from pydaemon import Checks  # noqa: E402
 
@@ -82,6 +83,169 @@ def test_offline():
         T.check(msg.startswith("cannot connect to " + missing + ": ") and
                 "is stexecd running?" in msg,
                 "connect error message: %r" % msg)
+
+
+def test_jobs_fake():
+    """The job methods and JobOutput against tests/fakejobs.py (PROTOCOL.md
+    §4, Jobs): the params on the wire, errors, long polls, ends, filters."""
+    f = fakejobs.FakeDaemon()
+    sid = fakejobs.SESSION
+    c = Client(f.sock, timeout=WAIT)
+    try:
+        def last(method):
+            return [p for m, p in f.requests if m == method][-1]
+        job = f.add_job(tty=True)
+        jid = job.info["jobId"]
+        f.output(job, "hello\n")
+        jobs = c.list_jobs(sid)
+        T.eq([(j["jobId"], j["status"], j["outputBytes"]) for j in jobs],
+             [(jid, "running", 6)], "list_jobs")
+        r = c.read_job(sid, jid, since=1, max_bytes=3)
+        T.eq((r["text"], r["offset"], r["next"]), ("ell", 1, 4),
+             "read_job since, max_bytes")
+        T.eq(last("readJob"), {"sessionId": sid, "jobId": jid, "since": 1,
+                               "maxBytes": 3}, "readJob params")
+        T.eq(c.read_job(sid, jid)["text"], "hello\n",
+             "read_job without since: the session's position")
+        T.eq(c.write_job(sid, jid, "2+2\n"), 4, "write_job written")
+        T.eq(last("writeJob"), {"sessionId": sid, "jobId": jid,
+                                "data": "2+2\n"}, "writeJob params")
+        c.write_job(sid, jid, "", eof=True)
+        T.eq(last("writeJob").get("eof"), True, "write_job eof")
+        try:
+            c.write_job(sid, jid, "more")
+            T.check(False, "write_job after eof succeeded")
+        except StexecError as e:
+            T.eq(e.code, stexec.STATE_CONFLICT, "write_job after eof")
+        c.resize_job(sid, jid, 120, 40)
+        T.eq(job.size, (120, 40), "resize_job")
+        c.signal_job(sid, jid, "interrupt")
+        T.eq(last("signalJob")["signal"], "interrupt", "signal_job params")
+        T.eq(c.list_jobs(sid)[0]["status"], "killed", "signalled: killed")
+        try:
+            c.read_job(sid, "j-99")
+            T.check(False, "read_job of no such job succeeded")
+        except StexecError as e:
+            T.eq((e.code, e.data), (stexec.INVALID_PARAMS,
+                                    {"field": "jobId"}), "unknown job id")
+        f.streaming.add("toolu_9")
+        T.eq(c.write_stdin(sid, "toolu_9", "y\n", eof=True), 2,
+             "write_stdin")
+        T.eq(last("writeStdin"), {"sessionId": sid, "toolUseId": "toolu_9",
+                                  "data": "y\n", "eof": True},
+             "writeStdin params")
+        f.missing.add("listJobs")
+        try:
+            c.list_jobs(sid)
+            T.check(False, "listJobs of a daemon without jobs succeeded")
+        except StexecError as e:
+            T.eq(e.code, stexec.METHOD_NOT_FOUND, "no jobs: -32601")
+        f.missing.clear()
+
+        # JobOutput: long polls from explicit offsets until the end.
+        job = f.add_job()
+        jid = job.info["jobId"]
+        f.output(job, "one\n")
+        f.later(0.1, f.output, job, "two\n")
+        f.later(0.2, f.output, job, "three")
+        f.later(0.3, f.exit, job, 3)
+        it = c.job_output(sid, jid, wait_ms=5000)
+        T.eq("".join(it), "one\ntwo\nthree", "job_output: every chunk")
+        T.eq((it.last["status"], it.last["exitCode"]), ("exited", 3),
+             "job_output: last says how it ended")
+        reads = f.reads_of(jid)
+        T.check(len(reads) <= 8 and all(
+            isinstance(p.get("since"), int) and p.get("waitMs") == 5000
+            for p in reads), "job_output long-polls by offset: %r" % reads)
+        T.eq(job.cursor, 0, "job_output leaves the session's position")
+        job = f.add_job()
+        jid = job.info["jobId"]
+        f.output(job, "GET /a\nnoise\nGET /b\npartial GET")
+        f.exit(job)
+        T.eq(list(c.job_output(sid, jid, filter="GET")),
+             ["GET /a\nGET /b\npartial GET"], "job_output with a filter")
+        T.eq(list(c.job_output(sid, jid, since=7, max_bytes=6)),
+             ["noise\n", "GET /b", "\nparti", "al GET"],
+             "job_output from since, by max_bytes")
+        # A filter that holds back a partial line: no spinning.
+        job = f.add_job()
+        jid = job.info["jobId"]
+        f.output(job, "no newline yet")
+        f.later(0.3, f.output, job, "\n")
+        f.later(0.4, f.exit, job)
+        T.eq(list(c.job_output(sid, jid, filter=".", wait_ms=2000)),
+             ["no newline yet\n"], "job_output: a partial line waits")
+        T.check(len(f.reads_of(jid)) <= 8,
+                "no busy polling: %d reads" % len(f.reads_of(jid)))
+        T.eq(stexec.job_of({"reason": "background",
+                            "job": {"jobId": "j-3", "pid": 7}}),
+             {"jobId": "j-3", "pid": 7}, "job_of")
+        T.eq(stexec.job_of({"reason": "ok"}), None, "job_of: no job")
+    finally:
+        c.close()
+        f.stop()
+
+
+def jobs_real(d):
+    """Jobs against the real daemon: a background tool fed by write_job
+    and followed by job_output to its end, signal_job, the errors; skipped
+    by a daemon without them."""
+    c = Client(d.sock, timeout=WAIT)
+    echo = {"name": "echo", "background": True,
+            "command": ["/bin/sh", "-c", "echo ready; exec cat"]}
+    sid = c.create_session(tools=[echo])
+    try:
+        try:
+            c.list_jobs(sid)
+        except StexecError as e:
+            if e.code != stexec.METHOD_NOT_FOUND:
+                raise
+            print("skip: this daemon has no jobs (listJobs: %s)" % e)
+            return
+        turn = Turn(c, sid)
+        turn.run([{"id": "j1", "name": "echo", "input": {}},
+                  {"id": "j2", "name": "echo", "input": {}}])
+        jobs = [stexec.job_of(turn.meta[i]) for i in ("j1", "j2")]
+        T.check(all(jobs), "both calls became jobs: %r" % turn.meta)
+        if not all(jobs):
+            return
+        one, two = (j["jobId"] for j in jobs)
+        T.eq({j["jobId"]: j["status"] for j in c.list_jobs(sid)},
+             {one: "running", two: "running"}, "list_jobs")
+        # The job's stdin has its input ({}) first, echoed by cat.
+        it = c.job_output(sid, one, wait_ms=2000)
+        text = ""
+        wrote = False
+        for chunk in it:
+            text += chunk
+            if not wrote and "ready\n" in text:
+                wrote = True
+                T.eq(c.write_job(sid, one, "hello\n"), 6, "write_job")
+                c.write_job(sid, one, "bye\n", eof=True)
+        T.check(text.startswith("ready\n") and
+                text.endswith("hello\nbye\n"),
+                "job_output to the end: %r" % text)
+        T.eq((it.last["status"], it.last["exitCode"]), ("exited", 0),
+             "the job exited once its stdin closed")
+        c.signal_job(sid, two, "terminate")
+        it = c.job_output(sid, two, wait_ms=2000)
+        T.check("".join(it).startswith("ready\n"),
+                "the output of a terminated job")
+        T.eq(it.last["status"], "killed", "signal_job: killed")
+        for call, want in ((lambda: c.write_job(sid, one, "x"),
+                            stexec.STATE_CONFLICT),
+                           (lambda: c.resize_job(sid, two, 80, 24),
+                            stexec.STATE_CONFLICT),
+                           (lambda: c.read_job(sid, "j-999"),
+                            stexec.INVALID_PARAMS)):
+            try:
+                call()
+                T.check(False, "no error, %d expected" % want)
+            except StexecError as e:
+                T.eq(e.code, want, "job error: " + str(e))
+    finally:
+        c.close_session(sid)
+        c.close()
 
 
 class Run:
@@ -351,6 +515,7 @@ class Run:
 def main():
     if os.environ.get("STEXEC_DAEMON"):
         test_offline()
+        test_jobs_fake()
 
     def steps(d):
         r = Run(d)
@@ -362,6 +527,10 @@ def main():
                 T.check(False, "%s raised:\n%s" %
                         (step.__name__, traceback.format_exc()))
                 break
+        try:
+            jobs_real(d)
+        except Exception:
+            T.check(False, "jobs_real raised:\n" + traceback.format_exc())
     return pydaemon.run(T, steps)
 
 

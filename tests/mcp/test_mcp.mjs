@@ -165,3 +165,28 @@ test('cancelling a call interrupts its tool', async () => {
   const next = await bash('echo still serving');
   assert.equal(text(next), 'still serving\n');
 });
+
+// Jobs (PROTOCOL.md §4, Jobs) need nothing of MCP: a background call's
+// result, and bash_output and kill_shell, which the daemon answers itself,
+// come back as any tool's.
+test('a background bash, bash_output and kill_shell pass through like any tool', async () => {
+  const { tools } = await client.listTools();
+  const names = tools.map((t) => t.name);
+  for (const name of ['bash_output', 'kill_shell']) assert.ok(names.includes(name), `no ${name}`);
+  const started = await client.callTool({
+    name: 'bash',
+    arguments: { command: 'echo serving; sleep 30', run_in_background: true, yield_ms: 300 },
+  });
+  assert.equal(started.isError, false, text(started));
+  const m = /Started job (j-\d+)/.exec(text(started));
+  assert.ok(m, text(started));
+  assert.match(text(started), /serving/);
+  const out = await client.callTool({ name: 'bash_output', arguments: { bash_id: m[1] } });
+  assert.equal(out.isError, false, text(out));
+  assert.match(text(out), /running/);
+  const killed = await client.callTool({ name: 'kill_shell', arguments: { shell_id: m[1] } });
+  assert.equal(killed.isError, false, text(killed));
+  assert.match(text(killed), new RegExp(`${m[1]}.*ended`));
+  const none = await client.callTool({ name: 'bash_output', arguments: { bash_id: 'j-999' } });
+  assert.equal(none.isError, true, text(none));
+});

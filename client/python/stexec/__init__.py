@@ -46,6 +46,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Turn", "Notification", "StexecError", "ConnectionLost",
+    "JobOutput", "job_of",
     "StexecConnectionError", "default_socket_path",
     "PARSE_ERROR", "INVALID_REQUEST", "METHOD_NOT_FOUND", "INVALID_PARAMS",
     "INTERNAL_ERROR", "UNKNOWN_SESSION", "DUPLICATE_TOOL_USE",
@@ -703,6 +704,164 @@ class Client:
     def metrics(self) -> Dict[str, Any]:
         """(extension) {metrics: [family]} (PROTOCOL.md, metrics)."""
         return self.request("metrics", {})
+
+    # ---------------------------------------- jobs (PROTOCOL.md §4, Jobs)
+
+    def list_jobs(self, session_id: str) -> List[Dict[str, Any]]:
+        """(extension) The session's jobs: [{jobId, toolUseId, name,
+        command, pid, status, startedAt, exitCode, signal, reason,
+        outputBytes, tty}]."""
+        return self.request("listJobs", {"sessionId": session_id})["jobs"]
+
+    def read_job(self, session_id: str, job_id: str,
+                 since: Optional[int] = None,
+                 max_bytes: Optional[int] = None,
+                 wait_ms: Optional[int] = None,
+                 filter: Optional[str] = None) -> Dict[str, Any]:
+        """(extension) {text, offset, next, dropped, status, exitCode,
+        signal}: the job's output from ``since`` (default: where this
+        session's last read without ``since`` stopped); ``wait_ms``: wait
+        that long for output or the end when nothing is new."""
+        return self.request("readJob", _read_job_params(
+            session_id, job_id, since, max_bytes, wait_ms, filter),
+            _wait_timeout(self.timeout, wait_ms))
+
+    def write_job(self, session_id: str, job_id: str, data: str,
+                  eof: bool = False) -> int:
+        """(extension) Bytes for the job's stdin, in order; ``eof`` closes
+        it after them. Returns how many bytes were queued."""
+        return self.request("writeJob", _write_params(
+            {"sessionId": session_id, "jobId": job_id}, data, eof)
+        )["written"]
+
+    def signal_job(self, session_id: str, job_id: str,
+                   signal: str = "terminate") -> None:
+        """(extension) "interrupt" (SIGINT), "terminate" (TERM, then KILL
+        after the grace) or "kill"."""
+        self.request("signalJob", {"sessionId": session_id, "jobId": job_id,
+                                   "signal": signal})
+
+    def resize_job(self, session_id: str, job_id: str, cols: int,
+                   rows: int) -> None:
+        """(extension) The size of the job's terminal."""
+        self.request("resizeJob", {"sessionId": session_id, "jobId": job_id,
+                                   "cols": cols, "rows": rows})
+
+    def write_stdin(self, session_id: str, tool_use_id: str, data: str,
+                    eof: bool = False) -> int:
+        """(extension) Input for a running tool of the current turn whose
+        ToolDef has ``stdin: "stream"``."""
+        return self.request("writeStdin", _write_params(
+            {"sessionId": session_id, "toolUseId": tool_use_id}, data, eof)
+        )["written"]
+
+    def job_output(self, session_id: str, job_id: str, since: int = 0,
+                   filter: Optional[str] = None, wait_ms: int = 30000,
+                   max_bytes: Optional[int] = None) -> "JobOutput":
+        """(extension) Iterate over the job's output as it comes: each
+        chunk of text, until the job has ended and all is read (see
+        JobOutput)."""
+        return JobOutput(self, session_id, job_id, since, filter, wait_ms,
+                         max_bytes)
+
+
+# ---------------------------------------------------------------- jobs
+
+def _read_job_params(session_id: str, job_id: str, since: Optional[int],
+                     max_bytes: Optional[int], wait_ms: Optional[int],
+                     filter: Optional[str]) -> Dict[str, Any]:
+    return _params({"sessionId": session_id, "jobId": job_id}, since=since,
+                   maxBytes=max_bytes, waitMs=wait_ms, filter=filter)
+
+
+def _write_params(ids: Dict[str, Any], data: str,
+                  eof: bool) -> Dict[str, Any]:
+    params = dict(ids, data=data)
+    if eof:
+        params["eof"] = True
+    return params
+
+
+def _wait_timeout(timeout: Optional[float],
+                  wait_ms: Optional[int]) -> Optional[float]:
+    """A request's timeout that outlasts the daemon's long poll."""
+    if timeout is None or not wait_ms:
+        return timeout
+    return max(timeout, wait_ms / 1000.0 + 5.0)
+
+
+def job_of(meta: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """The ``{jobId, pid}`` a tool_result's meta names when the call became
+    a job (``reason`` "background"), else None."""
+    job = meta.get("job")
+    if meta.get("reason") != "background" or not isinstance(job, dict):
+        return None
+    return job
+
+
+class _JobCursor:
+    """Where a job's output iterator is: reads name their offset, so they
+    leave the session's own read position (bash_output's) alone."""
+
+    def __init__(self, session_id: str, job_id: str, since: int,
+                 filter: Optional[str], wait_ms: int,
+                 max_bytes: Optional[int]):
+        self.session_id = session_id
+        self.job_id = job_id
+        self.since = since
+        self.filter = filter
+        self.wait_ms = wait_ms
+        self.max_bytes = max_bytes
+        self.done = False
+        self.last: Optional[Dict[str, Any]] = None   # the last readJob result
+
+    def params(self) -> Dict[str, Any]:
+        return _read_job_params(self.session_id, self.job_id, self.since,
+                                self.max_bytes, self.wait_ms, self.filter)
+
+    def advance(self, res: Dict[str, Any]) -> bool:
+        """Take a readJob result; True when it consumed nothing though the
+        job runs (a filter holding back a partial line): pause a little
+        before the next read rather than spin."""
+        self.last = res
+        moved = res["next"] != self.since
+        self.since = res["next"]
+        if res["status"] != "running" and not moved:
+            self.done = True
+        return not moved and not self.done
+
+    @property
+    def pause(self) -> float:
+        return min(self.wait_ms, 100) / 1000.0
+
+
+class JobOutput(_JobCursor):
+    """Iterates over a job's output as it comes, long-polling readJob from
+    ``since`` (default 0: all the job's ring still holds): each non-empty
+    chunk of text, until the job has ended and everything is read. Output
+    the ring dropped before it was read is skipped. ``last`` is the last
+    readJob result ({status, exitCode, signal, next, ...}) once done."""
+
+    def __init__(self, client: Client, session_id: str, job_id: str,
+                 since: int = 0, filter: Optional[str] = None,
+                 wait_ms: int = 30000, max_bytes: Optional[int] = None):
+        super().__init__(session_id, job_id, since, filter, wait_ms,
+                         max_bytes)
+        self.client = client
+
+    def __iter__(self) -> "JobOutput":
+        return self
+
+    def __next__(self) -> str:
+        while not self.done:
+            res = self.client.request(
+                "readJob", self.params(),
+                _wait_timeout(self.client.timeout, self.wait_ms))
+            if self.advance(res):
+                time.sleep(self.pause)
+            if res["text"]:
+                return res["text"]
+        raise StopIteration
 
 
 # ---------------------------------------------------------------- turn

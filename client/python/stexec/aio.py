@@ -28,11 +28,13 @@ from typing import (Any, AsyncIterator, Awaitable, Callable, Deque, Dict,
 
 from . import (AddToolResult, ConnectionLost, DiscardResult, DrainResult,
                Notification, StexecConnectionError, _check_version,
-               _deadline, _left, _Lines, _params, _request_line, _result_of,
-               _is_response, _decode, _Seqs, _session_params, _take,
-               _tool_use_params, _TurnState, default_socket_path)
+               _deadline, _JobCursor, _left, _Lines, _params,
+               _read_job_params, _request_line, _result_of, _is_response,
+               _decode, _Seqs, _session_params, _take, _tool_use_params,
+               _TurnState, _wait_timeout, _write_params,
+               default_socket_path)
 
-__all__ = ["Client", "Turn"]
+__all__ = ["Client", "Turn", "JobOutput"]
 
 
 class Client:
@@ -405,6 +407,85 @@ class Client:
     async def metrics(self) -> Dict[str, Any]:
         """(extension) {metrics: [family]} (PROTOCOL.md, metrics)."""
         return await self.request("metrics", {})
+
+    # ---------------------------------------- jobs (PROTOCOL.md §4, Jobs)
+
+    async def list_jobs(self, session_id: str) -> List[Dict[str, Any]]:
+        """(extension) The session's jobs, as ``stexec.Client.list_jobs``."""
+        return (await self.request("listJobs",
+                                   {"sessionId": session_id}))["jobs"]
+
+    async def read_job(self, session_id: str, job_id: str,
+                       since: Optional[int] = None,
+                       max_bytes: Optional[int] = None,
+                       wait_ms: Optional[int] = None,
+                       filter: Optional[str] = None) -> Dict[str, Any]:
+        """(extension) {text, offset, next, dropped, status, exitCode,
+        signal}, as ``stexec.Client.read_job``."""
+        return await self.request("readJob", _read_job_params(
+            session_id, job_id, since, max_bytes, wait_ms, filter),
+            _wait_timeout(self.timeout, wait_ms))
+
+    async def write_job(self, session_id: str, job_id: str, data: str,
+                        eof: bool = False) -> int:
+        """(extension) Bytes for the job's stdin; ``eof`` closes it."""
+        return (await self.request("writeJob", _write_params(
+            {"sessionId": session_id, "jobId": job_id}, data, eof)
+        ))["written"]
+
+    async def signal_job(self, session_id: str, job_id: str,
+                         signal: str = "terminate") -> None:
+        """(extension) "interrupt", "terminate" or "kill"."""
+        await self.request("signalJob", {"sessionId": session_id,
+                                         "jobId": job_id, "signal": signal})
+
+    async def resize_job(self, session_id: str, job_id: str, cols: int,
+                         rows: int) -> None:
+        """(extension) The size of the job's terminal."""
+        await self.request("resizeJob", {"sessionId": session_id,
+                                         "jobId": job_id, "cols": cols,
+                                         "rows": rows})
+
+    async def write_stdin(self, session_id: str, tool_use_id: str,
+                          data: str, eof: bool = False) -> int:
+        """(extension) Input for a running ``stdin: "stream"`` tool."""
+        return (await self.request("writeStdin", _write_params(
+            {"sessionId": session_id, "toolUseId": tool_use_id}, data, eof)
+        ))["written"]
+
+    def job_output(self, session_id: str, job_id: str, since: int = 0,
+                   filter: Optional[str] = None, wait_ms: int = 30000,
+                   max_bytes: Optional[int] = None) -> "JobOutput":
+        """(extension) ``async for text in c.job_output(sid, jid)``: the
+        job's output as it comes, until it has ended and all is read."""
+        return JobOutput(self, session_id, job_id, since, filter, wait_ms,
+                         max_bytes)
+
+
+class JobOutput(_JobCursor):
+    """The asyncio ``stexec.JobOutput``: an async iterator over a job's
+    output, with ``last`` the last readJob result once done."""
+
+    def __init__(self, client: Client, session_id: str, job_id: str,
+                 since: int = 0, filter: Optional[str] = None,
+                 wait_ms: int = 30000, max_bytes: Optional[int] = None):
+        super().__init__(session_id, job_id, since, filter, wait_ms,
+                         max_bytes)
+        self.client = client
+
+    def __aiter__(self) -> "JobOutput":
+        return self
+
+    async def __anext__(self) -> str:
+        while not self.done:
+            res = await self.client.request(
+                "readJob", self.params(),
+                _wait_timeout(self.client.timeout, self.wait_ms))
+            if self.advance(res):
+                await asyncio.sleep(self.pause)
+            if res["text"]:
+                return res["text"]
+        raise StopAsyncIteration
 
 
 class Turn(_TurnState):

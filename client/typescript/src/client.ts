@@ -26,6 +26,14 @@ import type {
   SubscribeResult,
   ToolUse,
 } from "./protocol.js";
+import type {
+  ListJobsResult,
+  ReadJobParams,
+  ReadJobResult,
+  WriteJobResult,
+  WriteStdinResult,
+} from "./protocol.js";
+import type { JobOutputOptions, JobSignal } from "./jobs.js";
 import { connectSocket } from "./socket.js";
 
 export type MethodName = keyof Methods;
@@ -416,46 +424,77 @@ export class Client {
     return this.send("outputFiles", { sessionId });
   }
 
-  // ------------------------------------------------------- jobs (extension)
-  // PROTOCOL.md §4, Jobs: a call that runs on after its result.
+  // ------------------------------------------------ jobs (PROTOCOL.md §4, Jobs)
 
-  /** The session's jobs, in the order they started. */
-  listJobs(sessionId: string): Promise<Result<"listJobs">> {
+  /** (extension) The session's jobs, running and ended. */
+  listJobs(sessionId: string): Promise<ListJobsResult> {
     return this.send("listJobs", { sessionId });
   }
 
   /**
-   * A job's output from `since` (default: where this session's last read
-   * without since stopped); `waitMs` waits for output when there is none.
+   * (extension) A job's output from `since` (default: where this session's
+   * last readJob without `since` stopped); with `waitMs`, waits that long
+   * for output or the end when there is nothing new.
    */
   readJob(
     sessionId: string,
     jobId: string,
-    options: { since?: number; maxBytes?: number; waitMs?: number; filter?: string } = {},
-  ): Promise<Result<"readJob">> {
+    options: Omit<ReadJobParams, "sessionId" | "jobId"> = {},
+  ): Promise<ReadJobResult> {
     return this.send("readJob", { sessionId, jobId, ...options });
   }
 
-  /** Bytes for a job's stdin; `eof` closes it after them. */
-  writeJob(sessionId: string, jobId: string, data: string, eof?: boolean): Promise<Result<"writeJob">> {
-    return this.send("writeJob", eof === undefined ? { sessionId, jobId, data } : { sessionId, jobId, data, eof });
+  /** (extension) Bytes for a job's stdin, in order; `eof` closes it after them. */
+  writeJob(sessionId: string, jobId: string, data: string, eof?: boolean): Promise<WriteJobResult> {
+    return this.send("writeJob", { sessionId, jobId, data, ...(eof === undefined ? {} : { eof }) });
   }
 
-  signalJob(sessionId: string, jobId: string, signal: "interrupt" | "terminate" | "kill"): Promise<Result<"signalJob">> {
+  /** (extension) "interrupt" (SIGINT), "terminate" (TERM, then KILL after the grace) or "kill". */
+  signalJob(sessionId: string, jobId: string, signal: JobSignal): Promise<Result<"signalJob">> {
     return this.send("signalJob", { sessionId, jobId, signal });
   }
 
-  /** The size of a job's terminal. */
+  /** (extension) The size of a job's terminal (SIGWINCH); a job without one is a StateConflictError. */
   resizeJob(sessionId: string, jobId: string, cols: number, rows: number): Promise<Result<"resizeJob">> {
     return this.send("resizeJob", { sessionId, jobId, cols, rows });
   }
 
-  /** Bytes for the stdin of a running tool whose ToolDef has stdin: "stream". */
-  writeStdin(sessionId: string, toolUseId: string, data: string, eof?: boolean): Promise<Result<"writeStdin">> {
-    return this.send(
-      "writeStdin",
-      eof === undefined ? { sessionId, toolUseId, data } : { sessionId, toolUseId, data, eof },
-    );
+  /** (extension) Input for a running tool of the current turn whose ToolDef has `stdin: "stream"`. */
+  writeStdin(sessionId: string, toolUseId: string, data: string, eof?: boolean): Promise<WriteStdinResult> {
+    return this.send("writeStdin", { sessionId, toolUseId, data, ...(eof === undefined ? {} : { eof }) });
+  }
+
+  /**
+   * (extension) A job's output as it comes, by long-polling readJob from
+   * `since` (default 0: all the ring still holds): each chunk of text, until
+   * the job has ended and everything is read. Output the ring dropped
+   * before it was read is skipped. The generator's return value is the last
+   * readJob result, which says how the job ended. Reads use explicit
+   * offsets, so they do not move the session's own read position
+   * (bash_output's).
+   */
+  async *jobOutput(
+    sessionId: string,
+    jobId: string,
+    options: JobOutputOptions = {},
+  ): AsyncGenerator<string, ReadJobResult, undefined> {
+    let since = options.since ?? 0;
+    const waitMs = options.waitMs ?? 30000;
+    for (;;) {
+      const r = await this.readJob(sessionId, jobId, {
+        since,
+        waitMs,
+        ...(options.filter === undefined ? {} : { filter: options.filter }),
+        ...(options.maxBytes === undefined ? {} : { maxBytes: options.maxBytes }),
+      });
+      const moved = r.next !== since;
+      since = r.next;
+      if (r.text !== "") yield r.text;
+      if (r.status !== "running" && !moved) return r;
+      // Nothing consumed although the job runs (a filter holding back a
+      // partial line, say): do not spin on answers that come at once.
+      if (!moved) await new Promise((resolve) => setTimeout(resolve, Math.min(waitMs, 100)));
+    }
   }
 
   ping(): Promise<Result<"ping">> {

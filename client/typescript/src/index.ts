@@ -1,6 +1,7 @@
 // stexec: the TypeScript client of stexecd (protocol/PROTOCOL.md).
 export * from "./protocol.js";
 export * from "./errors.js";
+export * from "./jobs.js";
 export { Client } from "./client.js";
 export type { ClientOptions, MethodName, Params, Result } from "./client.js";
 export { Turn } from "./turn.js";

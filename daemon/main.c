@@ -30,6 +30,7 @@
 #include "session/journal.h"
 #include "log.h"
 #include "metrics.h"
+#include "rpc/carry.h"
 #include "rpc/methods.h"
 #include "rpc/probe.h"
 #include "notify.h"
@@ -572,6 +573,10 @@ main_restore(char kind, const char *data, size_t len, void *arg)
 	json_t *rec;
 
 	(void)arg;
+	if (kind == JOURNAL_CONN) {
+		carry_restore(data, len);
+		return;
+	}
 	if (kind != JOURNAL_INSTANCE) {
 		session_restore(kind, data, len);
 		return;
@@ -689,6 +694,7 @@ main_journal(const char *dir, int handover, const char *socket)
 		metrics_count(METRICS_RESTARTS);
 	json_decref(main_instances);
 	restored = session_restore_done();
+	carry_adopt();
 	if (got.dropped > 0 || got.torn)
 		log_warn("%s: %u records read, %u corrupt stretch(es) "
 		    "skipped%s", handover != -1 ? "the reload's handover" :
@@ -939,6 +945,7 @@ main_reexec(void)
 	old = journal_redirect(mfd);
 	main_snapshot_as(true);
 	session_journal_handover();
+	carry_save();
 	journal_redirect_end(old);
 	if (fstat(mfd, &st) != 0 || lseek(mfd, 0, SEEK_SET) != 0) {
 		log_error("cannot reload: the handover could not be written");

@@ -27,15 +27,24 @@ TestSuite(reload, .fini = e2e_fini);
  * SIGHUP, then wait for the old image to close c: the exec happened.
  * What c got meanwhile (new reference).
  */
+static char	*instance_try(struct client *);
+static void	 wait_new_image(struct daemon *, const char *, int);
+
 static json_t *
 reload_got(struct daemon *d, struct client *c)
 {
 	json_t *m, *got = json_array();
+	char *before;
 
+	before = instance_try(c);
+	cr_assert_not_null(before);
 	kill(d->pid, SIGHUP);
-	while ((m = c_read(c, SLOW)) != NULL)
+	wait_new_image(d, before, SLOW);
+	free(before);
+	while ((m = c_read(c, 100)) != NULL)
 		json_array_append_new(got, m);
-	cr_assert(c->eof, "the connection did not close within 30 s");
+	/* Connections are carried across (doc/design.md §7, Reload). */
+	cr_assert(!c->eof, "the reload closed the connection");
 	cr_assert_eq(kill(d->pid, 0), 0, "the daemon is gone");
 	return got;
 }
@@ -125,20 +134,17 @@ Test(reload, a_pending_drain_is_answered_and_streams_come_whole)
 	size_t i;
 
 	json_decref(c_add(c, sid, "t", "talk", NULL));
-	/* A drain the old image never answers: the client sends it again. */
+	/* A drain pending across the reload: the new image answers it. */
 	snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":99,"
 	    "\"method\":\"drain\",\"params\":{\"sessionId\":\"%s\"}}", sid);
 	c_send_raw(c, line);
 	usleep(200 * 1000);
-	list = reload_got(d, c);
-	c_close(c);
-	json_decref(list);
-
-	/* The tool ran on through the reload: a drain sent again waits. */
-	c = c_open(d);
-	r = c_call(c, "drain", json_pack("{s:s}", "sessionId", sid));
-	cr_assert_eq(e2e_int(r, "turn"), 1);
-	cr_assert_eq(e2e_int(r, "results"), 1);
+	json_decref(reload_got(d, c));
+	r = c_response(c, SLOW);
+	cr_assert_not_null(r, "the carried drain was not answered");
+	cr_assert_eq(e2e_int(r, "id"), 99);
+	cr_assert_eq(e2e_int(json_object_get(r, "result"), "turn"), 1);
+	cr_assert_eq(e2e_int(json_object_get(r, "result"), "results"), 1);
 	json_decref(r);
 	list = all_notes(c, sid);
 	json_array_foreach(list, i, n) {
@@ -223,7 +229,7 @@ Test(reload, tools_added_meanwhile_run_after_it_and_no_connect_is_refused)
 {
 	struct daemon *d = d_start(NULL);
 	struct client *c = c_open(d), *w = c_open(d);
-	json_t *sid_j = c_session(c, NULL), *list, *m;
+	json_t *sid_j = c_session(c, NULL), *list;
 	const char *sid = json_string_value(sid_j);
 	char id[16], input[64];
 	const json_t *r;
@@ -243,12 +249,12 @@ Test(reload, tools_added_meanwhile_run_after_it_and_no_connect_is_refused)
 		snprintf(input, sizeof input, "{\"command\":\"echo %d\"}", i);
 		w = add_again(d, w, sid, id, input);
 	}
-	while ((m = c_read(c, 100)) != NULL || !c->eof) {
-		json_decref(m);
+	/* Through the reload and a while after it. */
+	for (i = 0; i < 60; i++) {
+		json_decref(c_read(c, 20));
 		refused += !connects(d);
 	}
-	for (i = 0; i < 50; i++, usleep(2000))
-		refused += !connects(d);
+	cr_assert(!c->eof, "the reload closed the connection");
 	cr_assert_eq(refused, 0, "%d connection attempts were refused",
 	    refused);
 	c_close(c);
@@ -516,7 +522,7 @@ Test(reload, it_does_not_wait_for_a_long_tool_which_delivers_once)
 	const char *wsid = json_string_value(wsid_j);
 	json_t *list, *r;
 	const json_t *res;
-	char *before = instance_of(w);
+	char *before = instance_of(w), *now;
 	long long t0;
 	size_t i, n = 0;
 
@@ -527,8 +533,10 @@ Test(reload, it_does_not_wait_for_a_long_tool_which_delivers_once)
 	kill(d->pid, SIGHUP);
 	/* Another client's quick tool, right after: no waiting for long. */
 	wait_new_image(d, before, 1000);
-	c_close(w);
-	w = c_open(d);
+	/* The same connection: not closed, and it sees the new image. */
+	now = instance_of(w);
+	cr_assert_str_neq(now, before);
+	free(now);
 	json_decref(c_add(w, wsid, "quick", "bash",
 	    "{\"command\":\"echo quick\"}"));
 	r = c_call(w, "drain", json_pack("{s:s}", "sessionId", wsid));
@@ -558,6 +566,68 @@ Test(reload, it_does_not_wait_for_a_long_tool_which_delivers_once)
 	json_decref(wsid_j);
 	c_close(c);
 	c_close(w);
+	d_stop(d);
+}
+
+/*
+ * A subscribed client across a reload: the same connection, a request cut
+ * in two by the exec answered whole, every notification once, in seq order.
+ */
+Test(reload, a_subscribed_connection_is_carried_with_its_half_line)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid_j = c_session(c, NULL), *m, *r;
+	const char *sid = json_string_value(sid_j), *method;
+	long long next = 0, seq;
+	char *before = instance_of(c), *now;
+	bool got_result = false, got_ping = false;
+	long long until;
+	static const char half[] = "{\"jsonrpc\":\"2.0\",\"id\":77,";
+
+	json_decref(c_call(c, "subscribe", json_pack("{s:s}", "sessionId",
+	    sid)));
+	json_decref(c_add(c, sid, "later", "bash",
+	    "{\"command\":\"sleep 0.5; echo later\"}"));
+	cr_assert_eq(write(c->fd, half, sizeof half - 1),
+	    (ssize_t)(sizeof half - 1));
+	usleep(100 * 1000);
+	kill(d->pid, SIGHUP);
+	wait_new_image(d, before, SLOW);
+	/* The rest of the line, to the new image, on the same socket. */
+	c_send_raw(c, "\"method\":\"ping\"}");
+	until = e2e_now_ms() + SLOW;
+	while ((!got_result || !got_ping) && e2e_now_ms() < until &&
+	    (m = c_read(c, 1000)) != NULL) {
+		if (json_object_get(m, "id") != NULL) {
+			cr_assert_eq(e2e_int(m, "id"), 77, "%s",
+			    json_dumps(m, JSON_COMPACT));
+			got_ping = json_is_object(json_object_get(m, "result"));
+		} else if ((method = e2e_str(m, "method")) != NULL) {
+			seq = e2e_int(json_object_get(m, "params"), "seq");
+			cr_assert(next == 0 || seq == next, "seq %lld after %lld",
+			    seq, next - 1);
+			next = seq + 1;
+			if (strcmp(method, "tool_result") == 0) {
+				cr_assert(!got_result, "a second tool_result");
+				cr_assert_str_eq(e2e_content(json_object_get(m,
+				    "params")), "later\n");
+				got_result = true;
+			}
+		}
+		json_decref(m);
+	}
+	cr_assert(!c->eof, "the reload closed the connection");
+	cr_assert(got_ping, "the request cut by the exec was not answered");
+	cr_assert(got_result, "the subscription did not go on");
+	now = instance_of(c);
+	cr_assert_str_neq(now, before);
+	r = c_call(c, "drain", json_pack("{s:s}", "sessionId", sid));
+	json_decref(r);
+	free(now);
+	free(before);
+	json_decref(sid_j);
+	c_close(c);
 	d_stop(d);
 }
 

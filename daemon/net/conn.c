@@ -5,6 +5,7 @@
 #include "net/conn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "handover.h"
 #include "idmap.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -68,6 +70,7 @@ struct conn {
 	bool closing;       /* close once out is flushed */
 	bool dead;          /* waiting to be freed from the loop */
 	bool dirty;         /* on the flush list */
+	bool carried;       /* a reload hands its descriptor over */
 	TAILQ_ENTRY(conn) flush_entry;
 	struct sub **subs;
 	size_t nsubs;
@@ -112,6 +115,7 @@ static void	conn_internal_error(struct conn *, struct batch *,
 		    const json_t *, const char *);
 static bool	conn_refuse(int, const struct ucred *, struct conn_user *);
 static void	conn_drop_refs(struct conn *);
+static struct conn *conn_new(int, uid_t);
 
 void
 conn_init(struct event_base *base, size_t max_message,
@@ -146,7 +150,6 @@ conn_set_peer_check(const char *(*check)(pid_t))
 void
 conn_accept(int fd)
 {
-	struct conn *c;
 	struct conn_user *u;
 	struct ucred cred;
 	socklen_t len = sizeof cred;
@@ -165,7 +168,21 @@ conn_accept(int fd)
 		return;
 	}
 	metrics_count(METRICS_CONN_ACCEPTED);
-	if (u == NULL) {
+	conn_new(fd, cred.uid);
+	log_debug("client connected (pid %ld, uid %u)", (long)cred.pid,
+	    (unsigned)cred.uid);
+}
+
+/* A connection of uid on fd, counted, reading. */
+static struct conn *
+conn_new(int fd, uid_t uid)
+{
+	struct conn_user *u;
+	struct conn *c;
+	char key[16];
+
+	snprintf(key, sizeof key, "%u", (unsigned)uid);
+	if ((u = idmap_get(&conn_users, key)) == NULL) {
 		u = xcalloc(1, sizeof *u);
 		memcpy(u->key, key, sizeof key);
 		idmap_put(&conn_users, u->key, u);
@@ -173,7 +190,7 @@ conn_accept(int fd)
 	u->n++;
 	c = xcalloc(1, sizeof *c);
 	c->fd = fd;
-	c->uid = cred.uid;
+	c->uid = uid;
 	c->user = u;
 	ndjson_init(&c->in, conn_max_message);
 	c->out = evbuffer_new();
@@ -185,8 +202,7 @@ conn_accept(int fd)
 	LIST_INIT(&c->tickets);
 	LIST_INSERT_HEAD(&conn_list, c, entry);
 	conn_n++;
-	log_debug("client connected (pid %ld, uid %u)", (long)cred.pid,
-	    (unsigned)cred.uid);
+	return c;
 }
 
 /*
@@ -759,7 +775,8 @@ conn_free(struct conn *c)
 {
 	event_free(c->rev);
 	event_free(c->wev);
-	close(c->fd);
+	if (!c->carried)
+		close(c->fd);
 	ndjson_free(&c->in);
 	evbuffer_free(c->out);
 	buf_free(&c->scratch);
@@ -774,7 +791,8 @@ conn_shutdown(void)
 
 	while ((c = LIST_FIRST(&conn_list)) != NULL) {
 		/* One last non-blocking write of what is queued. */
-		evbuffer_write(c->out, c->fd);
+		if (!c->carried)
+			evbuffer_write(c->out, c->fd);
 		conn_kill(c);
 	}
 	conn_reap_cb(-1, 0, NULL);
@@ -785,4 +803,90 @@ conn_shutdown(void)
 	conn_reaper = conn_flusher = NULL;
 	TAILQ_INIT(&conn_dirty);
 	idmap_free(&conn_users);
+}
+
+/*
+ * A reload (doc/design.md §7, Reload) carries connections: the live ones in
+ * turn, what each holds, and the mark that keeps its descriptor open.
+ */
+struct conn *
+conn_next(struct conn *c)
+{
+	c = c == NULL ? LIST_FIRST(&conn_list) : LIST_NEXT(c, entry);
+	while (c != NULL && (c->dead || c->closing))
+		c = LIST_NEXT(c, entry);
+	return c;
+}
+
+int
+conn_fd(const struct conn *c)
+{
+	return c->fd;
+}
+
+void
+conn_pending(struct conn *c, const char **in, size_t *inlen,
+    const char **out, size_t *outlen)
+{
+	/* One last try: what the socket takes now need not be carried. */
+	evbuffer_write(c->out, c->fd);
+	*in = c->in.buf + c->in.start;
+	*inlen = c->in.len - c->in.start;
+	*outlen = evbuffer_get_length(c->out);
+	*out = *outlen > 0 ? (const char *)evbuffer_pullup(c->out, -1) : "";
+}
+
+struct sub *const *
+conn_subs(const struct conn *c, size_t *n)
+{
+	*n = c->nsubs;
+	return c->subs;
+}
+
+json_t *
+conn_refs_json(const struct conn *c)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; i < c->refs.cap; i++)
+		if (c->refs.slots[i].value != NULL)
+			json_array_append_new(a, json_string(
+			    c->refs.slots[i].value));
+	return a;
+}
+
+const json_t *
+conn_ticket_id(const struct ticket *tk)
+{
+	return tk->id;
+}
+
+void
+conn_carry(struct conn *c)
+{
+	c->carried = true;
+	handover_keep_fd(c->fd);
+}
+
+struct conn *
+conn_adopt(int fd, uid_t uid, const char *in, size_t inlen, const char *out,
+    size_t outlen)
+{
+	struct conn *c;
+
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	c = conn_new(fd, uid);
+	if (outlen > 0) {
+		evbuffer_add(c->out, out, outlen);
+		conn_queue(c);
+	}
+	ndjson_feed(&c->in, in, inlen);
+	return c;
+}
+
+void
+conn_resume(struct conn *c)
+{
+	conn_lines(c);
 }

@@ -102,4 +102,25 @@ bool conn_refer(struct conn *, const char *session_id);
 void conn_add_sub(struct conn *, struct sub *);
 void conn_remove_sub(struct conn *, struct sub *);
 
+/*
+ * A reload (doc/design.md §7, Reload) carries the connections: conn_next
+ * walks the live ones (NULL to start); conn_pending writes what the socket
+ * takes and gives what is left of its input (not yet a whole line) and
+ * output; conn_carry keeps its descriptor open across the exec (it is not
+ * closed, and nothing more is written, at conn_shutdown). In the next
+ * image conn_adopt makes it again, and conn_resume, once its sessions are
+ * back, reads the whole lines it carried.
+ */
+struct conn *conn_next(struct conn *);
+int conn_fd(const struct conn *);
+void conn_pending(struct conn *, const char **in, size_t *inlen,
+    const char **out, size_t *outlen);
+struct sub *const *conn_subs(const struct conn *, size_t *);
+json_t *conn_refs_json(const struct conn *);
+const json_t *conn_ticket_id(const struct ticket *);
+void conn_carry(struct conn *);
+struct conn *conn_adopt(int fd, uid_t, const char *in, size_t inlen,
+    const char *out, size_t outlen);
+void conn_resume(struct conn *);
+
 #endif

@@ -1743,6 +1743,14 @@ session_unsubscribe(struct session *s, struct conn *c)
 }
 
 void
+session_sub_where(const struct sub *sub, const char **session_id,
+    uint64_t *next)
+{
+	*session_id = sub->s->id;
+	*next = sub->next;
+}
+
+void
 session_sub_free(struct sub *sub)
 {
 	struct session *s = sub->s;

@@ -132,6 +132,9 @@ int session_subscribe(struct session *, struct conn *, int64_t since,
 void session_unsubscribe(struct session *, struct conn *);
 /* The connection is going away: drop its subscription. */
 void session_sub_free(struct sub *);
+/* A subscription's session and the seq it sends next (a reload's). */
+void session_sub_where(const struct sub *, const char **session_id,
+    uint64_t *next);
 /* The connection drained below its low watermark: pull more. */
 void session_sub_pump(struct sub *);
 /*

@@ -2,12 +2,12 @@
  * reload: what a SIGHUP costs the clients (doc/design.md §7, Reload). A
  * daemon with N idle sessions and 10 tools running (sleep 30, handed over,
  * not waited for) is sent SIGHUP while a client pings it without pause,
- * connecting again whenever a connection is closed (the reload does not
- * carry connections yet). Figures per N (0, 100, 1000): the time from the
- * SIGHUP until the new image answers initialize with its own instance, and
- * the longest wait the pinging client had for an answer meanwhile, from
- * its last answer before to its first after (a connection closed under it
- * and the reconnect included). Each repetition a fresh daemon.
+ * on one connection (the reload carries it; were it closed, the client
+ * would connect again, and that would count). Figures per N (0, 100,
+ * 1000): the time from the SIGHUP until the new image answers initialize
+ * with its own instance, and the longest wait the pinging client had for
+ * an answer meanwhile, from its last answer before to its first after.
+ * Each repetition a fresh daemon.
  */
 #include "bench.h"
 

@@ -118,7 +118,6 @@ static char	*default_state_dir(void);
 static void	main_journal(const char *, int, const char *);
 static const char *main_socket_id(int, const char *, char *, size_t);
 static int	main_take_fd(const char *);
-static bool	main_jobs_block(const char *);
 static void	main_reload(void);
 static void	main_reload_cb(evutil_socket_t, short, void *);
 static const char *main_instance_id(void);
@@ -758,23 +757,6 @@ main_instance_id(void)
  * binary is asked first whether it reads this image's handover
  * (main_check); only a yes goes on.
  */
-/*
- * A job runs until it is ended, and the handover does not carry jobs: a
- * reload would wait for ever, holding every new tool. Refuse it instead,
- * saying why; the daemon goes on serving.
- */
-static bool
-main_jobs_block(const char *what)
-{
-	unsigned n = session_jobs_running();
-
-	if (n == 0)
-		return false;
-	log_error("%s: %u job(s) run, and a reload does not carry jobs; end "
-	    "them (signalJob, kill_shell) or restart the daemon", what, n);
-	return true;
-}
-
 static void
 main_reload(void)
 {
@@ -785,8 +767,6 @@ main_reload(void)
 		    main_exe[0] != '\0' ? main_exe : "the daemon's binary");
 		return;
 	}
-	if (main_jobs_block("SIGHUP: cannot reload"))
-		return;
 	main_check();
 }
 
@@ -893,16 +873,11 @@ main_reload_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	(void)arg;
-	/* A tool that became a job meanwhile is not carried: give up. */
-	if (main_jobs_block("reload abandoned")) {
-		main_reloading = false;
-		sd_notify(0, "READY=1");
-		return;
-	}
 	if (!proc_settled() || session_encoding() || session_closing()) {
 		evtimer_add(main_reload_ev, &tick);
 		return;
 	}
+	session_jobs_yield_now();
 	main_reexec();
 }
 

@@ -312,26 +312,73 @@ def terminal(d):
     c.close()
 
 
-def reload_refused(d):
-    """A reload does not carry jobs, so it is refused while one runs: the
-    daemon says why and serves on, the job untouched."""
-    c = Conn(d.sock)
-    sid = c.ok("createSession")["sessionId"]
-    (res, meta), = turn(c, sid, ("bash", {"command": "sleep 300",
-                                          "run_in_background": True}))
-    pid = meta["job"]["pid"]
-    d.proc.send_signal(signal.SIGHUP)
-    for _ in range(100):
-        if "cannot reload: 1 job(s) run" in d.log_tail(5):
-            break
+def new_image(d, c, before):
+    """Wait until initialize on c names another instance than before."""
+    for _ in range(200):
+        now = c.ok("initialize")["server"].get("instance")
+        if now != before:
+            return now
         time.sleep(0.05)
-    T.check("cannot reload: 1 job(s) run" in d.log_tail(5),
-            "the log says why the reload is refused")
-    T.eq(c.ok("ping"), {}, "the same connection is served")
-    (res, meta), = turn(c, sid, ("bash", {"command": "echo after"}))
-    T.eq(res["content"], "after\n", "new tools run at once")
-    T.eq(job_of(c, sid, "j-1")["pid"], pid, "the job runs on")
+    raise AssertionError("no new image")
+
+
+def reload_carries_jobs(d):
+    """A reload hands jobs over like tools (doc/design.md §7, Reload): the
+    same process, its output before and after, its stdin and terminal,
+    and a background call still within its yieldMs becomes a job then."""
+    c = Conn(d.sock)
+    tools = [{"name": "bc", "command": ["bc", "-q"], "tty": True,
+              "background": True}]
+    sid = c.ok("createSession", tools=tools)["sessionId"]
+    (res, meta), = turn(c, sid, ("bash", {
+        "command": "echo before; read -r x; read -r y; echo got $y; "
+                   "sleep 300",
+        "run_in_background": True}))
+    pid = meta["job"]["pid"]
+    (res, meta), = turn(c, sid, ("bc", {}))
+    c.ok("writeJob", sessionId=sid, jobId="j-2", data="1+1\n")
+    # A call that would become a job only in 30 s: at the reload it does.
+    c.ok("addTool", sessionId=sid, toolUse={"id": "late", "name": "bash",
+         "input": {"command": "echo late; sleep 300",
+                   "run_in_background": True, "yield_ms": 30000}})
+    time.sleep(0.3)
+    before = c.ok("initialize")["server"].get("instance")
+    d.proc.send_signal(signal.SIGHUP)
+    new_image(d, c, before)
+    j = job_of(c, sid, "j-1")
+    T.eq((j["status"], j["pid"]), ("running", pid),
+         "the job runs on in the new image, the same process")
+    # Its input (the call's JSON, no newline) came first: end that line.
+    T.eq(c.ok("writeJob", sessionId=sid, jobId="j-1", data="\nyes\n"),
+         {"written": 5}, "its stdin came across")
+    text = ""
+    for _ in range(100):
+        text = c.ok("readJob", sessionId=sid, jobId="j-1", since=0,
+                    waitMs=100)["text"]
+        if "got yes" in text:
+            break
+    T.eq(text, "before\ngot yes\n", "its output before and after")
+    c.ok("writeJob", sessionId=sid, jobId="j-2", data="6*7\n")
+    text = ""
+    for _ in range(100):
+        text = c.ok("readJob", sessionId=sid, jobId="j-2", since=0,
+                    waitMs=100)["text"]
+        if "42" in text:
+            break
+    T.check("2\r\n" in text and "42" in text,
+            "the terminal job answers across the reload: %r" % text)
+    c.ok("drain", sessionId=sid)
+    late = [n["params"] for n in c.ok("events", sessionId=sid)[
+        "notifications"] if n["method"] == "tool_result" and
+        n["params"]["toolUseId"] == "late"]
+    T.eq([p["meta"]["reason"] for p in late], ["background"],
+         "a call within its yieldMs became a job at the reload")
+    T.eq(job_of(c, sid, "j-3")["status"], "running", "and runs on")
+    (res, meta), = turn(c, sid, ("kill_shell", {"shell_id": "j-1"}))
+    T.eq(res["is_error"], False, "kill_shell after the reload")
+    T.eq(job_of(c, sid, "j-1")["status"], "killed", "it ended")
     c.ok("closeSession", sessionId=sid)
+    T.eq(d.leftovers(), [], "nothing is left")
     c.close()
 
 
@@ -526,7 +573,7 @@ def body(d):
     T.eq(caps.get("jobs"), {"maxPerSession": 3, "outputBytes": 4194304},
          "initialize reports the job limits")
     c.close()
-    for test in (dev_server, read_job, yields, terminal, reload_refused,
+    for test in (dev_server, read_job, yields, terminal, reload_carries_jobs,
                  reload_carries_input,
                  slots, forgets_old, close_kills, crash,
                  stop_while_killing):

@@ -12,8 +12,10 @@
 
 #include "core/pattern.h"
 #include "core/tooldef_job.h"
+#include "handover.h"
 #include "log.h"
 #include "net/conn.h"
+#include "session/journal.h"
 #include "session/outdir.h"
 #include "session/session_int.h"
 #include "stexec/protocol.h"
@@ -828,5 +830,118 @@ job_free_all(struct session *s)
 	while ((j = s->jobs) != NULL) {
 		s->jobs = j->next;
 		job_free(j);
+	}
+}
+
+void
+job_handover(struct session *s)
+{
+	struct handover_rec r;
+	struct buf out = { 0 }, ring = { 0 };
+	json_t *proc;
+	struct job *j;
+
+	for (j = s->jobs; j != NULL; j = j->next) {
+		r.json = json_pack("{s:s, s:i, s:s, s:s, s:s, s:O, s:I, s:b, "
+		    "s:b, s:i, s:O, s:O, s:s?, s:I, s:I, s:I}", "s", s->id,
+		    "n", (int)s->njobs, "id", j->id, "toolUseId",
+		    j->tool_use_id, "name", j->name, "command", j->command,
+		    "startedAt", (json_int_t)j->started_at, "tty", j->tty,
+		    "killing", j->killing, "status", (int)j->status,
+		    "exitCode", j->exit_code, "signal", j->signal, "reason",
+		    j->reason, "total", (json_int_t)j->total, "cursor",
+		    (json_int_t)j->cursor, "noted", (json_int_t)j->noted);
+		memset(&r.bytes, 0, sizeof r.bytes);
+		ring.len = 0;
+		job_copy(j, job_oldest(j), j->total, &ring);
+		handover_put(&r, r.json, "ring", ring.data, ring.len);
+		/* Its process runs on in the next image, as a tool's does. */
+		if (j->proc != NULL) {
+			proc = json_object();
+			proc_save(j->proc, &r, proc);
+			json_object_set_new(r.json, "proc", proc);
+		}
+		out.len = 0;
+		handover_encode(&r, &out);
+		journal_append(JOURNAL_JOB, out.data, out.len, NULL, 0);
+	}
+	buf_free(&ring);
+	buf_free(&out);
+}
+
+/* The reasons a job can end with, as the constant strings they are. */
+static const char *
+job_reason_of(const char *name)
+{
+	static const char *const reasons[] = { "ok", "exit", "signal",
+	    "killed", "memory_limit", "process_limit", "spawn_failed" };
+	size_t i;
+
+	for (i = 0; name != NULL && i < nitems(reasons); i++)
+		if (strcmp(name, reasons[i]) == 0)
+			return reasons[i];
+	return NULL;
+}
+
+void
+job_restore(struct session *s, const struct handover_in *in)
+{
+	const json_t *o = in->json, *proc = json_object_get(o, "proc");
+	const char *ring;
+	struct job *j, **pp;
+	size_t len;
+	char *argv[1] = { NULL };
+
+	j = job_new(s, json_string_value(json_object_get(o, "toolUseId")) !=
+	    NULL ? json_string_value(json_object_get(o, "toolUseId")) : "?",
+	    json_string_value(json_object_get(o, "name")) != NULL ?
+	    json_string_value(json_object_get(o, "name")) : "?", argv,
+	    json_is_true(json_object_get(o, "tty")));
+	/* job_new refuses past the limit; a carried job is never refused. */
+	if (j == NULL) {
+		j = xcalloc(1, sizeof *j);
+		j->s = s;
+		j->tool_use_id = xstrdup("?");
+		j->name = xstrdup("?");
+		j->exit_code = json_null();
+		j->signal = json_null();
+	}
+	snprintf(j->id, sizeof j->id, "%s", json_string_value(json_object_get(o,
+	    "id")) != NULL ? json_string_value(json_object_get(o, "id")) :
+	    "j-?");
+	json_decref(j->command);
+	j->command = json_incref(json_object_get(o, "command"));
+	if (j->command == NULL)
+		j->command = json_array();
+	j->started_at = json_integer_value(json_object_get(o, "startedAt"));
+	j->killing = json_is_true(json_object_get(o, "killing"));
+	j->status = (enum job_status)json_integer_value(json_object_get(o,
+	    "status"));
+	json_decref(j->exit_code);
+	json_decref(j->signal);
+	j->exit_code = json_incref(json_object_get(o, "exitCode"));
+	j->signal = json_incref(json_object_get(o, "signal"));
+	j->reason = job_reason_of(json_string_value(json_object_get(o,
+	    "reason")));
+	/* The ring as it was: its bytes end at total. */
+	ring = handover_get(in, o, "ring", &len);
+	j->total = (uint64_t)json_integer_value(json_object_get(o, "total")) -
+	    len;
+	job_output(j, ring, len);
+	j->cursor = (uint64_t)json_integer_value(json_object_get(o, "cursor"));
+	j->noted = (uint64_t)json_integer_value(json_object_get(o, "noted"));
+	if ((unsigned)json_integer_value(json_object_get(o, "n")) > s->njobs)
+		s->njobs = (unsigned)json_integer_value(json_object_get(o, "n"));
+	for (pp = &s->jobs; *pp != NULL; pp = &(*pp)->next)
+		;
+	*pp = j;
+	if (proc != NULL && j->status == JOB_RUNNING) {
+		j->proc = proc_adopt(in, proc, &job_proc_ops, j);
+		j->pid = proc_pid(j->proc);
+		s->jobs_running++;
+	} else if (j->status == JOB_RUNNING) {
+		/* Running without a process: it cannot have survived. */
+		j->status = JOB_KILLED;
+		j->reason = "killed";
 	}
 }

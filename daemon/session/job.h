@@ -79,6 +79,15 @@ char *job_internal(struct session *, struct exec_tool *, int kind,
     const json_t *input, bool *is_error, bool *wait);
 void job_kill_cancel(struct session *, struct exec_tool *);
 
+/*
+ * A reload (doc/design.md §7, Reload): every job of the session, its state,
+ * the output its ring holds and its process, one JOURNAL_JOB record each;
+ * in the next image, a job of such a record made again.
+ */
+struct handover_in;
+void job_handover(struct session *);
+void job_restore(struct session *, const struct handover_in *);
+
 /* Close: kill every job of the session; free: after they are all dead. */
 void job_close_all(struct session *);
 void job_free_all(struct session *);

@@ -39,7 +39,7 @@ struct event_base;
 #define JOURNAL_REQUEUE 'Q'  /* a tool that never started: JSON */
 #define JOURNAL_RUNNING 'P'  /* a tool whose process runs on (handover.h) */
 #define JOURNAL_CONN 'K'     /* a client connection (handover.h) */
-#define JOURNAL_LINKS 'L'    /* a session's subscribers and drains: JSON */
+#define JOURNAL_JOB 'J'      /* a job, its output and process (handover.h) */
 
 struct journal_loaded {
 	unsigned records;  /* read whole */

@@ -1068,6 +1068,28 @@ session_job_ended(struct session *s)
 		session_idle_update(s);
 }
 
+void
+session_jobs_yield_now(void)
+{
+	struct exec_tool **calls = NULL;
+	struct session_tool *st;
+	struct session *s;
+	size_t i, n = 0;
+
+	for (s = session_list; s != NULL; s = s->next)
+		for (i = 0; i < s->nrunning; i++)
+			if ((st = exec_tool_handle(s->running[i])) != NULL &&
+			    st->job != NULL) {
+				calls = xreallocarray(calls, n + 1,
+				    sizeof *calls);
+				calls[n++] = s->running[i];
+			}
+	/* Each may become a job now, which changes the running lists. */
+	for (i = 0; i < n; i++)
+		session_yield_cb(-1, 0, calls[i]);
+	free(calls);
+}
+
 unsigned
 session_jobs_running(void)
 {

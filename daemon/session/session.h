@@ -154,9 +154,14 @@ int session_tool_write(struct exec_tool *, const char *, size_t, bool eof,
 
 /*
  * Jobs running in every session, and calls that may still become one
- * (doc/design.md §7, Jobs): a reload does not carry them.
+ * (doc/design.md §7, Jobs).
  */
 unsigned session_jobs_running(void);
+/*
+ * A reload: every background call whose process has started becomes a
+ * job now rather than at its yieldMs, so that it is carried as a job.
+ */
+void session_jobs_yield_now(void);
 
 /* Tools started, completed, running: for stats. */
 uint64_t session_tools_started(void);

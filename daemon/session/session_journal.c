@@ -10,6 +10,7 @@
 #include "handover.h"
 #include "session/journal.h"
 #include "log.h"
+#include "session/job.h"
 #include "session/session_int.h"
 #include "core/tooldef.h"
 #include "util.h"
@@ -26,6 +27,9 @@ struct restoring {
 	struct handover_in *runs; /* reload: tools whose processes run on */
 	char **raws;              /* their payloads */
 	size_t nruns;
+	struct handover_in *jobs; /* reload: its jobs (job.h) */
+	char **jraws;
+	size_t njobs;
 };
 
 bool session_journal_restoring;
@@ -34,6 +38,7 @@ static struct idmap session_restored;
 static void	session_journal_elided(struct session *, const struct note *);
 static void	session_restore_running(const char *, size_t);
 static void	session_restore_stray(const struct handover_in *);
+static void	session_restore_job(const char *, size_t);
 static void	session_restore_adopt(struct restoring *);
 static void	session_journal_session(struct session *);
 static void	session_journal_note(struct session *, const struct note *);
@@ -263,6 +268,7 @@ session_journal_handover(void)
 			if (exec_tool_discarded(s->running[i]) &&
 			    session_tool_carried(s->running[i]))
 				session_journal_running(s, s->running[i], true);
+		job_handover(s);
 	}
 }
 
@@ -332,6 +338,12 @@ session_restore_free(struct restoring *r)
 	}
 	free(r->runs);
 	free(r->raws);
+	for (i = 0; i < r->njobs; i++) {
+		json_decref(r->jobs[i].json);
+		free(r->jraws[i]);
+	}
+	free(r->jobs);
+	free(r->jraws);
 	json_decref(r->adds);
 	json_decref(r->delivered);
 	json_decref(r->live);
@@ -448,6 +460,34 @@ session_restore_running(const char *data, size_t len)
 	r->nruns++;
 }
 
+/* A job handed over, kept until its session is back (job_restore). */
+static void
+session_restore_job(const char *data, size_t len)
+{
+	struct handover_in in;
+	struct restoring *r;
+	const char *sid;
+	char *raw = xmalloc(len + 1);
+
+	memcpy(raw, data, len);
+	if (!handover_decode(raw, len, &in)) {
+		free(raw);
+		return;
+	}
+	sid = json_string_value(json_object_get(in.json, "s"));
+	if (sid == NULL || (r = idmap_get(&session_restored, sid)) == NULL) {
+		if (json_object_get(in.json, "proc") != NULL)
+			session_restore_stray(&in);
+		json_decref(in.json);
+		free(raw);
+		return;
+	}
+	r->jobs = xreallocarray(r->jobs, r->njobs + 1, sizeof *r->jobs);
+	r->jraws = xreallocarray(r->jraws, r->njobs + 1, sizeof *r->jraws);
+	r->jobs[r->njobs] = in;
+	r->jraws[r->njobs++] = raw;
+}
+
 /* A process handed over that no tool takes back: killed, reaped later. */
 static void
 session_restore_stray(const struct handover_in *in)
@@ -517,6 +557,10 @@ session_restore(char kind, const char *data, size_t len)
 	}
 	if (kind == JOURNAL_RUNNING) {
 		session_restore_running(data, len);
+		return;
+	}
+	if (kind == JOURNAL_JOB) {
+		session_restore_job(data, len);
 		return;
 	}
 	if ((rec = json_loadb(data, len, 0, NULL)) == NULL)
@@ -606,6 +650,8 @@ session_restore_done(void)
 		exec_restore(r->s->ex, turn, tools, n);
 		free(tools);
 		session_restore_adopt(r);
+		for (k = 0; k < r->njobs; k++)
+			job_restore(r->s, &r->jobs[k]);
 		session_trim(r->s);
 		session_idle_update(r->s);
 		/* One line per session only where a result was lost. */

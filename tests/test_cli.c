@@ -899,7 +899,8 @@ Test(cli, run_live_on_a_terminal)
 	one = strstr(text, "[t1 talk] one\n");
 	head = strstr(text, "── t1 talk: ok, ");
 	cr_assert(one != NULL && head != NULL && one < head, "%s", text);
-	cr_assert(atof(head + strlen("── t1 talk: ok, ")) >= 0.8, "%s", text);
+	/* About its 0.8 s sleep: the clock starts when the CLI sees it start. */
+	cr_assert(atof(head + strlen("── t1 talk: ok, ")) >= 0.7, "%s", text);
 	cr_assert(strstr(text, "── t2 read_file: ok, ") != NULL, "%s", text);
 	cr_assert(strstr(text, "     1\tfrom the file\n") != NULL, "%s", text);
 	cr_assert_leq(widest_line(text), 60, "%s", text);

@@ -485,6 +485,10 @@ def close_kills(d):
             "command": "sleep 300 & sleep 300; wait",
             "run_in_background": True}))
         T.eq(meta["reason"], "background", "job %d" % i)
+    for _ in range(100):
+        if len(d.leftovers()) >= 6:
+            break
+        time.sleep(0.05)
     T.eq(len(d.leftovers()) >= 6, True, "the jobs run")
     # Long-polls are bounded: past 64 on a job the oldest is answered.
     c3 = Conn(d.sock)

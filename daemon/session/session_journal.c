@@ -39,6 +39,8 @@ static void	session_journal_elided(struct session *, const struct note *);
 static void	session_restore_running(const char *, size_t);
 static void	session_restore_stray(const struct handover_in *);
 static void	session_restore_job(const char *, size_t);
+static bool	session_restore_keep(const char *, size_t,
+		    struct handover_in *, char **, struct restoring **);
 static void	session_restore_adopt(struct restoring *);
 static void	session_journal_session(struct session *);
 static void	session_journal_note(struct session *, const struct note *);
@@ -426,25 +428,46 @@ session_restore_idle(const char *data, size_t len)
 		r->s->idle_since = ms;
 }
 
-/* A tool whose process runs on: kept whole until the session is back. */
+/*
+ * A handover record kept whole (its raw payload) until its session is
+ * back; false when it does not read. *r is NULL when no session of its
+ * "s" was restored: a process it names then must not run unsupervised.
+ */
+static bool
+session_restore_keep(const char *data, size_t len, struct handover_in *in,
+    char **raw, struct restoring **r)
+{
+	const char *sid;
+
+	*raw = xmalloc(len + 1);
+	memcpy(*raw, data, len);
+	if (!handover_decode(*raw, len, in)) {
+		free(*raw);
+		return false;
+	}
+	sid = json_string_value(json_object_get(in->json, "s"));
+	*r = sid != NULL ? idmap_get(&session_restored, sid) : NULL;
+	if (*r == NULL) {
+		if (json_object_get(in->json, "proc") != NULL)
+			session_restore_stray(in);
+		json_decref(in->json);
+		free(*raw);
+	}
+	return *r != NULL;
+}
+
+/* A tool whose process runs on, for session_restore_adopt. */
 static void
 session_restore_running(const char *data, size_t len)
 {
 	struct handover_in in;
 	struct restoring *r;
-	const char *sid, *id;
-	char *raw = xmalloc(len + 1);
+	const char *id;
+	char *raw;
 
-	memcpy(raw, data, len);
-	if (!handover_decode(raw, len, &in)) {
-		free(raw);
+	if (!session_restore_keep(data, len, &in, &raw, &r))
 		return;
-	}
-	sid = json_string_value(json_object_get(in.json, "s"));
-	id = json_string_value(json_object_get(in.json, "id"));
-	if (sid == NULL || id == NULL ||
-	    (r = idmap_get(&session_restored, sid)) == NULL) {
-		/* Nobody would wait for it: it must not run unsupervised. */
+	if ((id = json_string_value(json_object_get(in.json, "id"))) == NULL) {
 		session_restore_stray(&in);
 		json_decref(in.json);
 		free(raw);
@@ -460,28 +483,16 @@ session_restore_running(const char *data, size_t len)
 	r->nruns++;
 }
 
-/* A job handed over, kept until its session is back (job_restore). */
+/* A job handed over, for job_restore. */
 static void
 session_restore_job(const char *data, size_t len)
 {
 	struct handover_in in;
 	struct restoring *r;
-	const char *sid;
-	char *raw = xmalloc(len + 1);
+	char *raw;
 
-	memcpy(raw, data, len);
-	if (!handover_decode(raw, len, &in)) {
-		free(raw);
+	if (!session_restore_keep(data, len, &in, &raw, &r))
 		return;
-	}
-	sid = json_string_value(json_object_get(in.json, "s"));
-	if (sid == NULL || (r = idmap_get(&session_restored, sid)) == NULL) {
-		if (json_object_get(in.json, "proc") != NULL)
-			session_restore_stray(&in);
-		json_decref(in.json);
-		free(raw);
-		return;
-	}
 	r->jobs = xreallocarray(r->jobs, r->njobs + 1, sizeof *r->jobs);
 	r->jraws = xreallocarray(r->jraws, r->njobs + 1, sizeof *r->jraws);
 	r->jobs[r->njobs] = in;

@@ -152,6 +152,7 @@ static const char *proc_getenv(char *const *, const char *);
 static int proc_resolve(struct proc *, int, char **);
 static int proc_highfd(int);
 static int proc_pty(struct proc *, int[4]);
+static void proc_events(struct proc *);
 static void proc_start(struct proc *);
 static void proc_start_queued(void);
 static void proc_spawn_failed(struct proc *, char *);
@@ -353,17 +354,24 @@ proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
 		p->pipes[i].fd = -1;
 		p->pipes[i].which = (int)i + 1;
 	}
+	proc_events(p);
+
+	p->state = PROC_QUEUED;
+	TAILQ_INSERT_TAIL(&proc_queue, p, entry);
+	proc_start_queued();
+	return p;
+}
+
+/* Its timers, and its place among every proc. */
+static void
+proc_events(struct proc *p)
+{
 	p->timer = evtimer_new(proc_base, proc_timer_cb, p);
 	p->end_timer = evtimer_new(proc_base, proc_end_cb, p);
 	p->limit_timer = event_new(proc_base, -1, EV_PERSIST, proc_limit_cb, p);
 	if (p->timer == NULL || p->end_timer == NULL || p->limit_timer == NULL)
 		fatal("evtimer_new failed");
 	TAILQ_INSERT_TAIL(&proc_all, p, all_entry);
-
-	p->state = PROC_QUEUED;
-	TAILQ_INSERT_TAIL(&proc_queue, p, entry);
-	proc_start_queued();
-	return p;
 }
 
 /* Start queued procs in order while there are free slots. */
@@ -1790,12 +1798,7 @@ proc_adopt(const struct handover_in *in, const json_t *o,
 	p->capture = capture_load(in, json_object_get(o, "capture"));
 	p->ops = *ops;
 	p->arg = arg;
-	p->timer = evtimer_new(proc_base, proc_timer_cb, p);
-	p->end_timer = evtimer_new(proc_base, proc_end_cb, p);
-	p->limit_timer = event_new(proc_base, -1, EV_PERSIST, proc_limit_cb, p);
-	if (p->timer == NULL || p->end_timer == NULL || p->limit_timer == NULL)
-		fatal("evtimer_new failed");
-	TAILQ_INSERT_TAIL(&proc_all, p, all_entry);
+	proc_events(p);
 	p->state = PROC_RUNNING;
 	p->started = true;
 	proc_nrunning++;

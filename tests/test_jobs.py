@@ -343,8 +343,22 @@ def reload_carries_jobs(d):
                    "run_in_background": True, "yield_ms": 30000}})
     time.sleep(0.3)
     before = c.ok("initialize")["server"].get("instance")
+    # A long-poll pending across the reload is answered, not lost.
+    poll = Conn(d.sock)
+    poll.ok("readJob", sessionId=sid, jobId="j-1", waitMs=1)
+    poll.f.write((json.dumps({"jsonrpc": "2.0", "id": 5, "method":
+                              "readJob", "params": {
+                                  "sessionId": sid, "jobId": "j-1",
+                                  "waitMs": 60000}}) + "\n").encode())
+    poll.f.flush()
+    time.sleep(0.2)
     d.proc.send_signal(signal.SIGHUP)
     new_image(d, c, before)
+    poll.s.settimeout(10)
+    answer = json.loads(poll.f.readline())
+    T.eq((answer.get("id"), answer.get("result", {}).get("status")),
+         (5, "running"), "the pending readJob is answered at the reload")
+    poll.close()
     j = job_of(c, sid, "j-1")
     T.eq((j["status"], j["pid"]), ("running", pid),
          "the job runs on in the new image, the same process")

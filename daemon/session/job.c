@@ -842,6 +842,12 @@ job_handover(struct session *s)
 	struct job *j;
 
 	for (j = s->jobs; j != NULL; j = j->next) {
+		/*
+		 * A long-poll is not carried: it is answered now, with what
+		 * there is, like one whose waitMs ran out.
+		 */
+		while (j->readers != NULL)
+			job_reader_answer(j->readers);
 		r.json = json_pack("{s:s, s:i, s:s, s:s, s:s, s:O, s:I, s:b, "
 		    "s:b, s:i, s:O, s:O, s:s?, s:I, s:I, s:I}", "s", s->id,
 		    "n", (int)s->njobs, "id", j->id, "toolUseId",

@@ -139,9 +139,9 @@ job_new(struct session *s, const char *tool_use_id, const char *name,
 	size_t i;
 
 	if (s->jobs_running >= job_cfg.max_per_session) {
-		log_info("session %s: %u jobs run already "
-		    "(--max-jobs-per-session): %s runs as a tool", s->id,
-		    s->jobs_running, tool_use_id);
+		log_about(LOG_LEVEL_INFO, s->id, tool_use_id, name, "%u jobs "
+		    "run already (--max-jobs-per-session): it runs as a tool",
+		    s->jobs_running);
 		return NULL;
 	}
 	j = xcalloc(1, sizeof *j);
@@ -378,8 +378,8 @@ job_attach(struct job *j, struct proc *p, size_t max, char **content)
 	    "{\"shell_id\": \"%s\"} (signalJob).", j->id, j->id);
 	*content = xstrdup(b.data);
 	buf_free(&b);
-	log_info("session %s: tool %s runs on as job %s (pid %ld)", s->id,
-	    j->tool_use_id, j->id, (long)j->pid);
+	log_about(LOG_LEVEL_INFO, s->id, j->tool_use_id, j->name, "runs on as "
+	    "job %s (pid %ld)", j->id, (long)j->pid);
 	return json_pack("{s:s, s:o}", "jobId", j->id, "pid", j->pid > 0 ?
 	    json_integer(j->pid) : json_null());
 }
@@ -481,7 +481,8 @@ job_exit(void *arg, const struct proc_exit *px)
 	    j->exit_code, "signal", j->signal, "reason", j->reason);
 	session_notify(s, "job_exit", params, false);
 	json_decref(params);
-	log_info("session %s: job %s ended: %s", s->id, j->id, j->reason);
+	log_about(LOG_LEVEL_INFO, s->id, j->tool_use_id, j->name, "job %s "
+	    "ended: %s", j->id, j->reason);
 	job_wake(j, true);
 	s->jobs_running--;
 	/* Each answer may end a turn: the list is ours first. */
@@ -664,7 +665,8 @@ job_forget_old(struct session *s)
 		return;
 	j = *oldest;
 	*oldest = j->next;
-	log_debug("session %s: job %s forgotten", s->id, j->id);
+	log_about(LOG_LEVEL_DEBUG, s->id, j->tool_use_id, j->name, "job %s "
+	    "forgotten", j->id);
 	job_free(j);
 }
 

@@ -490,6 +490,21 @@ def forgets_old(d):
     c.close()
 
 
+def parallel_calls_count(d):
+    """Background calls in flight count against --max-jobs-per-session (3)
+    before they are jobs: of five parallel ones, three become jobs."""
+    c = Conn(d.sock)
+    tools = [{"name": "bg", "command": ["sleep", "1"], "background": True,
+              "concurrencySafe": True, "yieldMs": 300}]
+    sid = c.ok("createSession", tools=tools)["sessionId"]
+    got = turn(c, sid, *[("bg", {})] * 5)
+    T.eq(sorted(m["reason"] for _, m in got),
+         ["background"] * 3 + ["ok"] * 2,
+         "three jobs, two ordinary tools")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
 def close_kills(d):
     """closeSession kills every job, with what it started."""
     c = Conn(d.sock)
@@ -593,7 +608,8 @@ def body(d):
     c.close()
     for test in (dev_server, read_job, yields, terminal, reload_carries_jobs,
                  reload_carries_input,
-                 slots, forgets_old, close_kills, crash,
+                 slots, forgets_old, parallel_calls_count, close_kills,
+                 crash,
                  stop_while_killing):
         test(d)
 

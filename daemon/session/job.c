@@ -59,6 +59,7 @@ struct job {
 	pid_t pid;
 	int64_t started_at;     /* ms since the epoch */
 	bool tty;
+	bool pending;           /* a call that is not a job yet */
 
 	enum job_status status;
 	bool killing;           /* we sent terminate or kill */
@@ -136,21 +137,29 @@ job_new(struct session *s, const char *tool_use_id, const char *name,
 {
 	struct timespec now;
 	struct job *j;
+	json_t *arg;
 	size_t i;
 
-	if (s->jobs_running >= job_cfg.max_per_session) {
+	/* Calls that may still become jobs count: they run in parallel. */
+	if (s->jobs_running + s->jobs_pending >= job_cfg.max_per_session) {
 		log_about(LOG_LEVEL_INFO, s->id, tool_use_id, name, "%u jobs "
 		    "run already (--max-jobs-per-session): it runs as a tool",
-		    s->jobs_running);
+		    s->jobs_running + s->jobs_pending);
 		return NULL;
 	}
 	j = xcalloc(1, sizeof *j);
 	j->s = s;
+	j->pending = true;
+	s->jobs_pending++;
 	j->tool_use_id = xstrdup(tool_use_id);
 	j->name = xstrdup(name);
 	j->command = json_array();
-	for (i = 0; argv[i] != NULL; i++)
-		json_array_append_new(j->command, json_string(argv[i]));
+	for (i = 0; argv[i] != NULL; i++) {
+		/* Input fields may hold bytes that are not UTF-8. */
+		arg = json_stringn_nocheck(argv[i], strlen(argv[i]));
+		json_array_append_new(j->command, utf8_repair_json(arg));
+		json_decref(arg);
+	}
 	j->tty = tty;
 	clock_gettime(CLOCK_REALTIME, &now);
 	j->started_at = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
@@ -166,6 +175,8 @@ job_free(struct job *j)
 
 	if (j == NULL)
 		return;
+	if (j->pending)
+		j->s->jobs_pending--;
 	while ((r = j->readers) != NULL) {
 		j->readers = r->next;
 		conn_ticket_drop(r->tk);
@@ -356,6 +367,8 @@ job_attach(struct job *j, struct proc *p, size_t max, char **content)
 		;
 	*pp = j;
 	s->jobs_running++;
+	s->jobs_pending--;
+	j->pending = false;
 	j->proc = p;
 	j->pid = proc_pid(p);
 	proc_rebind(p, &job_proc_ops, j);
@@ -898,26 +911,19 @@ job_restore(struct session *s, const struct handover_in *in)
 	const char *ring;
 	struct job *j, **pp;
 	size_t len;
-	char *argv[1] = { NULL };
 
-	j = job_new(s, json_string_value(json_object_get(o, "toolUseId")) !=
-	    NULL ? json_string_value(json_object_get(o, "toolUseId")) : "?",
-	    json_string_value(json_object_get(o, "name")) != NULL ?
-	    json_string_value(json_object_get(o, "name")) : "?", argv,
-	    json_is_true(json_object_get(o, "tty")));
-	/* job_new refuses past the limit; a carried job is never refused. */
-	if (j == NULL) {
-		j = xcalloc(1, sizeof *j);
-		j->s = s;
-		j->tool_use_id = xstrdup("?");
-		j->name = xstrdup("?");
-		j->exit_code = json_null();
-		j->signal = json_null();
-	}
+	/* Not job_new: a carried job is never refused over the limit. */
+	j = xcalloc(1, sizeof *j);
+	j->s = s;
+	j->tool_use_id = xstrdup(json_string_value(json_object_get(o,
+	    "toolUseId")) != NULL ? json_string_value(json_object_get(o,
+	    "toolUseId")) : "?");
+	j->name = xstrdup(json_string_value(json_object_get(o, "name")) !=
+	    NULL ? json_string_value(json_object_get(o, "name")) : "?");
+	j->tty = json_is_true(json_object_get(o, "tty"));
 	snprintf(j->id, sizeof j->id, "%s", json_string_value(json_object_get(o,
 	    "id")) != NULL ? json_string_value(json_object_get(o, "id")) :
 	    "j-?");
-	json_decref(j->command);
 	j->command = json_incref(json_object_get(o, "command"));
 	if (j->command == NULL)
 		j->command = json_array();
@@ -925,10 +931,13 @@ job_restore(struct session *s, const struct handover_in *in)
 	j->killing = json_is_true(json_object_get(o, "killing"));
 	j->status = (enum job_status)json_integer_value(json_object_get(o,
 	    "status"));
-	json_decref(j->exit_code);
-	json_decref(j->signal);
-	j->exit_code = json_incref(json_object_get(o, "exitCode"));
-	j->signal = json_incref(json_object_get(o, "signal"));
+	if ((j->exit_code = json_incref(json_object_get(o, "exitCode"))) ==
+	    NULL)
+		j->exit_code = json_null();
+	if ((j->signal = json_incref(json_object_get(o, "signal"))) == NULL)
+		j->signal = json_null();
+	if (j->status > JOB_KILLED)
+		j->status = JOB_KILLED;
 	j->reason = job_reason_of(json_string_value(json_object_get(o,
 	    "reason")));
 	/* The ring as it was: its bytes end at total. */

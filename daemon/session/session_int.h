@@ -85,6 +85,7 @@ struct session {
 	struct job *jobs;         /* its jobs, oldest first (job.h) */
 	unsigned njobs;           /* ids given */
 	unsigned jobs_running;
+	unsigned jobs_pending;    /* background calls not yet jobs */
 
 	struct session *prev, *next;
 };

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -554,7 +555,13 @@ proc_pipes(struct proc *p, int child[4])
 		if (child[i] == -1)
 			return EMFILE;
 	}
-	fcntl(p->in_fd, F_SETFL, O_NONBLOCK);
+	/*
+	 * An input of at most PIPE_BUF bytes, followed by EOF, is written
+	 * whole into the empty pipe at the spawn and the pipe closed: a write
+	 * that cannot block, so no fcntl for it.
+	 */
+	if (p->stdin_stream || p->input_len > PIPE_BUF)
+		fcntl(p->in_fd, F_SETFL, O_NONBLOCK);
 	for (i = 0; i < 3; i++)
 		fcntl(p->pipes[i].fd, F_SETFL, O_NONBLOCK);
 	return 0;

@@ -157,6 +157,7 @@ static void proc_start(struct proc *);
 static void proc_start_queued(void);
 static void proc_spawn_failed(struct proc *, char *);
 static void proc_add_timer(struct event *, int64_t);
+static void proc_end_now(struct proc *);
 static int64_t proc_elapsed_ms(const struct timespec *);
 static void proc_signal_group(struct proc *, int);
 static void proc_write_cb(evutil_socket_t, short, void *);
@@ -782,6 +783,18 @@ proc_add_timer(struct event *ev, int64_t ms)
 	evtimer_add(ev, &tv);
 }
 
+/*
+ * Go on with the end in this loop pass, not the next: a timer of 0 would
+ * cost another epoll_wait. Not for a step that waits on something (those
+ * keep their timer, so that the loop turns meanwhile).
+ */
+static void
+proc_end_now(struct proc *p)
+{
+	evtimer_del(p->end_timer);
+	event_active(p->end_timer, EV_TIMEOUT, 1);
+}
+
 static int64_t
 proc_elapsed_ms(const struct timespec *since)
 {
@@ -916,10 +929,8 @@ proc_read(struct proc_pipe *pp, size_t limit, bool force)
 		if (n <= 0) {
 			proc_close_pipe(pp);
 			/* All EOF during the grace: no need to wait longer. */
-			if (p->state == PROC_GRACE && proc_pipes_closed(p)) {
-				evtimer_del(p->end_timer);
-				proc_add_timer(p->end_timer, 0);
-			}
+			if (p->state == PROC_GRACE && proc_pipes_closed(p))
+				proc_end_now(p);
 			break;
 		}
 		total += (size_t)n;
@@ -1086,7 +1097,7 @@ proc_exited(pid_t pid, int status, void *arg)
 	evtimer_del(p->limit_timer);
 	proc_close_stdin(p);
 	if (proc_over_limit(p) || p->killed || proc_pipes_closed(p))
-		proc_add_timer(p->end_timer, 0);
+		proc_end_now(p);
 	else
 		proc_add_timer(p->end_timer, proc_cfg.leftover_grace_ms);
 }
@@ -1352,8 +1363,7 @@ proc_kill(struct proc *p)
 		break;
 	case PROC_GRACE:
 		p->killed = true;
-		evtimer_del(p->end_timer);
-		proc_add_timer(p->end_timer, 0);
+		proc_end_now(p);
 		break;
 	default:
 		break;

@@ -1236,6 +1236,7 @@ main(int argc, char **argv)
 	mcfg.enforcement = main_enforcement(&o);
 	mcfg.instance = main_instance_id();
 	conn_set_peer_check(proc_sandboxed_peer);
+	conn_set_before_write(journal_flush);
 	probe_set_deadline(o.pattern_deadline_ms);
 	job_init(main_base, &o.jobs);
 	methods_init(&mcfg);

@@ -577,8 +577,10 @@ def stop_while_killing(d):
     c = Conn(d.sock)
     sid = c.ok("createSession")["sessionId"]
     (res, meta), = turn(c, sid, ("bash", {
-        "command": "trap '' TERM; while :; do sleep 0.1; done",
+        "command": "trap '' TERM; echo ready; while :; do sleep 0.1; done",
         "run_in_background": True}))
+    # Its trap must be set before the TERM comes.
+    c.ok("readJob", sessionId=sid, jobId="j-1", since=0, waitMs=5000)
     c.ok("addTool", sessionId=sid, toolUse={
         "id": "k", "name": "kill_shell", "input": {"shell_id": "j-1"}})
     st = c.ok("status", sessionId=sid)["tools"]

@@ -91,6 +91,7 @@ static struct event *conn_flusher;
 static TAILQ_HEAD(, conn) conn_dirty = TAILQ_HEAD_INITIALIZER(conn_dirty);
 static unsigned conn_max_total, conn_max_per_uid;
 static const char *(*conn_peer_check)(pid_t);
+static void (*conn_before_write)(void);
 static struct idmap conn_users;
 static time_t conn_last_refusal;
 
@@ -145,6 +146,12 @@ void
 conn_set_peer_check(const char *(*check)(pid_t))
 {
 	conn_peer_check = check;
+}
+
+void
+conn_set_before_write(void (*fn)(void))
+{
+	conn_before_write = fn;
 }
 
 void
@@ -505,6 +512,8 @@ conn_flush(struct conn *c)
 {
 	size_t i;
 
+	if (conn_before_write != NULL)
+		conn_before_write();
 	if (evbuffer_write(c->out, c->fd) < 0 && errno != EAGAIN &&
 	    errno != EINTR) {
 		log_debug("write to client: %s", strerror(errno));
@@ -789,6 +798,8 @@ conn_shutdown(void)
 {
 	struct conn *c;
 
+	if (conn_before_write != NULL)
+		conn_before_write();
 	while ((c = LIST_FIRST(&conn_list)) != NULL) {
 		/* One last non-blocking write of what is queued. */
 		if (!c->carried)

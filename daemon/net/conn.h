@@ -52,6 +52,11 @@ void conn_set_limits(unsigned total, unsigned per_uid);
  * peer belongs to, or NULL. Such a connection gets a -32003 line, closed.
  */
 void conn_set_peer_check(const char *(*check)(pid_t));
+/*
+ * Called before any write to a client: the crash journal writes what it
+ * gathered, so a client never sees what is not journaled yet.
+ */
+void conn_set_before_write(void (*)(void));
 /* Take over an accepted socket. */
 void conn_accept(int fd);
 /* Close every connection, flushing what can be written without blocking. */

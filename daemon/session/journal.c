@@ -3,7 +3,6 @@
 
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +14,7 @@
 
 #include <event2/event.h>
 
+#include "buf.h"
 #include "log.h"
 #include "util.h"
 
@@ -22,6 +22,8 @@
 #define JOURNAL_GROWTH_MIN (16U << 20)
 /* A payload longer than this is corruption, not a record. */
 #define JOURNAL_PAYLOAD_MAX (1U << 30)
+/* Pending records past this are written at once, not at the pass's end. */
+#define JOURNAL_PENDING_MAX (256U << 10)
 
 static int journal_fd = -1;
 static char *journal_path;
@@ -33,9 +35,12 @@ static bool journal_compacting;
 static void (*journal_snapshot)(void);
 static struct event *journal_sync_ev;
 static struct event *journal_compact_ev;
+static struct event *journal_flush_ev;
+static struct buf journal_pending; /* records not yet written */
 
 static void journal_sync_cb(evutil_socket_t, short, void *);
 static void journal_compact_cb(evutil_socket_t, short, void *);
+static void journal_flush_cb(evutil_socket_t, short, void *);
 static int journal_lock_open(const char *, int, char *, size_t);
 
 /*
@@ -161,7 +166,10 @@ journal_open(struct event_base *base, const char *dir, const char *name,
 		    journal_sync_cb, NULL);
 		journal_compact_ev = event_new(base, -1, 0,
 		    journal_compact_cb, NULL);
-		if (journal_sync_ev == NULL || journal_compact_ev == NULL)
+		journal_flush_ev = event_new(base, -1, 0, journal_flush_cb,
+		    NULL);
+		if (journal_sync_ev == NULL || journal_compact_ev == NULL ||
+		    journal_flush_ev == NULL)
 			fatal("event_new failed");
 		event_add(journal_sync_ev, &second);
 	}
@@ -251,14 +259,20 @@ journal_load_fd(int from, void (*cb)(char, const char *, size_t, void *),
 	fclose(f);
 }
 
+/*
+ * Records are gathered in memory and written with one write(2) per loop
+ * pass (group commit): at the end of the pass, or earlier whenever a
+ * client is about to be written to (journal_flush, called by the
+ * connections before every write), so that a record still reaches the
+ * file before what it records can reach a client (doc/design.md §7,
+ * Restart). Without a loop (the tests, a restore) each is written at once.
+ */
 void
 journal_append(char kind, const char *a, size_t alen, const char *b,
     size_t blen)
 {
 	char head[64];
-	struct iovec iov[4];
 	unsigned long crc;
-	ssize_t n, want;
 	int hlen;
 
 	if (journal_fd == -1)
@@ -266,19 +280,33 @@ journal_append(char kind, const char *a, size_t alen, const char *b,
 	crc = journal_crc_more(journal_crc_more(0, a, alen), b, blen);
 	hlen = snprintf(head, sizeof head, "%c %zu %lx\n", kind, alen + blen,
 	    crc);
-	iov[0].iov_base = head;
-	iov[0].iov_len = (size_t)hlen;
-	iov[1].iov_base = (void *)a;
-	iov[1].iov_len = alen;
-	iov[2].iov_base = (void *)b;
-	iov[2].iov_len = blen;
-	iov[3].iov_base = "\n";
-	iov[3].iov_len = 1;
-	want = (ssize_t)(hlen + alen + blen + 1);
+	if (journal_pending.len == 0 && journal_flush_ev != NULL)
+		event_active(journal_flush_ev, EV_TIMEOUT, 1);
+	buf_grow(&journal_pending, (size_t)hlen + alen + blen + 1);
+	buf_add(&journal_pending, head, (size_t)hlen);
+	buf_add(&journal_pending, a, alen);
+	buf_add(&journal_pending, b, blen);
+	buf_add(&journal_pending, "\n", 1);
+	if (journal_flush_ev == NULL ||
+	    journal_pending.len >= JOURNAL_PENDING_MAX)
+		journal_flush();
+}
+
+void
+journal_flush(void)
+{
+	size_t want = journal_pending.len;
+	ssize_t n;
+
+	if (want == 0)
+		return;
+	journal_pending.len = 0;
+	if (journal_fd == -1)
+		return;
 	do
-		n = writev(journal_fd, iov, 4);
+		n = write(journal_fd, journal_pending.data, want);
 	while (n == -1 && errno == EINTR);
-	if (n != want) {
+	if (n == -1 || (size_t)n != want) {
 		log_error("cannot write %s: %s; the daemon goes on without a "
 		    "crash journal", journal_path, n == -1 ? strerror(errno) :
 		    "short write");
@@ -291,6 +319,19 @@ journal_append(char kind, const char *a, size_t alen, const char *b,
 	    journal_written > JOURNAL_GROWTH_MIN &&
 	    journal_written > 2 * journal_base)
 		event_active(journal_compact_ev, EV_TIMEOUT, 1);
+	if (journal_pending.cap > JOURNAL_PENDING_MAX * 2) {
+		buf_free(&journal_pending);
+		memset(&journal_pending, 0, sizeof journal_pending);
+	}
+}
+
+static void
+journal_flush_cb(evutil_socket_t fd, short events, void *arg)
+{
+	(void)fd;
+	(void)events;
+	(void)arg;
+	journal_flush();
 }
 
 int
@@ -298,6 +339,8 @@ journal_redirect(int fd)
 {
 	int old = journal_fd;
 
+	/* What is pending belongs to the journal, not to fd. */
+	journal_flush();
 	/* No compaction meanwhile; a write error closes only fd. */
 	journal_fd = fd;
 	journal_compacting = true;
@@ -307,6 +350,7 @@ journal_redirect(int fd)
 void
 journal_redirect_end(int old)
 {
+	journal_flush();
 	journal_fd = old;
 	journal_compacting = false;
 }
@@ -326,6 +370,9 @@ journal_compact(void)
 
 	if (journal_fd == -1 || journal_snapshot == NULL)
 		return;
+	journal_flush();
+	if (journal_fd == -1)
+		return;
 	xasprintf(&tmp, "%s.new", journal_path);
 	if ((fd = journal_lock_open(tmp, O_WRONLY | O_CREAT | O_TRUNC |
 	    O_APPEND, err, sizeof err)) == -1) {
@@ -336,6 +383,7 @@ journal_compact(void)
 	journal_fd = fd;
 	journal_compacting = true;
 	journal_snapshot();
+	journal_flush();
 	journal_compacting = false;
 	if (journal_fd == -1) {
 		/* A write failed: the old file is still whole. */
@@ -398,6 +446,7 @@ journal_sync_cb(evutil_socket_t fd, short events, void *arg)
 void
 journal_close(void)
 {
+	journal_flush();
 	if (journal_fd != -1) {
 		if (!journal_compacting)
 			fdatasync(journal_fd);
@@ -410,7 +459,11 @@ journal_close(void)
 		event_free(journal_sync_ev);
 	if (journal_compact_ev != NULL)
 		event_free(journal_compact_ev);
-	journal_sync_ev = journal_compact_ev = NULL;
+	if (journal_flush_ev != NULL)
+		event_free(journal_flush_ev);
+	journal_sync_ev = journal_compact_ev = journal_flush_ev = NULL;
+	buf_free(&journal_pending);
+	memset(&journal_pending, 0, sizeof journal_pending);
 	free(journal_path);
 	free(journal_dir);
 	journal_path = journal_dir = NULL;

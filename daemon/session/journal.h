@@ -74,9 +74,14 @@ void journal_load_fd(int fd, void (*cb)(char kind, const char *data,
  */
 int journal_redirect(int fd);
 void journal_redirect_end(int old);
-/* Append a record (payload a then b); on a write error the journal stops. */
+/*
+ * Append a record (payload a then b); on a write error the journal stops.
+ * With a loop, the records of one pass are written together at its end,
+ * or at journal_flush: call it before anything reaches a client.
+ */
 void journal_append(char kind, const char *a, size_t alen, const char *b,
     size_t blen);
+void journal_flush(void);
 /*
  * Compaction writes the live state through journal_append from this
  * callback (set once): into a new file that replaces the journal.

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +158,7 @@ static void proc_start(struct proc *);
 static void proc_start_queued(void);
 static void proc_spawn_failed(struct proc *, char *);
 static void proc_add_timer(struct event *, int64_t);
+static void proc_end_now(struct proc *);
 static int64_t proc_elapsed_ms(const struct timespec *);
 static void proc_signal_group(struct proc *, int);
 static void proc_write_cb(evutil_socket_t, short, void *);
@@ -562,7 +564,13 @@ proc_pipes(struct proc *p, int child[4])
 		if (child[i] == -1)
 			return EMFILE;
 	}
-	fcntl(p->in_fd, F_SETFL, O_NONBLOCK);
+	/*
+	 * An input of at most PIPE_BUF bytes, followed by EOF, is written
+	 * whole into the empty pipe at the spawn and the pipe closed: a write
+	 * that cannot block, so no fcntl for it.
+	 */
+	if (p->stdin_stream || p->input_len > PIPE_BUF)
+		fcntl(p->in_fd, F_SETFL, O_NONBLOCK);
 	for (i = 0; i < 3; i++)
 		fcntl(p->pipes[i].fd, F_SETFL, O_NONBLOCK);
 	return 0;
@@ -783,6 +791,18 @@ proc_add_timer(struct event *ev, int64_t ms)
 	evtimer_add(ev, &tv);
 }
 
+/*
+ * Go on with the end in this loop pass, not the next: a timer of 0 would
+ * cost another epoll_wait. Not for a step that waits on something (those
+ * keep their timer, so that the loop turns meanwhile).
+ */
+static void
+proc_end_now(struct proc *p)
+{
+	evtimer_del(p->end_timer);
+	event_active(p->end_timer, EV_TIMEOUT, 1);
+}
+
 static int64_t
 proc_elapsed_ms(const struct timespec *since)
 {
@@ -917,10 +937,8 @@ proc_read(struct proc_pipe *pp, size_t limit, bool force)
 		if (n <= 0) {
 			proc_close_pipe(pp);
 			/* All EOF during the grace: no need to wait longer. */
-			if (p->state == PROC_GRACE && proc_pipes_closed(p)) {
-				evtimer_del(p->end_timer);
-				proc_add_timer(p->end_timer, 0);
-			}
+			if (p->state == PROC_GRACE && proc_pipes_closed(p))
+				proc_end_now(p);
 			break;
 		}
 		total += (size_t)n;
@@ -1087,7 +1105,7 @@ proc_exited(pid_t pid, int status, void *arg)
 	evtimer_del(p->limit_timer);
 	proc_close_stdin(p);
 	if (proc_over_limit(p) || p->killed || proc_pipes_closed(p))
-		proc_add_timer(p->end_timer, 0);
+		proc_end_now(p);
 	else
 		proc_add_timer(p->end_timer, proc_cfg.leftover_grace_ms);
 }
@@ -1353,8 +1371,7 @@ proc_kill(struct proc *p)
 		break;
 	case PROC_GRACE:
 		p->killed = true;
-		evtimer_del(p->end_timer);
-		proc_add_timer(p->end_timer, 0);
+		proc_end_now(p);
 		break;
 	default:
 		break;

@@ -1,6 +1,7 @@
 /* The sentinel: kills what the daemon's tools leave when the daemon dies. */
 #include "supervisor/sentinel.h"
 
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
@@ -61,6 +62,8 @@ static void sentinel_apply(struct sentinel_state *,
     const struct sentinel_msg *);
 static void sentinel_finish(struct sentinel_state *);
 static int sentinel_sweep(const struct sentinel_state *);
+static bool sentinel_watched(const struct sentinel_state *, pid_t);
+static void sentinel_unshare(void);
 static bool sentinel_ours(pid_t);
 static void sentinel_send(enum sentinel_op, pid_t);
 static void sentinel_flush(void);
@@ -80,6 +83,15 @@ static struct event *sentinel_ev;     /* waiting for room in the pipe */
 static struct event *sentinel_retry;  /* restart after a failure */
 static struct buf sentinel_out;       /* records not written yet */
 static size_t sentinel_out_off;
+/*
+ * The groups bitmap shared with the sentinel this image forked (MAP_SHARED
+ * before the fork): the daemon sets and clears its groups there with a
+ * store, no write(2) and no wake-up of the sentinel, and a store is there
+ * for the sentinel to read however the daemon dies after it (S18). NULL:
+ * tell the sentinel by the pipe (one adopted across a reload, or no
+ * mapping could be made).
+ */
+static uint8_t *sentinel_shared;
 static pid_t sentinel_adopt_pid;      /* handed over by a reload */
 static int sentinel_adopt_fd = -1;
 
@@ -141,8 +153,15 @@ sentinel_spawn(char *err, size_t errlen)
 		    strerror(errno));
 		return -1;
 	}
+	/* A new sentinel, a new map: the replay fills it. */
+	sentinel_unshare();
+	sentinel_shared = mmap(NULL, SENTINEL_PIDS / 8, PROT_READ |
+	    PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sentinel_shared == MAP_FAILED)
+		sentinel_shared = NULL;
 	if ((pid = fork()) == -1) {
 		error = errno;
+		sentinel_unshare();
 		close(fds[0]);
 		close(fds[1]);
 		snprintf(err, errlen, "cannot fork the sentinel: %s",
@@ -151,6 +170,9 @@ sentinel_spawn(char *err, size_t errlen)
 	}
 	if (pid == 0)
 		sentinel_main(fds[0]);
+	/* No other child of the daemon (a helper that forks) shares it. */
+	if (sentinel_shared != NULL)
+		madvise(sentinel_shared, SENTINEL_PIDS / 8, MADV_DONTFORK);
 	close(fds[0]);
 	fcntl(fds[1], F_SETFL, O_NONBLOCK);
 	sentinel_fd = fds[1];
@@ -253,6 +275,11 @@ sentinel_apply(struct sentinel_state *st, const struct sentinel_msg *msg)
 	case SENTINEL_FORGET:
 		if (st->groups != NULL && g > 0 && g < SENTINEL_PIDS)
 			st->groups[g / 8] &= (uint8_t)~(1U << (g % 8));
+		/* An image after a reload forgets by the pipe what an
+		 * image before it watched in the map. */
+		if (sentinel_shared != NULL && g > 0 && g < SENTINEL_PIDS)
+			__atomic_fetch_and(&sentinel_shared[g / 8],
+			    (uint8_t)~(1U << (g % 8)), __ATOMIC_RELAXED);
 		break;
 	case SENTINEL_STOP:
 		st->stopped = true;
@@ -315,9 +342,7 @@ sentinel_sweep(const struct sentinel_state *st)
 		if (reaper_stat(pid, &ppid, &pgid, &state) != 0 ||
 		    state == 'Z' || state == 'X')
 			continue;
-		if (st->groups != NULL && pgid > 0 &&
-		    (uint32_t)pgid < SENTINEL_PIDS &&
-		    (st->groups[pgid / 8] & (1U << (pgid % 8))) != 0) {
+		if (sentinel_watched(st, pgid)) {
 			if (kill(pid, SIGKILL) == 0)
 				n++;
 		} else if (sentinel_ours(pid) && kill(pid, SIGKILL) == 0)
@@ -325,6 +350,22 @@ sentinel_sweep(const struct sentinel_state *st)
 	}
 	closedir(d);
 	return n;
+}
+
+/* Is pgid a group of a tool, by the pipe or by the map? */
+static bool
+sentinel_watched(const struct sentinel_state *st, pid_t pgid)
+{
+	uint32_t g = (uint32_t)pgid;
+	uint8_t bit = (uint8_t)(1U << (g % 8));
+
+	if (pgid <= 0 || g >= SENTINEL_PIDS)
+		return false;
+	if (st->groups != NULL && (st->groups[g / 8] & bit) != 0)
+		return true;
+	return sentinel_shared != NULL &&
+	    (__atomic_load_n(&sentinel_shared[g / 8], __ATOMIC_RELAXED) &
+	    bit) != 0;
 }
 
 /* Does pid carry one of this daemon's tokens? */
@@ -388,9 +429,22 @@ sentinel_send(enum sentinel_op op, pid_t arg)
 {
 	struct sentinel_msg msg = { (int32_t)op, (int32_t)arg };
 
+	uint32_t g = (uint32_t)arg;
+	uint8_t bit = (uint8_t)(1U << (g % 8));
+
 	/* None running: the replay after the restart says it all. */
 	if (sentinel_fd == -1)
 		return;
+	if (sentinel_shared != NULL && arg > 0 && g < SENTINEL_PIDS &&
+	    (op == SENTINEL_WATCH || op == SENTINEL_FORGET)) {
+		if (op == SENTINEL_WATCH)
+			__atomic_fetch_or(&sentinel_shared[g / 8], bit,
+			    __ATOMIC_RELAXED);
+		else
+			__atomic_fetch_and(&sentinel_shared[g / 8],
+			    (uint8_t)~bit, __ATOMIC_RELAXED);
+		return;
+	}
 	buf_add(&sentinel_out, &msg, sizeof msg);
 	sentinel_flush();
 	if (sentinel_out.len - sentinel_out_off > SENTINEL_OUT_MAX) {
@@ -466,10 +520,20 @@ sentinel_retry_cb(evutil_socket_t fd, short events, void *arg)
 		sentinel_replay();
 }
 
+/* Drop the map shared with the sentinel (it keeps its own mapping). */
+static void
+sentinel_unshare(void)
+{
+	if (sentinel_shared != NULL)
+		munmap(sentinel_shared, SENTINEL_PIDS / 8);
+	sentinel_shared = NULL;
+}
+
 /* Drop the pipe to the sentinel and what was not written to it. */
 static void
 sentinel_close(void)
 {
+	sentinel_unshare();
 	if (sentinel_ev != NULL)
 		event_free(sentinel_ev);
 	sentinel_ev = NULL;

@@ -3,7 +3,9 @@
  * start the daemon puts itself in a cgroup v2 subtree where it can
  * (cgroup.h) and forks a sentinel: a small process that holds the read end
  * of a pipe only the daemon writes to. The daemon tells it each tool's
- * process group as it starts and ends. When the pipe reaches EOF, i.e. the
+ * process group as it starts and ends: in a bitmap they share (a store, no
+ * system call), or by the pipe for a sentinel adopted across a reload.
+ * When the pipe reaches EOF, i.e. the
  * daemon has exited however it died, the sentinel kills the subtree, then
  * every recorded group and every process whose environment carries this
  * daemon's STEXEC_PROC_TOKEN prefix, again until none is left, and exits.

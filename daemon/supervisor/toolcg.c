@@ -41,6 +41,8 @@ struct toolcg {
 	struct toolcg_limits limits;
 	char *v2;             /* its own v2 group, when supervising */
 	int v2fd;
+	int eventsfd;         /* its cgroup.events and cpu.stat, kept open */
+	int cpufd;            /* once read (-1: not yet) */
 	bool v2_limited;      /* limits written in it: not reusable */
 	uint64_t cpu_base;    /* cpu.stat usage_usec before it (reused) */
 	uint64_t cpu_last;    /* and at the last reading */
@@ -62,6 +64,8 @@ struct toolcg {
 struct toolcg_spare {
 	char *dir;
 	int fd;
+	int eventsfd;
+	int cpufd;
 	uint64_t cpu_base;
 };
 
@@ -75,6 +79,9 @@ static bool toolcg_memsw;            /* v1 memory.memsw.* exists */
 static char *toolcg_v1_find(const char *);
 static int toolcg_write(const char *, const char *, const char *);
 static int toolcg_writeat(int, const char *, const char *);
+static bool toolcg_field_kept(int, int *, const char *, const char *,
+    uint64_t *);
+static void toolcg_spare_close(struct toolcg_spare *);
 static bool toolcg_field(int, const char *, const char *, const char *,
     uint64_t *);
 static void toolcg_v2_enable(void);
@@ -203,6 +210,46 @@ toolcg_field(int dirfd, const char *dir, const char *file, const char *key,
 	return false;
 }
 
+/*
+ * The same for a file of dirfd read at every tool's end: opened once and
+ * kept in *kept, then read again from its start (a cgroup file is made
+ * anew at each read from offset 0): two system calls fewer a reading.
+ */
+static bool
+toolcg_field_kept(int dirfd, int *kept, const char *file, const char *key,
+    uint64_t *out)
+{
+	char buf[1024], *line, *next;
+	size_t klen = strlen(key);
+	ssize_t n;
+
+	if (*kept == -1 &&
+	    (*kept = openat(dirfd, file, O_RDONLY | O_CLOEXEC)) == -1)
+		return false;
+	if ((n = pread(*kept, buf, sizeof buf - 1, 0)) <= 0)
+		return false;
+	buf[n] = '\0';
+	for (line = buf; line != NULL; line = next) {
+		if ((next = strchr(line, '\n')) != NULL)
+			*next++ = '\0';
+		if (strncmp(line, key, klen) == 0 && line[klen] == ' ')
+			return sscanf(line + klen + 1, "%" SCNu64, out) == 1;
+	}
+	return false;
+}
+
+static void
+toolcg_spare_close(struct toolcg_spare *sp)
+{
+	close(sp->fd);
+	if (sp->eventsfd != -1)
+		close(sp->eventsfd);
+	if (sp->cpufd != -1)
+		close(sp->cpufd);
+	rmdir(sp->dir);
+	free(sp->dir);
+}
+
 /* Turn on in our subtree the controllers its parent delegates to us. */
 static void
 toolcg_v2_enable(void)
@@ -290,12 +337,8 @@ toolcg_shutdown(void)
 		toolcg_v1_dir[c] = NULL;
 		toolcg_via[c] = VIA_NONE;
 	}
-	while (toolcg_nspares > 0) {
-		toolcg_nspares--;
-		close(toolcg_spares[toolcg_nspares].fd);
-		rmdir(toolcg_spares[toolcg_nspares].dir);
-		free(toolcg_spares[toolcg_nspares].dir);
-	}
+	while (toolcg_nspares > 0)
+		toolcg_spare_close(&toolcg_spares[--toolcg_nspares]);
 	free(toolcg_v2_dir);
 	toolcg_v2_dir = NULL;
 }
@@ -438,7 +481,7 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l,
 		return NULL;
 	cg = xcalloc(1, sizeof *cg);
 	cg->limits = *l;
-	cg->v2fd = -1;
+	cg->v2fd = cg->eventsfd = cg->cpufd = -1;
 	snprintf(name, sizeof name, "tool-%" PRIu64, token);
 	for (c = 0; c < CTL_N; c++)
 		if (toolcg_via[c] == VIA_V2 && toolcg_value(l, c, true, value,
@@ -448,6 +491,8 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l,
 		toolcg_nspares--;
 		cg->v2 = toolcg_spares[toolcg_nspares].dir;
 		cg->v2fd = toolcg_spares[toolcg_nspares].fd;
+		cg->eventsfd = toolcg_spares[toolcg_nspares].eventsfd;
+		cg->cpufd = toolcg_spares[toolcg_nspares].cpufd;
 		cg->cpu_base = toolcg_spares[toolcg_nspares].cpu_base;
 		req->cgroup_fd = cg->v2fd;
 	} else if (toolcg_v2_dir != NULL) {
@@ -564,7 +609,8 @@ toolcg_populated(struct toolcg *cg)
 		return -1;
 	if (cg->empty)
 		return 0;
-	if (!toolcg_field(cg->v2fd, NULL, "cgroup.events", "populated", &n))
+	if (!toolcg_field_kept(cg->v2fd, &cg->eventsfd, "cgroup.events",
+	    "populated", &n))
 		return -1;
 	return (cg->empty = n == 0) ? 0 : 1;
 }
@@ -585,8 +631,8 @@ toolcg_usage(struct toolcg *cg, uint64_t *peak, bool *has_cpu,
 	else if (toolcg_via[CTL_MEMORY] == VIA_V2)
 		toolcg_field(cg->v2fd, NULL, "memory.peak", NULL, peak);
 	/* cpu.stat's usage is there without the cpu controller. */
-	if (cg->v2fd != -1 && toolcg_field(cg->v2fd, NULL, "cpu.stat",
-	    "usage_usec", &n) && n >= cg->cpu_base) {
+	if (cg->v2fd != -1 && toolcg_field_kept(cg->v2fd, &cg->cpufd,
+	    "cpu.stat", "usage_usec", &n) && n >= cg->cpu_base) {
 		cg->cpu_last = n;
 		cg->cpu_read = true;
 		*has_cpu = true;
@@ -610,12 +656,18 @@ toolcg_free(struct toolcg *cg)
 			toolcg_usage(cg, &n, &b, &n);
 		toolcg_spares[toolcg_nspares].dir = cg->v2;
 		toolcg_spares[toolcg_nspares].fd = cg->v2fd;
+		toolcg_spares[toolcg_nspares].eventsfd = cg->eventsfd;
+		toolcg_spares[toolcg_nspares].cpufd = cg->cpufd;
 		toolcg_spares[toolcg_nspares++].cpu_base = cg->cpu_last;
 		cg->v2 = NULL;
-		cg->v2fd = -1;
+		cg->v2fd = cg->eventsfd = cg->cpufd = -1;
 	}
 	if (cg->v2fd != -1)
 		close(cg->v2fd);
+	if (cg->eventsfd != -1)
+		close(cg->eventsfd);
+	if (cg->cpufd != -1)
+		close(cg->cpufd);
 	/* Not empty at shutdown: cgroup_destroy takes the whole subtree. */
 	if (cg->v2 != NULL)
 		rmdir(cg->v2);
@@ -633,12 +685,8 @@ toolcg_free(struct toolcg *cg)
 void
 toolcg_handover(void)
 {
-	while (toolcg_nspares > 0) {
-		toolcg_nspares--;
-		close(toolcg_spares[toolcg_nspares].fd);
-		rmdir(toolcg_spares[toolcg_nspares].dir);
-		free(toolcg_spares[toolcg_nspares].dir);
-	}
+	while (toolcg_nspares > 0)
+		toolcg_spare_close(&toolcg_spares[--toolcg_nspares]);
 }
 
 json_t *
@@ -685,6 +733,7 @@ toolcg_load(const json_t *o)
 		cg->v2 = xstrdup(s);
 	fd = (int)json_integer_value(json_object_get(o, "v2fd"));
 	cg->v2fd = fd >= 0 && handover_fd_named(fd) ? fd : -1;
+	cg->eventsfd = cg->cpufd = -1;
 	cg->v2_limited = json_is_true(json_object_get(o, "limited"));
 	cg->cpu_base = (uint64_t)json_integer_value(json_object_get(o,
 	    "cpuBase"));

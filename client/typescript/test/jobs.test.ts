@@ -117,6 +117,10 @@ test("signalJob ends a job; the errors are typed", async (t) => {
       out += r.value;
     }
   })();
+  // The job says it is ready before it is stopped, so its output is known.
+  for (let i = 0; i < 40; i++) {
+    if ((await c.readJob(sid, jobId, { since: 0, waitMs: 500 })).text.startsWith("ready\n")) break;
+  }
   assert.deepEqual(await c.signalJob(sid, jobId, "terminate"), {});
   const { out, end } = await follow;
   // cat echoes the job's input ({}) too, if it got to it before the TERM.

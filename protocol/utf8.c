@@ -76,8 +76,11 @@ utf8_repair(struct buf *b, const char *s, size_t len)
 	const unsigned char *p = (const unsigned char *)s;
 	size_t i = 0, run = 0, n;
 
-	if (len == 0)
-		return;   /* s may be NULL: an empty buffer's data */
+	/* s may be NULL (an empty buffer's data); b still gets its NUL. */
+	if (len == 0) {
+		buf_add(b, "", 0);
+		return;
+	}
 	/* Copy valid runs whole; one U+FFFD per invalid byte. */
 	while (i < len) {
 		if (p[i] < 0x80)

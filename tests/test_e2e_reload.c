@@ -631,6 +631,71 @@ Test(reload, a_subscribed_connection_is_carried_with_its_half_line)
 	d_stop(d);
 }
 
+/* The notifications the session still retains (new reference). */
+static json_t *
+recent_notes(struct client *c, const char *sid)
+{
+	json_t *r = c_call(c, "events", json_pack("{s:s}", "sessionId", sid));
+	json_t *list = json_incref(json_object_get(r, "notifications"));
+
+	json_decref(r);
+	return list;
+}
+
+/*
+ * What a turn was told before a reload holds after it: an interrupted turn
+ * starts nothing new (S8), and a running tool's context modifier is still
+ * applied when it ends (S14).
+ */
+Test(reload, an_interrupt_and_a_context_change_are_carried)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid_j = c_session(c, json_pack("{s:[o, o]}", "tools",
+	    e2e_json("{\"name\":\"blk\",\"command\":[\"/bin/sh\",\"-c\","
+	    "\"sleep 0.6; echo done\"]}"), e2e_json("{\"name\":\"ctx\","
+	    "\"command\":[\"/bin/sh\",\"-c\",\"echo '{\\\"context\\\":"
+	    "{\\\"env\\\":{\\\"CARRIED\\\":\\\"yes\\\"}}}' >&3; "
+	    "sleep 0.6\"]}"))), *list, *r;
+	const char *sid = json_string_value(sid_j);
+	char *before = instance_of(c);
+
+	/* Turn 1: ctx's modifier is pending when the reload comes. */
+	json_decref(c_add(c, sid, "c1", "ctx", NULL));
+	usleep(200 * 1000);
+	kill(d->pid, SIGHUP);
+	wait_new_image(d, before, SLOW);
+	free(before);
+	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", sid)));
+	json_decref(c_add(c, sid, "e1", "bash",
+	    "{\"command\":\"echo $CARRIED\"}"));
+	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", sid)));
+	list = recent_notes(c, sid);
+	cr_assert_str_eq(e2e_content(result_of(list, "e1")), "yes\n",
+	    "the context change made before the reload was lost");
+	json_decref(list);
+
+	/* Turn 3: interrupted while blk (block) runs, then a reload. */
+	before = instance_of(c);
+	json_decref(c_add(c, sid, "b1", "blk", NULL));
+	r = c_call(c, "abort", json_pack("{s:s, s:s}", "sessionId", sid,
+	    "reason", "interrupt"));
+	json_decref(r);
+	kill(d->pid, SIGHUP);
+	wait_new_image(d, before, SLOW);
+	free(before);
+	json_decref(c_add(c, sid, "b2", "blk", NULL));
+	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", sid)));
+	list = recent_notes(c, sid);
+	cr_assert_str_eq(e2e_content(result_of(list, "b1")), "done\n");
+	cr_assert_str_eq(e2e_reason(result_of(list, "b2")), "interrupted",
+	    "a tool added to an interrupted turn started after a reload");
+	json_decref(list);
+	json_decref(sid_j);
+	c_close(c);
+	d_stop(d);
+}
+
 Test(reload, a_tool_that_ends_during_the_exec_delivers_its_real_result)
 {
 	struct daemon *d = d_start(NULL);

@@ -108,6 +108,7 @@ struct exec {
 
 	bool state_dirty;
 	bool last_interruptible;
+	json_t *restore_flags; /* exec_restore_flags, until exec_restore */
 };
 
 static struct exec_tool *exec_add_tool(struct exec *, const char *,
@@ -144,6 +145,7 @@ static void	exec_apply_context(struct exec *, const json_t *);
 static void	exec_check_drain(struct exec *);
 static void	exec_flush_state(struct exec *);
 static void	exec_restore_running(struct exec_tool *, int);
+static void	exec_restore_apply(struct exec *);
 static void	exec_after_event(struct exec *);
 
 struct exec *
@@ -179,6 +181,7 @@ exec_free(struct exec *ex)
 	free(ex->turn.tools);
 	free(ex->turn.errored);
 	free(ex->turn.drains);
+	json_decref(ex->restore_flags);
 	idmap_free(&ex->turn.ids);
 	free(ex->cwd);
 	json_decref(ex->env);
@@ -1039,7 +1042,69 @@ exec_restore(struct exec *ex, uint64_t turn, const struct exec_restored *r,
 		} else
 			exec_complete_synthetic(t, REASON_DAEMON_RESTARTED);
 	}
+	exec_restore_apply(ex);
 	exec_after_event(ex);
+}
+
+/* The turn's abort and error state a reload handed over, again. */
+static void
+exec_restore_apply(struct exec *ex)
+{
+	struct exec_turn *tt = &ex->turn;
+	const char *errored;
+	json_int_t abort;
+	struct exec_tool *t;
+	size_t i;
+
+	if (ex->restore_flags == NULL)
+		return;
+	abort = json_integer_value(json_object_get(ex->restore_flags,
+	    "abort"));
+	errored = json_string_value(json_object_get(ex->restore_flags,
+	    "errored"));
+	if (errored != NULL && tt->errored == NULL)
+		tt->errored = xstrdup(errored);
+	if (abort > (json_int_t)tt->abort && abort <= ABORT_CANCEL)
+		tt->abort = (enum exec_abort)abort;
+	json_decref(ex->restore_flags);
+	ex->restore_flags = NULL;
+	/* What was queued again would not have started: S7, S8. */
+	for (i = tt->deliver; i < tt->n; i++) {
+		t = tt->tools[i];
+		if (t->status == EXEC_QUEUED ||
+		    t->status == EXEC_WAITING_PERMISSION)
+			exec_complete_synthetic(t, tt->errored != NULL ?
+			    REASON_SIBLING_ERROR : REASON_INTERRUPTED);
+	}
+}
+
+json_t *
+exec_turn_flags(const struct exec *ex)
+{
+	if (ex->turn.abort == ABORT_NONE && ex->turn.errored == NULL)
+		return NULL;
+	return json_pack("{s:i, s:s?}", "abort", (int)ex->turn.abort,
+	    "errored", ex->turn.errored);
+}
+
+void
+exec_restore_flags(struct exec *ex, const json_t *flags)
+{
+	json_decref(ex->restore_flags);
+	ex->restore_flags = json_incref((json_t *)flags);
+}
+
+const json_t *
+exec_tool_context(const struct exec_tool *t)
+{
+	return t->context;
+}
+
+void
+exec_tool_set_context(struct exec_tool *t, const json_t *context)
+{
+	json_decref(t->context);
+	t->context = json_is_array(context) ? json_deep_copy(context) : NULL;
 }
 
 /* A tool whose process runs on after a reload: executing, not spawned. */

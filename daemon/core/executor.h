@@ -224,6 +224,17 @@ struct exec_tool *exec_restore_orphan(struct exec *, const char *id,
     const char *name, struct tooldef *, const json_t *input, int killed_for);
 /* The current turn's tool of that id, or NULL. */
 struct exec_tool *exec_turn_find(struct exec *, const char *id);
+/*
+ * A reload: the current turn's abort (S8, S9) and error (S7) state as
+ * {abort, errored}, or NULL when it has neither (new reference); and in the
+ * next image, given before exec_restore, that state again: tools not yet
+ * started complete as they would have, and later ones never start.
+ */
+json_t *exec_turn_flags(const struct exec *);
+void exec_restore_flags(struct exec *, const json_t *);
+/* A running tool's context modifiers not yet applied (S14), for a reload. */
+const json_t *exec_tool_context(const struct exec_tool *);
+void exec_tool_set_context(struct exec_tool *, const json_t *);
 /* The cookies of the drains the current turn holds (for a reload). */
 size_t exec_drains(const struct exec *, void *const **cookies);
 /* closeSession: kill every process, deliver nothing more, fail drains. */

@@ -40,6 +40,7 @@ struct event_base;
 #define JOURNAL_RUNNING 'P'  /* a tool whose process runs on (handover.h) */
 #define JOURNAL_CONN 'K'     /* a client connection (handover.h) */
 #define JOURNAL_JOB 'J'      /* a job, its output and process (handover.h) */
+#define JOURNAL_TURN 'U'     /* a turn's abort and error state: JSON */
 
 struct journal_loaded {
 	unsigned records;  /* read whole */

@@ -27,6 +27,7 @@ struct restoring {
 	struct handover_in *runs; /* reload: tools whose processes run on */
 	char **raws;              /* their payloads */
 	size_t nruns;
+	json_t *flags;            /* reload: its turn's abort and error */
 	struct handover_in *jobs; /* reload: its jobs (job.h) */
 	char **jraws;
 	size_t njobs;
@@ -209,10 +210,11 @@ session_journal_snapshot(bool whole)
 static void
 session_journal_running(struct session *s, struct exec_tool *t, bool orphan)
 {
-	struct handover_rec r = { json_pack("{s:s, s:s, s:s, s:O, s:b, s:i}",
-	    "s", s->id, "id", exec_tool_id(t), "name", exec_tool_name(t),
-	    "input", exec_tool_input(t), "orphan", orphan, "killed",
-	    exec_tool_killed(t)), { 0 } };
+	struct handover_rec r = { json_pack("{s:s, s:s, s:s, s:O, s:b, s:i, "
+	    "s:O?}", "s", s->id, "id", exec_tool_id(t), "name",
+	    exec_tool_name(t), "input", exec_tool_input(t), "orphan", orphan,
+	    "killed", exec_tool_killed(t), "context", exec_tool_context(t)),
+	    { 0 } };
 	struct buf out = { 0 };
 
 	session_tool_save(t, &r, r.json);
@@ -271,6 +273,17 @@ session_journal_handover(void)
 			    session_tool_carried(s->running[i]))
 				session_journal_running(s, s->running[i], true);
 		job_handover(s);
+		if ((rec = exec_turn_flags(s->ex)) != NULL) {
+			json_object_set_new(rec, "s", json_string(s->id));
+			json_object_set_new(rec, "t", json_integer(
+			    (json_int_t)exec_turn(s->ex)));
+			if ((text = json_dumps(rec, JSON_COMPACT)) == NULL)
+				fatal("cannot encode the turn of %s", s->id);
+			journal_append(JOURNAL_TURN, text, strlen(text), NULL,
+			    0);
+			free(text);
+			json_decref(rec);
+		}
 	}
 }
 
@@ -346,6 +359,7 @@ session_restore_free(struct restoring *r)
 	}
 	free(r->jobs);
 	free(r->jraws);
+	json_decref(r->flags);
 	json_decref(r->adds);
 	json_decref(r->delivered);
 	json_decref(r->live);
@@ -540,6 +554,7 @@ session_restore_adopt(struct restoring *r)
 			continue;
 		}
 		session_tool_adopt(r->s, t, &r->runs[i], rec);
+		exec_tool_set_context(t, json_object_get(rec, "context"));
 	}
 }
 
@@ -578,6 +593,12 @@ session_restore(char kind, const char *data, size_t len)
 		return;
 	if (kind == JOURNAL_SESSION)
 		session_restore_session(rec);
+	else if (kind == JOURNAL_TURN && (r = idmap_get(&session_restored,
+	    json_string_value(json_object_get(rec, "s")) != NULL ?
+	    json_string_value(json_object_get(rec, "s")) : "")) != NULL) {
+		json_decref(r->flags);
+		r->flags = json_incref(rec);
+	}
 	else if ((kind == JOURNAL_HELD || kind == JOURNAL_REQUEUE) &&
 	    (r = idmap_get(&session_restored, json_string_value(
 	    json_object_get(rec, "s")) != NULL ? json_string_value(
@@ -658,6 +679,10 @@ session_restore_done(void)
 		for (k = 0; k < n; k++)
 			if (tools[k].id == NULL || tools[k].name == NULL)
 				tools[k].id = tools[k].name = "";
+		/* The state belongs to the turn it was saved in. */
+		if (r->flags != NULL && turn == (uint64_t)json_integer_value(
+		    json_object_get(r->flags, "t")))
+			exec_restore_flags(r->s->ex, r->flags);
 		exec_restore(r->s->ex, turn, tools, n);
 		free(tools);
 		session_restore_adopt(r);

@@ -263,7 +263,9 @@ def terminal(d):
              {"name": "tty", "command": ["/bin/sh", "-c",
               "[ -t 0 ] && [ -t 1 ] && stty size"], "tty": True},
              {"name": "two", "command": ["head", "-n", "2"],
-              "stdin": "stream", "timeoutMs": 10000}]
+              "stdin": "stream", "timeoutMs": 10000},
+             {"name": "peek", "command": ["/bin/sh", "-c",
+              "exec 3<>\"$0\"", "{path}"], "sandbox": "read-only"}]
     sid = c.ok("createSession", tools=tools)["sessionId"]
     (res, meta), = turn(c, sid, ("tty", {}))
     T.eq(res["content"].strip(), "24 80", "a terminal of the default size")
@@ -279,6 +281,13 @@ def terminal(d):
     T.check("4\r\n" in text, "bc answers 2+2 on its terminal: %r" % text)
     T.eq(c.ok("resizeJob", sessionId=sid, jobId=jid, cols=120, rows=40),
          {}, "resizeJob")
+    # Another tool cannot open its terminal by name to read its keys.
+    pts = os.readlink("/proc/%d/fd/0" % job_of(c, sid, jid)["pid"])
+    T.check(pts.startswith("/dev/pts/"), "bc's stdin is a terminal: " + pts)
+    (res, meta), = turn(c, sid, ("peek", {"path": pts}))
+    T.check(res["is_error"] and "denied" in res["content"],
+            "a read-only tool cannot open another's terminal: %r"
+            % res["content"])
     c.ok("writeJob", sessionId=sid, jobId=jid, data="quit\n")
     for _ in range(100):
         if job_of(c, sid, jid)["status"] != "running":

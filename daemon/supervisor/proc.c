@@ -596,6 +596,16 @@ proc_pty(struct proc *p, int child[4])
 		return errno;
 	if ((slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) == -1)
 		return errno;
+	/*
+	 * Nobody opens it by its path again: another tool of the same uid
+	 * (a sandboxed one has no capability to override this) could
+	 * otherwise read the keys meant for this one, or write to it. The
+	 * tool has its descriptors; /dev/tty still reaches it.
+	 */
+	if (fchmod(slave, 0) != 0) {
+		close(slave);
+		return errno;
+	}
 	for (i = 0; i < 3; i++)
 		if ((child[i] = proc_highfd(i == 0 ? slave : dup(slave))) == -1)
 			return EMFILE;

@@ -11,6 +11,7 @@ client.
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -514,6 +515,36 @@ def parallel_calls_count(d):
     c.close()
 
 
+def idle_expiry_kills(d):
+    """A session's idle expiry ends its jobs like closeSession: a job alone
+    does not keep a session with no client alive (doc/design.md §7, Jobs)."""
+    d2 = pydaemon.Daemon(d.path, ["--session-idle-timeout", "1"])
+    d2.start()
+    try:
+        for _ in range(200):
+            if os.path.exists(d2.sock):
+                break
+            time.sleep(0.05)
+        c = Conn(d2.sock)
+        sid = c.ok("createSession")["sessionId"]
+        (res, meta), = turn(c, sid, ("bash", {"command": "sleep 300",
+                                              "run_in_background": True}))
+        T.eq(meta["reason"], "background", "a job runs")
+        c.close()
+        for _ in range(100):
+            if not d2.leftovers():
+                break
+            time.sleep(0.1)
+        T.eq(d2.leftovers(), [], "the expired session's job is gone")
+        c = Conn(d2.sock)
+        e = c.call("listJobs", sessionId=sid)
+        T.eq(e.get("error", {}).get("code"), -32001, "and so is its session")
+        c.close()
+    finally:
+        T.eq(d2.stop(), 0, "the second daemon stops cleanly")
+        shutil.rmtree(d2.tmp, ignore_errors=True)
+
+
 def close_kills(d):
     """closeSession kills every job, with what it started."""
     c = Conn(d.sock)
@@ -619,7 +650,8 @@ def body(d):
     c.close()
     for test in (dev_server, read_job, yields, terminal, reload_carries_jobs,
                  reload_carries_input,
-                 slots, forgets_old, parallel_calls_count, close_kills,
+                 slots, forgets_old, parallel_calls_count,
+                 idle_expiry_kills, close_kills,
                  crash,
                  stop_while_killing):
         test(d)

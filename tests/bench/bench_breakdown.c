@@ -16,7 +16,9 @@
  * its loader's: one execve, about 12 mmap, 4 mprotect, 2 openat...).
  *
  * Modes: the defaults; --no-cgroup; --state-dir= (no journal); and the
- * defaults with the tool in the read-only sandbox.
+ * defaults with the tool in the read-only sandbox. First the floor of each
+ * interval: the same program spawned bare (posix_spawn, pipes, waitpid),
+ * timed from the spawn to waitpid's return.
  *
  * STEXEC_BENCH_N: tools per mode (default 1000).
  */
@@ -118,6 +120,35 @@ bd_one(struct bench_conn *c, const char *sid, int k, double out[3])
 	out[2] = (double)(t3 - t2) / 1e3;
 }
 
+/* The same three intervals without the daemon. */
+static void
+bd_bare(const char *self, double out[3])
+{
+	char *argv[] = { (char *)self, "--stamp", NULL }, buf[128];
+	int64_t t0, t1 = 0, t2 = 0, t3;
+	size_t total = 0;
+	ssize_t n;
+	int in, fd, status;
+	pid_t pid;
+
+	t0 = bench_now_ns();
+	pid = bench_spawn_piped(argv, &in, &fd);
+	close(in);
+	while (total < sizeof buf - 1 &&
+	    (n = read(fd, buf + total, sizeof buf - 1 - total)) > 0)
+		total += (size_t)n;
+	close(fd);
+	waitpid(pid, &status, 0);
+	t3 = bench_now_ns();
+	buf[total] = '\0';
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+	    sscanf(buf, "%lld %lld", (long long *)&t1, (long long *)&t2) != 2)
+		bench_fail("bare stamp: status %#x, \"%s\"", status, buf);
+	out[0] = (double)(t1 - t0) / 1e3;
+	out[1] = (double)(t2 - t1) / 1e3;
+	out[2] = (double)(t3 - t2) / 1e3;
+}
+
 /* The session with the stamp tool; its id in sid. */
 static void
 bd_session(struct bench_conn *c, const char *self, const char *sandbox,
@@ -208,6 +239,17 @@ main(int argc, char **argv)
 		v[k] = bench_alloc((size_t)n * sizeof *v[k]);
 	printf("per tool, median of %d (us): addTool -> tool runs | its run | "
 	    "exit -> tool_result | daemon CPU\n", n);
+	for (i = 0; i < 50; i++)
+		bd_bare(self, t);
+	for (i = 0; i < n; i++) {
+		bd_bare(self, t);
+		for (k = 0; k < 3; k++)
+			v[k][i] = t[k];
+	}
+	for (k = 0; k < 3; k++)
+		bench_summarize(v[k], n, &s[k]);
+	printf("%-16s %8.1f | %8.1f | %8.1f |\n", "bare spawn", s[0].med,
+	    s[1].med, s[2].med);
 	for (m = 0; m < (int)(sizeof bd_modes / sizeof bd_modes[0]); m++) {
 		bench_daemon_start(&d, bd_modes[m].arg, NULL);
 		c = bench_conn_open(d.sock);

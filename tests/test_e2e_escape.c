@@ -520,6 +520,51 @@ Test(escape, ipc_keys_namespaces_and_mounts_are_refused_not_killed)
 	world_stop(&w);
 }
 
+/*
+ * A root daemon's sandboxed tool is root without a capability, and no exec
+ * gives one back: not root's own rule, not a file's capabilities. The
+ * probe: a file only a capability can read (root's, mode 0000).
+ */
+Test(escape, a_root_tool_has_no_capability_and_gains_none)
+{
+	static const char *const setcap = "/usr/sbin/setcap";
+	static const char has_caps[] = "grep -E '^Cap(Inh|Prm|Eff|Amb):' "
+	    "/proc/self/status | grep -qv '[[:space:]]0*$'";
+	char secret[160], capcat[160], cmd[512], script[512];
+	struct world w;
+	size_t i;
+	int fd;
+
+	if (geteuid() != 0)
+		cr_skip_test("the daemon is not root");
+	world_start(&w);
+	if (world_skip(&w))
+		return;
+	snprintf(secret, sizeof secret, "%s/secret", w.sibling);
+	snprintf(capcat, sizeof capcat, "%s/capcat", w.sibling);
+	fd = open(secret, O_WRONLY | O_CREAT | O_EXCL, 0);
+	cr_assert(fd != -1 && write(fd, "s3cret\n", 7) == 7 && close(fd) == 0);
+	/* A copy of cat that may read anything, by its file capability. */
+	snprintf(cmd, sizeof cmd, "cp /bin/cat %s && %s cap_dac_override+ep %s",
+	    capcat, setcap, capcat);
+	cr_assert(access(setcap, X_OK) == 0, "%s is missing", setcap);
+	cr_assert(system(cmd) == 0, "%s", cmd);
+	for (i = 0; i < nitems(confined); i++) {
+		cr_assert(!probe(&w, confined[i], has_caps), "%s has "
+		    "capabilities", confined[i]);
+		snprintf(script, sizeof script, "cat %s", secret);
+		cr_assert(!probe(&w, confined[i], script), "%s", confined[i]);
+		snprintf(script, sizeof script, "%s %s", capcat, secret);
+		cr_assert(!probe(&w, confined[i], script), "%s: a file's "
+		    "capability came back", confined[i]);
+	}
+	/* As a control: the same probes see root's power unconfined. */
+	cr_assert(probe(&w, "none", has_caps));
+	snprintf(script, sizeof script, "cat %s", secret);
+	cr_assert(probe(&w, "none", script));
+	world_stop(&w);
+}
+
 Test(escape, workspace_write_writes_the_workspace_and_nothing_else)
 {
 	struct world w;

@@ -16,11 +16,11 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <linux/capability.h>
+#include <linux/securebits.h>
 #include <linux/mount.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
@@ -36,11 +36,10 @@
 /*
  * Read once, at the first spawn, so that the child makes no system call it
  * does not need while we wait for it: the signals whose disposition is not
- * the default (the daemon installs its handlers before it spawns), and the
- * highest capability this kernel knows.
+ * the default (the daemon installs its handlers before it spawns).
  */
 static sigset_t spawn_reset;
-static int spawn_cap_last = -1;
+static bool spawn_learnt;
 
 /* What the child reports back through the memory it shares with us. */
 struct spawn_child {
@@ -217,19 +216,25 @@ spawn_mounts(const struct spawn_ns *ns, const char **step)
 	return 0;
 }
 
-/* Empty the bounding, ambient and every other set: no way back to root. */
+/*
+ * A root tool keeps no capability and can never gain one: its permitted,
+ * effective, inheritable and ambient sets emptied, and root's exec rule
+ * switched off and locked (SECBIT_NOROOT), so no execve gives them back,
+ * besides no_new_privs, which the sandbox sets anyway. That is what
+ * dropping the bounding set would add, in one call instead of one per
+ * capability (each of which the kernel pays with a new set of
+ * credentials: 40 of them were a third of a sandboxed spawn).
+ */
 __attribute__((no_sanitize_address)) static int
 spawn_drop_caps(void)
 {
 	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct d[2];
-	int cap;
 
-	for (cap = 0; cap <= spawn_cap_last; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 &&
-		    errno != EINVAL)
-			return -1;
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == -1)
+	if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
+	    SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+	    SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED, 0, 0, 0) == -1 ||
+	    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == -1)
 		return -1;
 	memset(d, 0, sizeof d);
 	return (int)syscall(SYS_capset, &h, d);
@@ -243,7 +248,6 @@ spawn_learn(void)
 	    SIGCHLD, SIGUSR1, SIGUSR2 };
 	struct sigaction sa;
 	size_t i;
-	FILE *f;
 	int sig;
 
 	sigemptyset(&spawn_reset);
@@ -253,13 +257,7 @@ spawn_learn(void)
 		if (sig != SIGKILL && sig != SIGSTOP &&
 		    sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL)
 			sigaddset(&spawn_reset, sig);
-	spawn_cap_last = 63;
-	if ((f = fopen("/proc/sys/kernel/cap_last_cap", "re")) != NULL) {
-		if (fscanf(f, "%d", &spawn_cap_last) != 1 ||
-		    spawn_cap_last < 0 || spawn_cap_last > 63)
-			spawn_cap_last = 63;
-		fclose(f);
-	}
+	spawn_learnt = true;
 }
 
 #if defined(__x86_64__) && defined(CLONE_INTO_CGROUP)
@@ -321,7 +319,7 @@ spawn_start(const struct spawn_req *req, const char **step)
 	pid_t pid = -1;
 	int error = 0, fd = -1;
 
-	if (spawn_cap_last == -1)
+	if (!spawn_learnt)
 		spawn_learn();
 	/* No handler of ours may run on the child's stack before it resets. */
 	sigfillset(&all);

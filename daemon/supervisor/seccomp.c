@@ -1,4 +1,4 @@
-/* The sandbox's seccomp programs: one linear list of checks per profile. */
+/* The sandbox's seccomp programs: one search tree per profile. */
 #include "supervisor/seccomp.h"
 
 #include <sys/ioctl.h>
@@ -98,14 +98,40 @@ static bool seccomp_built;
 
 #ifdef SECCOMP_ARCH
 /*
- * A program under construction; the refused calls share one return.
+ * What a run of system call numbers gets: a return, or (one number) a
+ * block that looks at an argument.
+ */
+enum seccomp_leaf {
+	SECCOMP_LEAF_ALLOW,
+	SECCOMP_LEAF_DENY,
+	SECCOMP_LEAF_ENOSYS,
+	SECCOMP_LEAF_SOCKET,  /* AF_INET, AF_INET6 allowed */
+	SECCOMP_LEAF_KILL,    /* kill(0, ...) allowed */
+	SECCOMP_LEAF_CLONE,   /* any namespace flag refused */
+	SECCOMP_LEAF_IOCTL,   /* some requests refused */
+};
+
+struct seccomp_range {
+	uint32_t lo, hi;
+	enum seccomp_leaf leaf;
+};
+
+/* Every number from 0 to UINT32_MAX in order: a few hundred at most. */
+#define SECCOMP_MAX_RANGES (2 * SECCOMP_MAX)
+
+/*
+ * A program under construction. The many branches that end in ALLOW or
+ * EPERM jump to one shared return of each, at the end.
  */
 struct seccomp_prog {
 	struct sock_filter *f;
 	size_t n;
-	size_t to_deny[SECCOMP_MAX]; /* jumps to point at the final EPERM */
-	bool deny_jt[SECCOMP_MAX];   /* that jump is jt, else jf */
-	size_t nto_deny;
+	size_t fix[SECCOMP_MAX];          /* jumps to a shared return */
+	bool fix_jt[SECCOMP_MAX];         /* that jump is jt, else jf */
+	enum seccomp_leaf fix_to[SECCOMP_MAX];
+	size_t nfix;
+	const uint32_t *ioctls;           /* the refused ioctl requests */
+	size_t nioctls;
 };
 
 static void
@@ -124,180 +150,230 @@ seccomp_ret(struct seccomp_prog *p, uint32_t action)
 	seccomp_emit(p, BPF_RET | BPF_K, action, 0, 0);
 }
 
-/* A conditional jump whose true (or false) branch is the final EPERM. */
+/* Point a branch of the last instruction at a shared return. */
 static void
-seccomp_jump_deny(struct seccomp_prog *p, uint16_t op, uint32_t k, bool jt)
+seccomp_fix(struct seccomp_prog *p, bool jt, enum seccomp_leaf to)
 {
-	p->to_deny[p->nto_deny] = p->n;
-	p->deny_jt[p->nto_deny++] = jt;
-	seccomp_emit(p, BPF_JMP | op | BPF_K, k, 0, 0);
+	p->fix[p->nfix] = p->n - 1;
+	p->fix_jt[p->nfix] = jt;
+	p->fix_to[p->nfix++] = to;
 }
 
-/*
- * if (nr == sys) { A = arg; if (A is one of vals) return hit; return
- * miss; } — each block returns, so the nr in A is never needed after it.
- */
+/* Whether a leaf is a shared return, reached by a jump, no code of its own. */
+static bool
+seccomp_shared(enum seccomp_leaf leaf)
+{
+	return leaf == SECCOMP_LEAF_ALLOW || leaf == SECCOMP_LEAF_DENY;
+}
+
+/* A = argument n, then: if (A is one of vals) goto hit; goto miss. */
 static void
-seccomp_args(struct seccomp_prog *p, int sys, int arg, const uint32_t *vals,
-    size_t n, uint32_t hit, uint32_t miss)
+seccomp_arg_block(struct seccomp_prog *p, int arg, const uint32_t *vals,
+    size_t n, enum seccomp_leaf hit, enum seccomp_leaf miss)
 {
 	size_t i;
 
-	seccomp_emit(p, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)sys, 0,
-	    (uint8_t)(n + 3));
 	seccomp_emit(p, BPF_LD | BPF_W | BPF_ABS, (uint32_t)SECCOMP_ARG(arg),
 	    0, 0);
-	for (i = 0; i < n; i++)
-		seccomp_emit(p, BPF_JMP | BPF_JEQ | BPF_K, vals[i],
-		    (uint8_t)(n - i), 0);
-	seccomp_ret(p, miss);
-	seccomp_ret(p, hit);
+	for (i = 0; i < n; i++) {
+		seccomp_emit(p, BPF_JMP | BPF_JEQ | BPF_K, vals[i], 0, 0);
+		seccomp_fix(p, true, hit);
+	}
+	seccomp_emit(p, BPF_JMP | BPF_JA, 0, 0, 0);
+	seccomp_fix(p, true, miss);
 }
 
-static int
-seccomp_cmp(const void *a, const void *b)
+/* The code of a leaf that has some. */
+static void
+seccomp_leaf(struct seccomp_prog *p, enum seccomp_leaf leaf)
 {
-	return *(const int *)a - *(const int *)b;
-}
+	static const uint32_t inet[] = { AF_INET, AF_INET6 }, self[] = { 0 };
 
-/* Add n numbers to the refused list. */
-static size_t
-seccomp_add(int *list, size_t len, const int *nrs, size_t n)
-{
-	memcpy(list + len, nrs, n * sizeof *nrs);
-	return len + n;
+	switch (leaf) {
+	case SECCOMP_LEAF_ENOSYS:
+		seccomp_ret(p, SECCOMP_RET_ERRNO | ENOSYS);
+		break;
+	case SECCOMP_LEAF_SOCKET:
+		seccomp_arg_block(p, 0, inet, nitems(inet), SECCOMP_LEAF_ALLOW,
+		    SECCOMP_LEAF_DENY);
+		break;
+	case SECCOMP_LEAF_KILL:
+		seccomp_arg_block(p, 0, self, nitems(self), SECCOMP_LEAF_ALLOW,
+		    SECCOMP_LEAF_DENY);
+		break;
+	case SECCOMP_LEAF_CLONE:
+		seccomp_emit(p, BPF_LD | BPF_W | BPF_ABS,
+		    (uint32_t)SECCOMP_ARG(0), 0, 0);
+		seccomp_emit(p, BPF_JMP | BPF_JSET | BPF_K, SECCOMP_NS_FLAGS,
+		    0, 0);
+		seccomp_fix(p, true, SECCOMP_LEAF_DENY);
+		seccomp_fix(p, false, SECCOMP_LEAF_ALLOW);
+		break;
+	case SECCOMP_LEAF_IOCTL:
+		seccomp_arg_block(p, 1, p->ioctls, p->nioctls,
+		    SECCOMP_LEAF_DENY, SECCOMP_LEAF_ALLOW);
+		break;
+	default:
+		fatal("seccomp: leaf %d has no code", (int)leaf);
+	}
 }
-
-/* A run of refused numbers. */
-struct seccomp_range {
-	uint32_t lo, hi;
-};
 
 /*
- * if (nr in ranges) goto EPERM; else return ALLOW: a binary search, so
- * that a number passes few instructions. That is what an attach costs:
- * the kernel runs the program once for every system call number to find
- * those it may allow without running it (its action cache), and a linear
- * list made that 0.1 ms per spawn.
+ * A binary search over the ranges, each node one compare: the kernel runs
+ * the program once for every system call number when it attaches it (to
+ * find those it may allow without running it), so what an attach costs is
+ * the length of a number's path. A list of compares made that 0.3 ms per
+ * spawn; checks made before the search, a quarter more than this.
  */
 static void
 seccomp_search(struct seccomp_prog *p, const struct seccomp_range *r,
     size_t n)
 {
-	size_t i, mid, at;
+	size_t mid = n / 2, at, off;
+	bool right_shared = n - mid == 1 && seccomp_shared(r[mid].leaf);
 
-	if (n <= 2) {
-		for (i = 0; i < n; i++) {
-			if (r[i].lo == r[i].hi) {
-				seccomp_jump_deny(p, BPF_JEQ, r[i].lo, true);
-				continue;
-			}
-			/* nr >= lo && !(nr > hi) */
-			seccomp_emit(p, BPF_JMP | BPF_JGE | BPF_K, r[i].lo, 0,
-			    1);
-			seccomp_jump_deny(p, BPF_JGT, r[i].hi, false);
-		}
-		seccomp_ret(p, SECCOMP_RET_ALLOW);
+	if (n == 1) {
+		seccomp_leaf(p, r[0].leaf);
 		return;
 	}
-	mid = n / 2;
 	at = p->n;
 	seccomp_emit(p, BPF_JMP | BPF_JGE | BPF_K, r[mid].lo, 0, 0);
-	seccomp_search(p, r, mid);
-	if (p->n - at - 1 > 255)
-		fatal("seccomp: a jump of %zu instructions", p->n - at - 1);
-	p->f[at].jt = (uint8_t)(p->n - at - 1);
+	if (right_shared)
+		seccomp_fix(p, true, r[mid].leaf);
+	if (mid == 1 && seccomp_shared(r[0].leaf))
+		seccomp_fix(p, false, r[0].leaf);
+	else
+		seccomp_search(p, r, mid);
+	if (right_shared)
+		return;
+	off = p->n - at - 1;
+	if (off > 255)
+		fatal("seccomp: a jump of %zu instructions", off);
+	p->f[at].jt = (uint8_t)off;
 	seccomp_search(p, r + mid, n - mid);
 }
 
-/* The refused numbers as sorted, merged ranges; how many. */
+static int
+seccomp_cmp(const void *a, const void *b)
+{
+	const struct seccomp_range *x = a, *y = b;
+
+	return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* Each number of nrs gets leaf. */
 static size_t
-seccomp_ranges(int *list, size_t n, struct seccomp_range *r)
+seccomp_add(struct seccomp_range *r, size_t len, const int *nrs, size_t n,
+    enum seccomp_leaf leaf)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		r[len++] = (struct seccomp_range){ (uint32_t)nrs[i],
+		    (uint32_t)nrs[i], leaf };
+	return len;
+}
+
+/*
+ * The special numbers sorted, runs of refused ones merged, and the gaps
+ * between them allowed: ranges from 0 to UINT32_MAX. How many.
+ */
+static size_t
+seccomp_cover(struct seccomp_range *special, size_t n,
+    struct seccomp_range *r)
 {
 	size_t i, nr = 0;
+	uint32_t next = 0;
 
-	qsort(list, n, sizeof *list, seccomp_cmp);
+	qsort(special, n, sizeof *special, seccomp_cmp);
 	for (i = 0; i < n; i++) {
-		if (nr > 0 && (uint32_t)list[i] <= r[nr - 1].hi + 1) {
-			if ((uint32_t)list[i] > r[nr - 1].hi)
-				r[nr - 1].hi = (uint32_t)list[i];
-			continue;
-		}
-		r[nr].lo = r[nr].hi = (uint32_t)list[i];
-		nr++;
+		if (i > 0 && special[i].lo <= special[i - 1].hi)
+			fatal("seccomp: number %u listed twice", special[i].lo);
+		if (special[i].lo > next)
+			r[nr++] = (struct seccomp_range){ next,
+			    special[i].lo - 1, SECCOMP_LEAF_ALLOW };
+		if (nr > 0 && r[nr - 1].leaf == SECCOMP_LEAF_DENY &&
+		    special[i].leaf == SECCOMP_LEAF_DENY &&
+		    r[nr - 1].hi + 1 == special[i].lo)
+			r[nr - 1].hi = special[i].hi;
+		else
+			r[nr++] = special[i];
+		next = special[i].hi + 1;
 	}
+	if (n == 0 || special[n - 1].hi != UINT32_MAX)
+		r[nr++] = (struct seccomp_range){ next, UINT32_MAX,
+		    SECCOMP_LEAF_ALLOW };
 	return nr;
 }
 
 static void
 seccomp_build(int variant)
 {
-	static const uint32_t inet[] = { AF_INET, AF_INET6 }, self[] = { 0 };
-	static const int socket_nr[] = { __NR_socket };
+	static const int clone3_nr[] = { __NR_clone3 }, socket_nr[] =
+	    { __NR_socket }, kill_nr[] = { __NR_kill }, clone_nr[] =
+	    { __NR_clone }, ioctl_nr[] = { __NR_ioctl };
 	struct seccomp_prog p = { .f = seccomp_code[variant] };
 	int kind = variant & ~SECCOMP_SIGNALS;
-	int list[nitems(seccomp_denied) + nitems(seccomp_metadata) +
-	    nitems(seccomp_signals) + 1];
-	struct seccomp_range ranges[nitems(list)];
+	struct seccomp_range special[SECCOMP_MAX], ranges[SECCOMP_MAX_RANGES];
 	uint32_t ioctls[nitems(seccomp_ioctls) +
 	    nitems(seccomp_ioctls_metadata)];
-	size_t nioctls = 0, nlist = 0, i, deny, off;
+	size_t nioctls = 0, n = 0, i, off, allow, deny;
 
-	seccomp_emit(&p, BPF_LD | BPF_W | BPF_ABS,
-	    offsetof(struct seccomp_data, arch), 0, 0);
-	seccomp_jump_deny(&p, BPF_JEQ, SECCOMP_ARCH, false);
-	seccomp_emit(&p, BPF_LD | BPF_W | BPF_ABS,
-	    offsetof(struct seccomp_data, nr), 0, 0);
-#ifdef SECCOMP_X32
-	seccomp_jump_deny(&p, BPF_JGE, SECCOMP_X32, true);
-#endif
-	seccomp_emit(&p, BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1);
-	seccomp_ret(&p, SECCOMP_RET_ERRNO | ENOSYS);
-
-	/* The blocks that load an argument; each returns. */
-	if (kind == SECCOMP_WORKSPACE_NET)
-		seccomp_args(&p, __NR_socket, 0, inet, nitems(inet),
-		    SECCOMP_RET_ALLOW, SECCOMP_DENY);
-	if (variant & SECCOMP_SIGNALS)
-		seccomp_args(&p, __NR_kill, 0, self, nitems(self),
-		    SECCOMP_RET_ALLOW, SECCOMP_DENY);
-	/* clone: any namespace flag refused, the rest allowed. */
-	seccomp_emit(&p, BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 4);
-	seccomp_emit(&p, BPF_LD | BPF_W | BPF_ABS, (uint32_t)SECCOMP_ARG(0),
-	    0, 0);
-	seccomp_emit(&p, BPF_JMP | BPF_JSET | BPF_K, SECCOMP_NS_FLAGS, 0, 1);
-	seccomp_ret(&p, SECCOMP_DENY);
-	seccomp_ret(&p, SECCOMP_RET_ALLOW);
 	for (i = 0; i < nitems(seccomp_ioctls); i++)
 		ioctls[nioctls++] = seccomp_ioctls[i];
 	for (i = 0; kind == SECCOMP_READ_ONLY &&
 	    i < nitems(seccomp_ioctls_metadata); i++)
 		ioctls[nioctls++] = seccomp_ioctls_metadata[i];
-	seccomp_args(&p, __NR_ioctl, 1, ioctls, nioctls, SECCOMP_DENY,
-	    SECCOMP_RET_ALLOW);
+	p.ioctls = ioctls;
+	p.nioctls = nioctls;
 
-	nlist = seccomp_add(list, nlist, seccomp_denied,
-	    nitems(seccomp_denied));
+	n = seccomp_add(special, n, seccomp_denied, nitems(seccomp_denied),
+	    SECCOMP_LEAF_DENY);
 	if (kind == SECCOMP_READ_ONLY)
-		nlist = seccomp_add(list, nlist, seccomp_metadata,
-		    nitems(seccomp_metadata));
-	if (variant & SECCOMP_SIGNALS)
-		nlist = seccomp_add(list, nlist, seccomp_signals,
-		    nitems(seccomp_signals));
-	if (kind != SECCOMP_WORKSPACE_NET)
-		nlist = seccomp_add(list, nlist, socket_nr, 1);
-	seccomp_search(&p, ranges, seccomp_ranges(list, nlist, ranges));
+		n = seccomp_add(special, n, seccomp_metadata,
+		    nitems(seccomp_metadata), SECCOMP_LEAF_DENY);
+	if (variant & SECCOMP_SIGNALS) {
+		n = seccomp_add(special, n, seccomp_signals,
+		    nitems(seccomp_signals), SECCOMP_LEAF_DENY);
+		n = seccomp_add(special, n, kill_nr, 1, SECCOMP_LEAF_KILL);
+	}
+	/*
+	 * clone3's flags are in memory the filter cannot read: ENOSYS, so
+	 * that libc falls back to clone, whose flags it can.
+	 */
+	n = seccomp_add(special, n, clone3_nr, 1, SECCOMP_LEAF_ENOSYS);
+	n = seccomp_add(special, n, clone_nr, 1, SECCOMP_LEAF_CLONE);
+	n = seccomp_add(special, n, ioctl_nr, 1, SECCOMP_LEAF_IOCTL);
+	n = seccomp_add(special, n, socket_nr, 1, kind ==
+	    SECCOMP_WORKSPACE_NET ? SECCOMP_LEAF_SOCKET : SECCOMP_LEAF_DENY);
+#ifdef SECCOMP_X32
+	special[n++] = (struct seccomp_range){ SECCOMP_X32, UINT32_MAX,
+	    SECCOMP_LEAF_DENY };
+#endif
+
+	seccomp_emit(&p, BPF_LD | BPF_W | BPF_ABS,
+	    offsetof(struct seccomp_data, arch), 0, 0);
+	seccomp_emit(&p, BPF_JMP | BPF_JEQ | BPF_K, SECCOMP_ARCH, 0, 0);
+	seccomp_fix(&p, false, SECCOMP_LEAF_DENY);
+	seccomp_emit(&p, BPF_LD | BPF_W | BPF_ABS,
+	    offsetof(struct seccomp_data, nr), 0, 0);
+	seccomp_search(&p, ranges, seccomp_cover(special, n, ranges));
+	allow = p.n;
+	seccomp_ret(&p, SECCOMP_RET_ALLOW);
 	deny = p.n;
 	seccomp_ret(&p, SECCOMP_DENY);
 
-	for (i = 0; i < p.nto_deny; i++) {
-		off = deny - p.to_deny[i] - 1;
+	for (i = 0; i < p.nfix; i++) {
+		off = (p.fix_to[i] == SECCOMP_LEAF_ALLOW ? allow : deny) -
+		    p.fix[i] - 1;
 		if (off > 255)
 			fatal("seccomp: a jump of %zu instructions", off);
-		if (p.deny_jt[i])
-			p.f[p.to_deny[i]].jt = (uint8_t)off;
+		if (BPF_OP(p.f[p.fix[i]].code) == BPF_JA)
+			p.f[p.fix[i]].k = (uint32_t)off;
+		else if (p.fix_jt[i])
+			p.f[p.fix[i]].jt = (uint8_t)off;
 		else
-			p.f[p.to_deny[i]].jf = (uint8_t)off;
+			p.f[p.fix[i]].jf = (uint8_t)off;
 	}
 	seccomp_progs[variant].filter = p.f;
 	seccomp_progs[variant].len = (unsigned short)p.n;

@@ -881,14 +881,18 @@ main_reload_cb(evutil_socket_t fd, short what, void *arg)
 	main_reexec();
 }
 
-/* The signals the daemon handles: blocked across execve. */
+/*
+ * The signals the daemon handles: blocked across execve. SIGCHLD stays
+ * blocked for good: the reaper reads it from a signalfd (reaper.h).
+ */
 static void
 main_signals(int how)
 {
 	sigset_t set;
 
 	sigemptyset(&set);
-	sigaddset(&set, SIGCHLD);
+	if (how == SIG_BLOCK)
+		sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);

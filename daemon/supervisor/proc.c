@@ -1163,11 +1163,14 @@ proc_reap_leftovers(struct proc *p)
 {
 	struct proc_scan scan = { p, 0 };
 
-	reaper_reap();
-	/* Its own cgroup holds all of it: empty is gone, nothing to kill. */
+	/*
+	 * Its own cgroup holds all of it: empty is gone, nothing to kill
+	 * (the zombies of any that left it are reaped on their SIGCHLD).
+	 */
 	if (toolcg_supervises() && p->cg != NULL &&
 	    toolcg_populated(p->cg) == 0)
 		return true;
+	reaper_reap();
 	proc_signal_group(p, SIGKILL);
 	if (toolcg_supervises() && p->cg != NULL)
 		return false;

@@ -1,14 +1,16 @@
-/* Child subreaper: one SIGCHLD event, a waitpid loop, orphans from /proc. */
+/* Child subreaper: SIGCHLD by signalfd, a waitpid loop, orphans from /proc. */
 #include "supervisor/reaper.h"
 
 #include <sys/prctl.h>
 #include <sys/queue.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@
 
 #include <event2/event.h>
 
+#include "log.h"
 #include "util.h"
 
 #define REAPER_BUCKETS 64
@@ -46,12 +49,14 @@ static void reaper_kill_orphan(const struct reaper_orphan *, void *);
 static void reaper_kill_child(pid_t);
 
 static struct event *reaper_event;
+static int reaper_sigfd = -1;
 static struct reaper_list reaper_table[REAPER_BUCKETS];
 static pid_t reaper_self;
 
 int
 reaper_init(struct event_base *base, char *err, size_t errlen)
 {
+	sigset_t set;
 	size_t i;
 
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
@@ -62,12 +67,24 @@ reaper_init(struct event_base *base, char *err, size_t errlen)
 	for (i = 0; i < nitems(reaper_table); i++)
 		LIST_INIT(&reaper_table[i]);
 	reaper_self = getpid();
-	reaper_event = evsignal_new(base, SIGCHLD, reaper_signal, NULL);
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0 ||
+	    (reaper_sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC)) ==
+	    -1) {
+		snprintf(err, errlen, "cannot read SIGCHLD from a signalfd: %s",
+		    strerror(errno));
+		return -1;
+	}
+	reaper_event = event_new(base, reaper_sigfd, EV_READ | EV_PERSIST,
+	    reaper_signal, NULL);
 	if (reaper_event == NULL || event_add(reaper_event, NULL) != 0) {
 		snprintf(err, errlen, "cannot install the SIGCHLD event");
 		if (reaper_event != NULL)
 			event_free(reaper_event);
 		reaper_event = NULL;
+		close(reaper_sigfd);
+		reaper_sigfd = -1;
 		return -1;
 	}
 	return 0;
@@ -82,6 +99,9 @@ reaper_free(void)
 	if (reaper_event != NULL)
 		event_free(reaper_event);
 	reaper_event = NULL;
+	if (reaper_sigfd != -1)
+		close(reaper_sigfd);
+	reaper_sigfd = -1;
 	for (i = 0; i < nitems(reaper_table); i++) {
 		while ((re = LIST_FIRST(&reaper_table[i])) != NULL) {
 			LIST_REMOVE(re, entry);
@@ -131,9 +151,14 @@ reaper_remove(pid_t pid)
 static void
 reaper_signal(evutil_socket_t fd, short events, void *arg)
 {
-	(void)fd;
+	struct signalfd_siginfo si;
+
 	(void)events;
 	(void)arg;
+	/* One SIGCHLD is pending at most; the loop below reaps them all. */
+	if (read(fd, &si, sizeof si) == -1 && errno != EAGAIN)
+		log_warn("SIGCHLD: cannot read the signalfd: %s",
+		    strerror(errno));
 	reaper_reap();
 }
 

@@ -1,6 +1,7 @@
 /*
  * The one SIGCHLD path (doc/design.md §6, S18): the daemon is a child subreaper,
- * a single libevent signal event reaps every child with a waitpid loop and
+ * SIGCHLD is blocked and read from a signalfd in the loop (no handler, no
+ * self-pipe: a tool's end costs one read), which runs a waitpid loop that
  * hands the status of registered pids to their owner; anything else (orphans
  * re-parented to the daemon) is reaped silently. Also finds those orphans
  * while they still run, by scanning /proc, so that the supervisor can kill
@@ -24,7 +25,10 @@ struct reaper_orphan {
 	bool zombie;
 };
 
-/* Become a subreaper and install the SIGCHLD event. -1 with err on failure. */
+/*
+ * Become a subreaper, block SIGCHLD (in the calling thread: call it before
+ * any other starts) and watch its signalfd. -1 with err on failure.
+ */
 int reaper_init(struct event_base *, char *err, size_t errlen);
 /* Remove the SIGCHLD event and forget every registered pid. */
 void reaper_free(void);

@@ -96,6 +96,7 @@ struct proc {
 	bool stream_output;
 	char *tmpdir;       /* sandboxed: its private TMPDIR, once made */
 	bool tmpdir_made;
+	int tmpdir_ruleset; /* its read-only ruleset, made with it, or -1 */
 	struct sandbox_spec sandbox; /* its roots are roots */
 	char **roots;
 	bool as_user;       /* run as user, not as the daemon */
@@ -311,6 +312,7 @@ proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
 	if (proc_base == NULL)
 		fatal("proc_spawn before proc_init");
 	p = xcalloc(1, sizeof *p);
+	p->tmpdir_ruleset = -1;
 	p->token = ++proc_next_token;
 	p->sandbox = spec->sandbox;
 	p->roots = xcalloc(spec->sandbox.nroots + 1, sizeof *p->roots);
@@ -318,7 +320,7 @@ proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
 		p->roots[i] = xstrdup(spec->sandbox.roots[i]);
 	p->sandbox.roots = (const char *const *)p->roots;
 	if (spec->sandbox.profile != SANDBOX_NONE)
-		p->tmpdir = tmpdir_take(&p->tmpdir_made);
+		p->tmpdir = tmpdir_take(&p->tmpdir_made, &p->tmpdir_ruleset);
 	p->argv = proc_copy_argv(spec->argv);
 	p->envp = proc_copy_env(spec->envp, p->token, p->tmpdir);
 	p->cwd = spec->cwd != NULL ? xstrdup(spec->cwd) : NULL;
@@ -638,7 +640,7 @@ proc_confine(struct proc *p, struct spawn_req *req, struct sandbox_prep **prep)
 	char *msg = NULL;
 
 	if (!sandbox_can(p->sandbox.profile))
-		return sandbox_prepare(&p->sandbox, p->tmpdir, p->cwd,
+		return sandbox_prepare(&p->sandbox, p->tmpdir, -1, p->cwd,
 		    proc_uid(p), req, prep);
 	if (!p->tmpdir_made && mkdir(p->tmpdir, 0700) != 0) {
 		xasprintf(&msg, "cannot create %s: %s", p->tmpdir,
@@ -651,8 +653,8 @@ proc_confine(struct proc *p, struct spawn_req *req, struct sandbox_prep **prep)
 		    (unsigned)p->user.uid, strerror(errno));
 		return msg;
 	}
-	return sandbox_prepare(&p->sandbox, p->tmpdir, p->cwd, proc_uid(p), req,
-	    prep);
+	return sandbox_prepare(&p->sandbox, p->tmpdir, p->tmpdir_ruleset,
+	    p->cwd, proc_uid(p), req, prep);
 }
 
 static void
@@ -1349,9 +1351,12 @@ proc_free(struct proc *p, bool keep_file)
 	buf_free(&p->line);
 	free(p->input);
 	if (p->tmpdir_made)
-		tmpdir_give(p->tmpdir);
-	else
+		tmpdir_give(p->tmpdir, p->tmpdir_ruleset);
+	else {
+		if (p->tmpdir_ruleset != -1)
+			close(p->tmpdir_ruleset);
 		free(p->tmpdir);
+	}
 	free((gid_t *)p->user.groups);
 	free((char *)p->user.error);
 	for (i = 0; p->roots != NULL && p->roots[i] != NULL; i++)
@@ -1775,6 +1780,7 @@ proc_adopt(const struct handover_in *in, const json_t *o,
 	size_t i, n;
 
 	p = xcalloc(1, sizeof *p);
+	p->tmpdir_ruleset = -1;
 	p->token = (uint64_t)json_integer_value(json_object_get(o, "token"));
 	p->name = xstrdup(json_string_value(json_object_get(o, "name")) !=
 	    NULL ? json_string_value(json_object_get(o, "name")) : "proc");

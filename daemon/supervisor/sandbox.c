@@ -66,6 +66,7 @@ struct sandbox_prep {
 	char *paths[SANDBOX_MAX_MOUNTS];
 	char uid_map[32], gid_map[32];
 	int ruleset;
+	bool lent;  /* ruleset is the TMPDIR's: not ours to close */
 };
 
 static int sandbox_version;
@@ -271,6 +272,15 @@ sandbox_landlock(const struct sandbox_spec *spec, const char *tmpdir,
 	return ruleset;
 }
 
+int
+sandbox_ruleset(const char *tmpdir)
+{
+	static const struct sandbox_spec ro = { SANDBOX_READ_ONLY, false, NULL,
+	    0 };
+
+	return sandbox_landlock(&ro, tmpdir, NULL);
+}
+
 /* One bind of path as it is now (followed), writable or not; 0 or errno. */
 static int
 sandbox_mount(struct sandbox_prep *prep, const char *path, bool writable)
@@ -356,7 +366,7 @@ sandbox_mounts(struct sandbox_prep *prep, const struct sandbox_spec *spec,
 
 char *
 sandbox_prepare(const struct sandbox_spec *spec, const char *tmpdir,
-    const char *cwd, uid_t uid, struct spawn_req *req,
+    int ruleset, const char *cwd, uid_t uid, struct spawn_req *req,
     struct sandbox_prep **out)
 {
 	static const char *const names[] = { "unsandboxed", "workspace-write",
@@ -379,7 +389,11 @@ sandbox_prepare(const struct sandbox_spec *spec, const char *tmpdir,
 			return msg;
 		req->ns = &prep->ns;
 	}
-	if ((prep->ruleset = sandbox_landlock(spec, tmpdir, cwd)) == -1) {
+	if (spec->profile == SANDBOX_READ_ONLY && ruleset != -1) {
+		prep->ruleset = ruleset;
+		prep->lent = true;
+	} else if ((prep->ruleset = sandbox_landlock(spec, tmpdir, cwd)) ==
+	    -1) {
 		xasprintf(&msg, "cannot build the %s sandbox: %s",
 		    names[spec->profile], strerror(errno));
 		return msg;
@@ -400,7 +414,7 @@ sandbox_release(struct sandbox_prep *prep)
 
 	if (prep == NULL)
 		return;
-	if (prep->ruleset != -1)
+	if (prep->ruleset != -1 && !prep->lent)
 		close(prep->ruleset);
 	for (i = 0; i < prep->ns.nmounts; i++)
 		free(prep->paths[i]);

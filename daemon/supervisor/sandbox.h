@@ -54,15 +54,23 @@ bool sandbox_seccomp(void);
 bool sandbox_mount_ns(void);
 
 /*
- * Fill req for one tool: its Landlock ruleset, its seccomp program and,
- * for workspace-write, the mounts of its namespace (cwd: the tool's
- * working directory, writable, where it starts). NULL, or why it cannot
- * run (malloc'd). sandbox_release frees what req was given, whether the
- * spawn happened or not.
+ * The read-only profile's Landlock ruleset for a TMPDIR, made ahead of the
+ * tools that will have it (tmpdir.h); -1 with errno. Safe in any thread.
+ */
+int sandbox_ruleset(const char *tmpdir);
+
+/*
+ * Fill req for one tool: its Landlock ruleset (for read-only, ruleset if
+ * it is not -1: lent, never closed here), its seccomp program and, for
+ * workspace-write, the mounts of its namespace (cwd: the tool's working
+ * directory, writable, where it starts). NULL, or why it cannot run
+ * (malloc'd). sandbox_release frees what req was given, whether the spawn
+ * happened or not.
  */
 struct sandbox_prep;
 char *sandbox_prepare(const struct sandbox_spec *, const char *tmpdir,
-    const char *cwd, uid_t, struct spawn_req *, struct sandbox_prep **);
+    int ruleset, const char *cwd, uid_t, struct spawn_req *,
+    struct sandbox_prep **);
 void sandbox_release(struct sandbox_prep *);
 
 #endif

@@ -18,12 +18,19 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "supervisor/sandbox.h"
 #include "util.h"
 
 #define TMPDIR_AHEAD 4
 /* Ready ones kept, made or taken back; and given back, waiting. */
 #define TMPDIR_POOL 16
 #define TMPDIR_BACK 64
+/*
+ * A take wakes the worker only when this few are left: it tops the pool
+ * up in one go, not one wake-up (a futex call on the loop, a thread to
+ * schedule) for each take.
+ */
+#define TMPDIR_LOW 1
 
 static pthread_mutex_t tmpdir_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t tmpdir_wake = PTHREAD_COND_INITIALIZER;
@@ -34,14 +41,20 @@ static bool tmpdir_made;
 /* Under the lock: */
 static bool tmpdir_stop;
 static uint64_t tmpdir_next;
-static char *tmpdir_ready[TMPDIR_POOL];
+/* A directory and its read-only ruleset, or -1. */
+struct tmpdir {
+	char *path;
+	int ruleset;
+};
+static struct tmpdir tmpdir_ready[TMPDIR_POOL];
 static size_t tmpdir_nready;
-static char *tmpdir_back[TMPDIR_BACK];
+static struct tmpdir tmpdir_back[TMPDIR_BACK];
 static size_t tmpdir_nback;
 static bool tmpdir_broken;   /* mkdir failed: wait for the next take */
 
 static void	*tmpdir_work(void *);
 static bool	tmpdir_clean(const char *);
+static void	tmpdir_drop(struct tmpdir *, bool);
 
 void
 tmpdir_init(const char *outdir, const char *instance)
@@ -58,10 +71,8 @@ tmpdir_handover(void)
 
 	pthread_mutex_lock(&tmpdir_lock);
 	tmpdir_stop = true;
-	while (tmpdir_nready > 0) {
-		rmdir(tmpdir_ready[--tmpdir_nready]);
-		free(tmpdir_ready[tmpdir_nready]);
-	}
+	while (tmpdir_nready > 0)
+		tmpdir_drop(&tmpdir_ready[--tmpdir_nready], true);
 	next = tmpdir_next;
 	pthread_mutex_unlock(&tmpdir_lock);
 	return next;
@@ -82,6 +93,28 @@ tmpdir_name(void)
 
 	xasprintf(&path, "%s/%" PRIu64, tmpdir_parent, ++tmpdir_next);
 	return path;
+}
+
+/* Forget a directory (and remove it, empty as it is, if rm). */
+static void
+tmpdir_drop(struct tmpdir *t, bool rm)
+{
+	if (rm)
+		rmdir(t->path);
+	if (t->ruleset != -1)
+		close(t->ruleset);
+	free(t->path);
+	t->path = NULL;
+	t->ruleset = -1;
+}
+
+/* Ready for a tool: with its read-only ruleset, where Landlock is. */
+static struct tmpdir
+tmpdir_ready_one(struct tmpdir t)
+{
+	if (t.ruleset == -1 && sandbox_can(SANDBOX_READ_ONLY))
+		t.ruleset = sandbox_ruleset(t.path);
+	return t;
 }
 
 /*
@@ -117,7 +150,7 @@ tmpdir_clean(const char *path)
 static void *
 tmpdir_work(void *arg)
 {
-	char *path;
+	struct tmpdir t;
 	int error;
 
 	(void)arg;
@@ -129,22 +162,21 @@ tmpdir_work(void *arg)
 		 * recently deleted inodes at each mkdir).
 		 */
 		if (tmpdir_nback > 0) {
-			path = tmpdir_back[--tmpdir_nback];
+			t = tmpdir_back[--tmpdir_nback];
 			pthread_mutex_unlock(&tmpdir_lock);
-			if (!tmpdir_clean(path)) {
-				if (util_rmtree(path) != 0 && errno != ENOENT)
-					log_warn("cannot remove %s: %s", path,
+			if (!tmpdir_clean(t.path)) {
+				if (util_rmtree(t.path) != 0 && errno != ENOENT)
+					log_warn("cannot remove %s: %s", t.path,
 					    strerror(errno));
-				free(path);
-				path = NULL;
-			}
+				tmpdir_drop(&t, false);
+			} else
+				t = tmpdir_ready_one(t);
 			pthread_mutex_lock(&tmpdir_lock);
-			if (path != NULL && tmpdir_nready < TMPDIR_POOL)
-				tmpdir_ready[tmpdir_nready++] = path;
-			else if (path != NULL) {
+			if (t.path != NULL && tmpdir_nready < TMPDIR_POOL)
+				tmpdir_ready[tmpdir_nready++] = t;
+			else if (t.path != NULL) {
 				pthread_mutex_unlock(&tmpdir_lock);
-				rmdir(path);
-				free(path);
+				tmpdir_drop(&t, true);
 				pthread_mutex_lock(&tmpdir_lock);
 			}
 			continue;
@@ -153,16 +185,19 @@ tmpdir_work(void *arg)
 			pthread_cond_wait(&tmpdir_wake, &tmpdir_lock);
 			continue;
 		}
-		path = tmpdir_name();
+		t.path = tmpdir_name();
+		t.ruleset = -1;
 		pthread_mutex_unlock(&tmpdir_lock);
-		error = mkdir(path, 0700) == 0 ? 0 : errno;
+		error = mkdir(t.path, 0700) == 0 ? 0 : errno;
+		if (error == 0)
+			t = tmpdir_ready_one(t);
 		pthread_mutex_lock(&tmpdir_lock);
 		if (error == 0)
-			tmpdir_ready[tmpdir_nready++] = path;
+			tmpdir_ready[tmpdir_nready++] = t;
 		else {
 			/* The spawn that needs one will say why. */
 			tmpdir_broken = true;
-			free(path);
+			free(t.path);
 		}
 	}
 	pthread_mutex_unlock(&tmpdir_lock);
@@ -193,7 +228,7 @@ tmpdir_start(void)
 }
 
 char *
-tmpdir_take(bool *made)
+tmpdir_take(bool *made, int *ruleset)
 {
 	char *path;
 
@@ -203,19 +238,27 @@ tmpdir_take(bool *made)
 		    strerror(errno));
 	pthread_mutex_lock(&tmpdir_lock);
 	*made = tmpdir_nready > 0;
-	path = *made ? tmpdir_ready[--tmpdir_nready] : tmpdir_name();
-	tmpdir_broken = false;
-	pthread_cond_signal(&tmpdir_wake);
+	*ruleset = -1;
+	if (*made) {
+		path = tmpdir_ready[--tmpdir_nready].path;
+		*ruleset = tmpdir_ready[tmpdir_nready].ruleset;
+	} else
+		path = tmpdir_name();
+	if (tmpdir_nready <= TMPDIR_LOW || tmpdir_broken) {
+		tmpdir_broken = false;
+		pthread_cond_signal(&tmpdir_wake);
+	}
 	pthread_mutex_unlock(&tmpdir_lock);
 	return path;
 }
 
 void
-tmpdir_give(char *path)
+tmpdir_give(char *path, int ruleset)
 {
 	pthread_mutex_lock(&tmpdir_lock);
 	if (tmpdir_running && tmpdir_nback < TMPDIR_BACK) {
-		tmpdir_back[tmpdir_nback++] = path;
+		tmpdir_back[tmpdir_nback++] = (struct tmpdir){ path, ruleset };
+		/* At once: what the tool left is removed soon after it. */
 		pthread_cond_signal(&tmpdir_wake);
 		path = NULL;
 	}
@@ -223,6 +266,8 @@ tmpdir_give(char *path)
 	/* No worker, or it is behind: remove it here. */
 	if (path != NULL && util_rmtree(path) != 0 && errno != ENOENT)
 		log_warn("cannot remove %s: %s", path, strerror(errno));
+	if (path != NULL && ruleset != -1)
+		close(ruleset);
 	free(path);
 }
 
@@ -238,9 +283,9 @@ tmpdir_shutdown(void)
 		tmpdir_running = false;
 	}
 	while (tmpdir_nready > 0)
-		free(tmpdir_ready[--tmpdir_nready]);
+		tmpdir_drop(&tmpdir_ready[--tmpdir_nready], false);
 	while (tmpdir_nback > 0)
-		free(tmpdir_back[--tmpdir_nback]);
+		tmpdir_drop(&tmpdir_back[--tmpdir_nback], false);
 	if (tmpdir_made && util_rmtree(tmpdir_parent) != 0 && errno != ENOENT)
 		log_warn("cannot remove %s: %s", tmpdir_parent,
 		    strerror(errno));

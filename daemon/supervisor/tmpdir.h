@@ -6,6 +6,9 @@
  * thread keeps a few made ahead, off the event loop, and takes back each
  * one a tool leaves: reused when the tool left it empty (then it is owned
  * by the daemon, 0700, without extended attributes, as new), else removed.
+ * With each it keeps the read-only profile's Landlock ruleset for it
+ * (sandbox.h), which then costs a spawn nothing: a dozen system calls off
+ * the loop, made once for the directory's life.
  */
 #ifndef STEXEC_TMPDIR_H
 #define STEXEC_TMPDIR_H
@@ -25,10 +28,14 @@ void tmpdir_resume(uint64_t next);
 void tmpdir_shutdown(void);
 /*
  * A directory for one tool (malloc'd path): one made ahead (*made true),
- * else a fresh name to mkdir (*made false).
+ * else a fresh name to mkdir (*made false); *ruleset is its read-only
+ * ruleset, or -1. Both are the tool's until it gives them back.
  */
-char *tmpdir_take(bool *made);
-/* A tool is done with its directory (made): it is taken (and path freed). */
-void tmpdir_give(char *path);
+char *tmpdir_take(bool *made, int *ruleset);
+/*
+ * A tool is done with its directory (made) and its ruleset (or -1): both
+ * are taken (and path freed).
+ */
+void tmpdir_give(char *path, int ruleset);
 
 #endif

@@ -15,22 +15,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "supervisor/sandbox.h"
 #include "util.h"
 
-#define TMPDIR_AHEAD 4
+#define TMPDIR_AHEAD 8
 /* Ready ones kept, made or taken back; and given back, waiting. */
 #define TMPDIR_POOL 16
 #define TMPDIR_BACK 64
 /*
- * A take wakes the worker only when this few are left: it tops the pool
- * up in one go, not one wake-up (a futex call on the loop, a thread to
- * schedule) for each take.
+ * The worker is not woken at each take and give (a futex call on the loop,
+ * and a thread scheduled just when the tool's result is on its way). While
+ * some wait to be taken back it wakes itself every TMPDIR_QUIET_MS, and
+ * takes them all back when the pool is short or no give came for that
+ * long, so what a tool left is still removed soon after it. A take wakes
+ * it only when this few are left, a give when it sleeps for good or this
+ * many wait.
  */
 #define TMPDIR_LOW 1
+#define TMPDIR_BACKLOG 8
+#define TMPDIR_QUIET_MS 10
 
 static pthread_mutex_t tmpdir_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t tmpdir_wake = PTHREAD_COND_INITIALIZER;
@@ -51,6 +58,8 @@ static size_t tmpdir_nready;
 static struct tmpdir tmpdir_back[TMPDIR_BACK];
 static size_t tmpdir_nback;
 static bool tmpdir_broken;   /* mkdir failed: wait for the next take */
+static struct timespec tmpdir_last_give; /* CLOCK_MONOTONIC */
+static bool tmpdir_timed;    /* the worker wakes itself */
 
 static void	*tmpdir_work(void *);
 static bool	tmpdir_clean(const char *);
@@ -147,10 +156,32 @@ tmpdir_clean(const char *path)
 	return ok;
 }
 
+/*
+ * Under the lock: whether no give came for TMPDIR_QUIET_MS; else *until
+ * is when that will be (CLOCK_MONOTONIC, the worker's condition clock).
+ */
+static bool
+tmpdir_quiet(struct timespec *until)
+{
+	struct timespec now;
+
+	*until = tmpdir_last_give;
+	until->tv_nsec += TMPDIR_QUIET_MS * 1000000L;
+	if (until->tv_nsec >= 1000000000L) {
+		until->tv_sec++;
+		until->tv_nsec -= 1000000000L;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > until->tv_sec || (now.tv_sec == until->tv_sec &&
+	    now.tv_nsec >= until->tv_nsec);
+}
+
 static void *
 tmpdir_work(void *arg)
 {
+	struct timespec until = { 0, 0 };
 	struct tmpdir t;
+	bool draining = false, timedout = false;
 	int error;
 
 	(void)arg;
@@ -159,9 +190,14 @@ tmpdir_work(void *arg)
 		/*
 		 * One given back is reused when a tool left it clean: making
 		 * and removing directories is what costs (ext4 scans for
-		 * recently deleted inodes at each mkdir).
+		 * recently deleted inodes at each mkdir). Once begun, all of
+		 * them.
 		 */
-		if (tmpdir_nback > 0) {
+		if (tmpdir_nback > 0 && (draining ||
+		    tmpdir_nready <= TMPDIR_LOW ||
+		    (timedout && tmpdir_nready < TMPDIR_AHEAD) ||
+		    tmpdir_nback >= TMPDIR_BACKLOG || tmpdir_quiet(&until))) {
+			draining = true;
 			t = tmpdir_back[--tmpdir_nback];
 			pthread_mutex_unlock(&tmpdir_lock);
 			if (!tmpdir_clean(t.path)) {
@@ -179,6 +215,14 @@ tmpdir_work(void *arg)
 				tmpdir_drop(&t, true);
 				pthread_mutex_lock(&tmpdir_lock);
 			}
+			continue;
+		}
+		draining = timedout = false;
+		if (tmpdir_nback > 0) {
+			tmpdir_timed = true;
+			timedout = pthread_cond_timedwait(&tmpdir_wake,
+			    &tmpdir_lock, &until) == ETIMEDOUT;
+			tmpdir_timed = false;
 			continue;
 		}
 		if (tmpdir_nready >= TMPDIR_AHEAD || tmpdir_broken) {
@@ -208,6 +252,7 @@ tmpdir_work(void *arg)
 static int
 tmpdir_start(void)
 {
+	pthread_condattr_t attr;
 	sigset_t all, old;
 
 	/* 0711: another user's tool must reach its own TMPDIR (0700) in it. */
@@ -215,6 +260,10 @@ tmpdir_start(void)
 		return -1;
 	chmod(tmpdir_parent, 0711);
 	tmpdir_made = true;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&tmpdir_wake, &attr);
+	pthread_condattr_destroy(&attr);
 	/* Signals are the loop's: the worker takes none. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -258,8 +307,9 @@ tmpdir_give(char *path, int ruleset)
 	pthread_mutex_lock(&tmpdir_lock);
 	if (tmpdir_running && tmpdir_nback < TMPDIR_BACK) {
 		tmpdir_back[tmpdir_nback++] = (struct tmpdir){ path, ruleset };
-		/* At once: what the tool left is removed soon after it. */
-		pthread_cond_signal(&tmpdir_wake);
+		clock_gettime(CLOCK_MONOTONIC, &tmpdir_last_give);
+		if (!tmpdir_timed || tmpdir_nback >= TMPDIR_BACKLOG)
+			pthread_cond_signal(&tmpdir_wake);
 		path = NULL;
 	}
 	pthread_mutex_unlock(&tmpdir_lock);

@@ -16,7 +16,8 @@
  * its loader's: one execve, about 12 mmap, 4 mprotect, 2 openat...).
  *
  * Modes: the defaults; --no-cgroup; --state-dir= (no journal); and the
- * defaults with the tool in the read-only sandbox. First the floor of each
+ * defaults with the tool in the read-only and the workspace-write sandbox
+ * (the session's cwd, the daemon's, is its workspace). First the floor of each
  * interval: the same program spawned bare (posix_spawn, pipes, waitpid),
  * timed from the spawn to waitpid's return.
  *
@@ -45,6 +46,7 @@ static const struct bd_mode bd_modes[] = {
 	{ "--no-cgroup", "--no-cgroup", NULL },
 	{ "--state-dir=", "--state-dir=", NULL },
 	{ "read-only tool", NULL, "read-only" },
+	{ "workspace-write", NULL, "workspace-write" },
 };
 
 /* --stamp: the tool. Its start, then its end, on stdout. */

@@ -97,6 +97,7 @@ struct proc {
 	char *tmpdir;       /* sandboxed: its private TMPDIR, once made */
 	bool tmpdir_made;
 	int tmpdir_ruleset; /* its read-only ruleset, made with it, or -1 */
+	int mntns;          /* its mount namespace (workspace-write), or -1 */
 	struct sandbox_spec sandbox; /* its roots are roots */
 	char **roots;
 	bool as_user;       /* run as user, not as the daemon */
@@ -312,7 +313,7 @@ proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
 	if (proc_base == NULL)
 		fatal("proc_spawn before proc_init");
 	p = xcalloc(1, sizeof *p);
-	p->tmpdir_ruleset = -1;
+	p->tmpdir_ruleset = p->mntns = -1;
 	p->token = ++proc_next_token;
 	p->sandbox = spec->sandbox;
 	p->roots = xcalloc(spec->sandbox.nroots + 1, sizeof *p->roots);
@@ -657,6 +658,22 @@ proc_confine(struct proc *p, struct spawn_req *req, struct sandbox_prep **prep)
 	    p->cwd, proc_uid(p), req, prep);
 }
 
+/*
+ * A workspace-write tool's mount namespace, held from its spawn: when its
+ * last process exits, the namespace's teardown (its mounts detached, an
+ * expedited RCU grace period) is then done by the TMPDIR worker that lets
+ * it go (tmpdir.h), not on the tool's exit before its SIGCHLD. -1 if the
+ * tool is gone already.
+ */
+static int
+proc_hold_mntns(pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof path, "/proc/%ld/ns/mnt", (long)pid);
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
 static void
 proc_start(struct proc *p)
 {
@@ -731,6 +748,8 @@ proc_start(struct proc *p)
 
 	p->pid = pid;
 	p->pgid = pid;
+	if (req.ns != NULL)
+		p->mntns = proc_hold_mntns(pid);
 	sentinel_watch(p->pgid);
 	p->started = true;
 	proc_nrunning++;
@@ -1351,10 +1370,12 @@ proc_free(struct proc *p, bool keep_file)
 	buf_free(&p->line);
 	free(p->input);
 	if (p->tmpdir_made)
-		tmpdir_give(p->tmpdir, p->tmpdir_ruleset);
+		tmpdir_give(p->tmpdir, p->tmpdir_ruleset, p->mntns);
 	else {
 		if (p->tmpdir_ruleset != -1)
 			close(p->tmpdir_ruleset);
+		if (p->mntns != -1)
+			close(p->mntns);
 		free(p->tmpdir);
 	}
 	free((gid_t *)p->user.groups);
@@ -1780,7 +1801,7 @@ proc_adopt(const struct handover_in *in, const json_t *o,
 	size_t i, n;
 
 	p = xcalloc(1, sizeof *p);
-	p->tmpdir_ruleset = -1;
+	p->tmpdir_ruleset = p->mntns = -1;
 	p->token = (uint64_t)json_integer_value(json_object_get(o, "token"));
 	p->name = xstrdup(json_string_value(json_object_get(o, "name")) !=
 	    NULL ? json_string_value(json_object_get(o, "name")) : "proc");

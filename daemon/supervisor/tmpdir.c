@@ -48,10 +48,15 @@ static bool tmpdir_made;
 /* Under the lock: */
 static bool tmpdir_stop;
 static uint64_t tmpdir_next;
-/* A directory and its read-only ruleset, or -1. */
+/*
+ * A directory and its read-only ruleset, or -1; given back, also the mount
+ * namespace its tool had (workspace-write), held so that its teardown (an
+ * expedited RCU grace period) is the worker's, not the tool's exit's.
+ */
 struct tmpdir {
 	char *path;
 	int ruleset;
+	int mntns;
 };
 static struct tmpdir tmpdir_ready[TMPDIR_POOL];
 static size_t tmpdir_nready;
@@ -112,9 +117,11 @@ tmpdir_drop(struct tmpdir *t, bool rm)
 		rmdir(t->path);
 	if (t->ruleset != -1)
 		close(t->ruleset);
+	if (t->mntns != -1)
+		close(t->mntns);
 	free(t->path);
 	t->path = NULL;
-	t->ruleset = -1;
+	t->ruleset = t->mntns = -1;
 }
 
 /* Ready for a tool: with its read-only ruleset, where Landlock is. */
@@ -200,6 +207,9 @@ tmpdir_work(void *arg)
 			draining = true;
 			t = tmpdir_back[--tmpdir_nback];
 			pthread_mutex_unlock(&tmpdir_lock);
+			if (t.mntns != -1)
+				close(t.mntns);
+			t.mntns = -1;
 			if (!tmpdir_clean(t.path)) {
 				if (util_rmtree(t.path) != 0 && errno != ENOENT)
 					log_warn("cannot remove %s: %s", t.path,
@@ -230,7 +240,7 @@ tmpdir_work(void *arg)
 			continue;
 		}
 		t.path = tmpdir_name();
-		t.ruleset = -1;
+		t.ruleset = t.mntns = -1;
 		pthread_mutex_unlock(&tmpdir_lock);
 		error = mkdir(t.path, 0700) == 0 ? 0 : errno;
 		if (error == 0)
@@ -302,11 +312,12 @@ tmpdir_take(bool *made, int *ruleset)
 }
 
 void
-tmpdir_give(char *path, int ruleset)
+tmpdir_give(char *path, int ruleset, int mntns)
 {
 	pthread_mutex_lock(&tmpdir_lock);
 	if (tmpdir_running && tmpdir_nback < TMPDIR_BACK) {
-		tmpdir_back[tmpdir_nback++] = (struct tmpdir){ path, ruleset };
+		tmpdir_back[tmpdir_nback++] = (struct tmpdir){ path, ruleset,
+		    mntns };
 		clock_gettime(CLOCK_MONOTONIC, &tmpdir_last_give);
 		if (!tmpdir_timed || tmpdir_nback >= TMPDIR_BACKLOG)
 			pthread_cond_signal(&tmpdir_wake);
@@ -314,6 +325,8 @@ tmpdir_give(char *path, int ruleset)
 	}
 	pthread_mutex_unlock(&tmpdir_lock);
 	/* No worker, or it is behind: remove it here. */
+	if (path != NULL && mntns != -1)
+		close(mntns);
 	if (path != NULL && util_rmtree(path) != 0 && errno != ENOENT)
 		log_warn("cannot remove %s: %s", path, strerror(errno));
 	if (path != NULL && ruleset != -1)

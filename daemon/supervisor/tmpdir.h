@@ -33,9 +33,10 @@ void tmpdir_shutdown(void);
  */
 char *tmpdir_take(bool *made, int *ruleset);
 /*
- * A tool is done with its directory (made) and its ruleset (or -1): both
- * are taken (and path freed).
+ * A tool is done with its directory (made), its ruleset and the mount
+ * namespace it had (or -1 each): all are taken (and path freed). The
+ * namespace is let go first, off the loop.
  */
-void tmpdir_give(char *path, int ruleset);
+void tmpdir_give(char *path, int ruleset, int mntns);
 
 #endif

@@ -779,6 +779,8 @@ static void
 main_check(void)
 {
 	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none;
 	char version[16], *argv[4];
 	struct timeval tv = { MAIN_CHECK_MS / 1000, 0 };
 	int fds[2], error;
@@ -795,7 +797,13 @@ main_check(void)
 	argv[3] = NULL;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-	error = posix_spawn(&pid, main_exe, &fa, NULL, argv, environ);
+	/* Not our blocked SIGCHLD (reaper.h): it starts as any program. */
+	sigemptyset(&none);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+	error = posix_spawn(&pid, main_exe, &fa, &attr, argv, environ);
+	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
 	close(fds[1]);
 	if (error != 0) {

@@ -137,8 +137,8 @@ struct proc_config {
 /*
  * Set up the supervisor on a base: become a child subreaper, block SIGCHLD
  * and read it from a signalfd (the only reader: nothing else may reap
- * children or own SIGCHLD), ignore SIGPIPE (writing stdin needs it), create the output
- * directory. -1 with err on failure.
+ * children or own SIGCHLD), ignore SIGPIPE (writing stdin needs it),
+ * create the output directory. -1 with err on failure.
  *
  * Every child of the daemon is taken for a tool's: when a tool ends, any
  * re-parented process that is neither in a running tool's process group

@@ -615,6 +615,45 @@ Test(escape, workspace_write_writes_the_workspace_and_nothing_else)
 	world_stop(&w);
 }
 
+/*
+ * A TMPDIR and its Landlock ruleset serve the next tools once a tool left
+ * the directory empty; a workspace-write tool's writable areas never go
+ * with it: after one, a read-only tool and a workspace-write tool without
+ * that root still cannot write there, in the very TMPDIR it had.
+ */
+Test(escape, a_reused_tmpdir_carries_no_write_right)
+{
+	struct world w;
+	char script[512], path[256], had[256] = "";
+	json_t *r;
+	int i, reused = 0;
+
+	world_start(&w);
+	if (world_skip(&w))
+		return;
+	for (i = 0; i < 6; i++) {
+		snprintf(script, sizeof script, "echo x > %s/mine && printf %%s "
+		    "\"$TMPDIR\"", w.root);
+		r = run(&w, "wwr", script);
+		cr_assert(!e2e_is_error(r), "%s", e2e_content(r));
+		snprintf(had, sizeof had, "%s", e2e_content(r));
+		json_decref(r);
+		/* Long enough for the worker to take the directory back. */
+		usleep(60000);
+		snprintf(script, sizeof script, "printf %%s \"$TMPDIR\"; "
+		    "echo x > %s/theirs", w.root);
+		r = run(&w, i % 2 ? "ro" : "ww", script);
+		cr_assert(e2e_is_error(r), "%s wrote the root",
+		    i % 2 ? "ro" : "ww");
+		reused += strncmp(e2e_content(r), had, strlen(had)) == 0;
+		json_decref(r);
+		snprintf(path, sizeof path, "%s/theirs", w.root);
+		cr_assert(!exists(path));
+	}
+	cr_assert(reused > 0, "no TMPDIR was reused: the test proves nothing");
+	world_stop(&w);
+}
+
 Test(escape, an_existing_repository_keeps_its_hooks_and_config)
 {
 	struct world w;

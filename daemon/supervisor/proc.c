@@ -96,7 +96,7 @@ struct proc {
 	bool stream_output;
 	char *tmpdir;       /* sandboxed: its private TMPDIR, once made */
 	bool tmpdir_made;
-	int tmpdir_ruleset; /* its read-only ruleset, made with it, or -1 */
+	int tmpdir_ruleset; /* its Landlock ruleset, made with it, or -1 */
 	int mntns;          /* its mount namespace (workspace-write), or -1 */
 	struct sandbox_spec sandbox; /* its roots are roots */
 	char **roots;
@@ -1369,6 +1369,12 @@ proc_free(struct proc *p, bool keep_file)
 	proc_free_strv(p->envp);
 	buf_free(&p->line);
 	free(p->input);
+	/* Workspace-write added its areas to the ruleset (sandbox.h). */
+	if (p->tmpdir_ruleset != -1 &&
+	    p->sandbox.profile == SANDBOX_WORKSPACE_WRITE) {
+		close(p->tmpdir_ruleset);
+		p->tmpdir_ruleset = -1;
+	}
 	if (p->tmpdir_made)
 		tmpdir_give(p->tmpdir, p->tmpdir_ruleset, p->mntns);
 	else {

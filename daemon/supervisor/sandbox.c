@@ -77,8 +77,7 @@ static int sandbox_root = -1;
 static int sandbox_devices[nitems(sandbox_device_paths)];
 
 static int sandbox_add(int, int, uint64_t);
-static int sandbox_landlock(const struct sandbox_spec *, const char *,
-    const char *);
+static int sandbox_workspace(int, const struct sandbox_spec *, const char *);
 static char *sandbox_mounts(struct sandbox_prep *, const struct sandbox_spec *,
     const char *, const char *);
 
@@ -226,13 +225,13 @@ sandbox_add_path(int ruleset, const char *path)
 }
 
 /*
- * The ruleset: read and execute everywhere, everything in tmpdir (and for
- * workspace-write in cwd and the roots), the device files; signals and
- * abstract sockets scoped to the tool. A ruleset fd, or -1 with errno.
+ * The ruleset every profile starts from: read and execute everywhere,
+ * everything in tmpdir, the device files; signals and abstract sockets
+ * scoped to the tool. This is all of read-only's. A ruleset fd, or -1 with
+ * errno.
  */
-static int
-sandbox_landlock(const struct sandbox_spec *spec, const char *tmpdir,
-    const char *cwd)
+int
+sandbox_ruleset(const char *tmpdir)
 {
 	struct sandbox_attr attr;
 	int ruleset, error = 0;
@@ -251,13 +250,6 @@ sandbox_landlock(const struct sandbox_spec *spec, const char *tmpdir,
 	if (sandbox_add(ruleset, sandbox_root, SANDBOX_READ) == -1 ||
 	    sandbox_add_path(ruleset, tmpdir) == -1)
 		error = errno;
-	if (error == 0 && spec->profile == SANDBOX_WORKSPACE_WRITE &&
-	    cwd != NULL && sandbox_add_path(ruleset, cwd) == -1)
-		error = errno;
-	for (i = 0; error == 0 && spec->profile == SANDBOX_WORKSPACE_WRITE &&
-	    i < spec->nroots; i++)
-		if (sandbox_add_path(ruleset, spec->roots[i]) == -1)
-			error = errno;
 	/* A device this machine lacks needs no rule. */
 	for (i = 0; error == 0 && i < nitems(sandbox_devices); i++) {
 		if (sandbox_devices[i] != -1 && sandbox_add(ruleset,
@@ -272,13 +264,19 @@ sandbox_landlock(const struct sandbox_spec *spec, const char *tmpdir,
 	return ruleset;
 }
 
-int
-sandbox_ruleset(const char *tmpdir)
+/* What workspace-write adds: everything in cwd and the roots. 0, or -1. */
+static int
+sandbox_workspace(int ruleset, const struct sandbox_spec *spec,
+    const char *cwd)
 {
-	static const struct sandbox_spec ro = { SANDBOX_READ_ONLY, false, NULL,
-	    0 };
+	size_t i;
 
-	return sandbox_landlock(&ro, tmpdir, NULL);
+	if (cwd != NULL && sandbox_add_path(ruleset, cwd) == -1)
+		return -1;
+	for (i = 0; i < spec->nroots; i++)
+		if (sandbox_add_path(ruleset, spec->roots[i]) == -1)
+			return -1;
+	return 0;
 }
 
 /* One bind of path as it is now (followed), writable or not; 0 or errno. */
@@ -320,8 +318,12 @@ sandbox_mounts(struct sandbox_prep *prep, const struct sandbox_spec *spec,
 	for (i = 0; i < spec->nroots && i < SANDBOX_MAX_ROOTS; i++)
 		writable[n++] = spec->roots[i];
 	/* A workspace of / would make every file writable: no sandbox. */
+	if (fstat(sandbox_root, &root) != 0) {
+		xasprintf(&msg, "cannot stat /: %s", strerror(errno));
+		return msg;
+	}
 	for (i = 1; i < n; i++)
-		if (stat(writable[i], &st) == 0 && stat("/", &root) == 0 &&
+		if (stat(writable[i], &st) == 0 &&
 		    st.st_dev == root.st_dev && st.st_ino == root.st_ino) {
 			xasprintf(&msg, "cannot run workspace-write with / as %s: "
 			    "give the session a working directory of its own",
@@ -389,11 +391,15 @@ sandbox_prepare(const struct sandbox_spec *spec, const char *tmpdir,
 			return msg;
 		req->ns = &prep->ns;
 	}
-	if (spec->profile == SANDBOX_READ_ONLY && ruleset != -1) {
-		prep->ruleset = ruleset;
-		prep->lent = true;
-	} else if ((prep->ruleset = sandbox_landlock(spec, tmpdir, cwd)) ==
-	    -1) {
+	/*
+	 * The TMPDIR's ruleset is lent; workspace-write adds its areas to
+	 * it, which is why that tool's caller lets it go afterwards.
+	 */
+	prep->lent = ruleset != -1;
+	if ((prep->ruleset = ruleset) == -1)
+		prep->ruleset = sandbox_ruleset(tmpdir);
+	if (prep->ruleset == -1 || (spec->profile == SANDBOX_WORKSPACE_WRITE &&
+	    sandbox_workspace(prep->ruleset, spec, cwd) == -1)) {
 		xasprintf(&msg, "cannot build the %s sandbox: %s",
 		    names[spec->profile], strerror(errno));
 		return msg;

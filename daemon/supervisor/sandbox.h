@@ -54,18 +54,21 @@ bool sandbox_seccomp(void);
 bool sandbox_mount_ns(void);
 
 /*
- * The read-only profile's Landlock ruleset for a TMPDIR, made ahead of the
- * tools that will have it (tmpdir.h); -1 with errno. Safe in any thread.
+ * The Landlock ruleset of a TMPDIR, all of read-only's and the start of
+ * workspace-write's, made ahead of the tools that will have it (tmpdir.h);
+ * -1 with errno. Safe in any thread.
  */
 int sandbox_ruleset(const char *tmpdir);
 
 /*
- * Fill req for one tool: its Landlock ruleset (for read-only, ruleset if
- * it is not -1: lent, never closed here), its seccomp program and, for
- * workspace-write, the mounts of its namespace (cwd: the tool's working
- * directory, writable, where it starts). NULL, or why it cannot run
- * (malloc'd). sandbox_release frees what req was given, whether the spawn
- * happened or not.
+ * Fill req for one tool: its Landlock ruleset (ruleset, the TMPDIR's from
+ * sandbox_ruleset, if it is not -1: lent, never closed here; a
+ * workspace-write tool's areas are added to it, so it must serve no other
+ * tool after that one), its seccomp program and, for workspace-write, the
+ * mounts of its namespace (cwd: the tool's working directory, writable,
+ * where it starts). NULL, or why it cannot run (malloc'd).
+ * sandbox_release frees what req was given, whether the spawn happened or
+ * not.
  */
 struct sandbox_prep;
 char *sandbox_prepare(const struct sandbox_spec *, const char *tmpdir,

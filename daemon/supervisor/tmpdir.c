@@ -49,9 +49,10 @@ static bool tmpdir_made;
 static bool tmpdir_stop;
 static uint64_t tmpdir_next;
 /*
- * A directory and its read-only ruleset, or -1; given back, also the mount
- * namespace its tool had (workspace-write), held so that its teardown (an
- * expedited RCU grace period) is the worker's, not the tool's exit's.
+ * A directory and its ruleset (sandbox_ruleset), or -1; given back, also
+ * the mount namespace its tool had (workspace-write), held so that its
+ * teardown (an expedited RCU grace period) is the worker's, not the tool's
+ * exit's.
  */
 struct tmpdir {
 	char *path;
@@ -124,7 +125,7 @@ tmpdir_drop(struct tmpdir *t, bool rm)
 	t->ruleset = t->mntns = -1;
 }
 
-/* Ready for a tool: with its read-only ruleset, where Landlock is. */
+/* Ready for a tool: with its ruleset, where Landlock is. */
 static struct tmpdir
 tmpdir_ready_one(struct tmpdir t)
 {

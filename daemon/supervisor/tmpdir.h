@@ -6,9 +6,9 @@
  * thread keeps a few made ahead, off the event loop, and takes back each
  * one a tool leaves: reused when the tool left it empty (then it is owned
  * by the daemon, 0700, without extended attributes, as new), else removed.
- * With each it keeps the read-only profile's Landlock ruleset for it
- * (sandbox.h), which then costs a spawn nothing: a dozen system calls off
- * the loop, made once for the directory's life.
+ * With each it keeps its Landlock ruleset (sandbox_ruleset), which then
+ * costs a spawn nothing: a dozen system calls off the loop, made once for
+ * the directory's life (or the next tool's, after a workspace-write one).
  */
 #ifndef STEXEC_TMPDIR_H
 #define STEXEC_TMPDIR_H

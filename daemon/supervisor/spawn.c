@@ -175,6 +175,8 @@ __attribute__((no_sanitize_address)) static int
 spawn_mounts(const struct spawn_ns *ns, const char **step)
 {
 	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
+	struct mount_attr priv_ro = { .attr_set = MOUNT_ATTR_RDONLY,
+	    .propagation = MS_PRIVATE };
 	struct mount_attr rw = { .attr_clr = MOUNT_ATTR_RDONLY };
 	struct stat st;
 	size_t i;
@@ -186,10 +188,13 @@ spawn_mounts(const struct spawn_ns *ns, const char **step)
 	    spawn_write("/proc/self/gid_map", ns->gid_map) == -1 ||
 	    spawn_write("/proc/self/uid_map", ns->uid_map) == -1))
 		return -1;
+	/*
+	 * Private, so that nothing mounted here or there reaches the other
+	 * side, and read-only: one walk of the copied tree for both.
+	 */
 	*step = "cannot make the mounts read-only";
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1 ||
-	    syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro,
-	    sizeof ro) == -1)
+	if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE,
+	    &priv_ro, sizeof priv_ro) == -1)
 		return -1;
 	*step = "cannot mount a writable or protected path";
 	for (i = 0; i < ns->nmounts; i++) {

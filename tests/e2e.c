@@ -654,6 +654,17 @@ e2e_filter(json_t *list, const char *method)
 	return out;
 }
 
+json_t *
+c_until_only(struct client *c, const char *method, const char *want,
+    int timeout_ms)
+{
+	json_t *all = c_until(c, method, timeout_ms);
+	json_t *some = e2e_filter(all, want);
+
+	json_decref(all);
+	return some;
+}
+
 char *
 e2e_results(json_t *list)
 {

@@ -92,6 +92,9 @@ json_t *c_wait(struct client *, const char *method, int timeout_ms);
 /* Every queued notification and those that arrive until one with method
  * (included), as an array of notification objects. */
 json_t *c_until(struct client *, const char *method, int timeout_ms);
+/* The same, only those with method want (their params, as e2e_filter). */
+json_t *c_until_only(struct client *, const char *method, const char *want,
+    int timeout_ms);
 
 /* Helpers for the common shapes. */
 /* The daemon's resident memory (stats.rssBytes), > 0. */

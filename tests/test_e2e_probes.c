@@ -296,8 +296,7 @@ esc_submit(struct esc *e, const char *tool, const char *script)
 static json_t *
 esc_result(struct esc *e)
 {
-	json_t *list = e2e_filter(c_until(e->c, "turn_end", SLOW),
-	    "tool_result"), *r;
+	json_t *list = c_until_only(e->c, "turn_end", "tool_result", SLOW), *r;
 
 	cr_assert_eq(json_array_size(list), 1);
 	r = json_incref(json_array_get(list, 0));

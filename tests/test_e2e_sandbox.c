@@ -64,7 +64,7 @@ run(struct client *c, json_t *sid, const char *tool, const char *script)
 	free(text);
 	json_decref(input);
 	json_decref(c_call(c, "drain", json_pack("{s:O}", "sessionId", sid)));
-	list = e2e_filter(c_until(c, "turn_end", SLOW), "tool_result");
+	list = c_until_only(c, "turn_end", "tool_result", SLOW);
 	cr_assert_eq(json_array_size(list), 1);
 	r = json_incref(json_array_get(list, 0));
 	json_decref(list);
@@ -303,7 +303,7 @@ Test(sandbox, the_built_in_safe_tools_are_read_only)
 	json_decref(c_add(c, json_string_value(sid), "r", "read_file",
 	    "{\"file_path\":\"/etc/hostname\"}"));
 	json_decref(c_call(c, "drain", json_pack("{s:O}", "sessionId", sid)));
-	list = e2e_filter(c_until(c, "turn_end", SLOW), "tool_result");
+	list = c_until_only(c, "turn_end", "tool_result", SLOW);
 	r = json_array_get(list, 0);
 	cr_assert(!e2e_is_error(r), "%s", e2e_content(r));
 	json_decref(list);

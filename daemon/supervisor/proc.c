@@ -157,6 +157,7 @@ static int proc_highfd(int);
 static int proc_pty(struct proc *, int[4]);
 static void proc_events(struct proc *);
 static void proc_start(struct proc *);
+static void proc_watch(struct proc *);
 static void proc_start_queued(void);
 static void proc_spawn_failed(struct proc *, char *);
 static void proc_add_timer(struct event *, int64_t);
@@ -674,6 +675,34 @@ proc_hold_mntns(pid_t pid)
 	return open(path, O_RDONLY | O_CLOEXEC);
 }
 
+/*
+ * Watch a running tool's descriptors: its stdin while we still write it,
+ * and its output pipes, read unless the tool is paused.
+ */
+static void
+proc_watch(struct proc *p)
+{
+	size_t i;
+
+	if (p->in_fd != -1) {
+		p->in_ev = event_new(proc_base, p->in_fd, EV_WRITE | EV_PERSIST,
+		    proc_write_cb, p);
+		if (p->in_ev == NULL)
+			fatal("event_new failed");
+		event_add(p->in_ev, NULL);
+	}
+	for (i = 0; i < nitems(p->pipes); i++) {
+		if (p->pipes[i].fd == -1)
+			continue;
+		p->pipes[i].ev = event_new(proc_base, p->pipes[i].fd,
+		    EV_READ | EV_PERSIST, proc_read_cb, &p->pipes[i]);
+		if (p->pipes[i].ev == NULL)
+			fatal("event_new failed");
+		if (!p->paused)
+			event_add(p->pipes[i].ev, NULL);
+	}
+}
+
 static void
 proc_start(struct proc *p)
 {
@@ -770,23 +799,7 @@ proc_start(struct proc *p)
 
 	/* Most inputs fit the pipe: write now, wait for room only if not. */
 	proc_write_cb(-1, 0, p);
-	if (p->in_fd != -1) {
-		p->in_ev = event_new(proc_base, p->in_fd, EV_WRITE | EV_PERSIST,
-		    proc_write_cb, p);
-		if (p->in_ev == NULL)
-			fatal("event_new failed");
-		event_add(p->in_ev, NULL);
-	}
-	for (i = 0; i < 3; i++) {
-		if (p->pipes[i].fd == -1)
-			continue;
-		p->pipes[i].ev = event_new(proc_base, p->pipes[i].fd,
-		    EV_READ | EV_PERSIST, proc_read_cb, &p->pipes[i]);
-		if (p->pipes[i].ev == NULL)
-			fatal("event_new failed");
-		if (!p->paused)
-			event_add(p->pipes[i].ev, NULL);
-	}
+	proc_watch(p);
 	if (p->timeout_ms > 0)
 		proc_add_timer(p->timer, p->timeout_ms);
 	if (toolcg_watched(p->cg))
@@ -1870,23 +1883,9 @@ proc_adopt(const struct handover_in *in, const json_t *o,
 		proc_nslots++;
 	}
 	reaper_add(p->pid, proc_exited, p);
-	if (p->in_fd != -1) {
+	if (p->in_fd != -1)
 		fcntl(p->in_fd, F_SETFL, O_NONBLOCK);
-		p->in_ev = event_new(proc_base, p->in_fd, EV_WRITE | EV_PERSIST,
-		    proc_write_cb, p);
-		if (p->in_ev == NULL)
-			fatal("event_new failed");
-		event_add(p->in_ev, NULL);
-	}
-	for (i = 0; i < nitems(p->pipes); i++) {
-		if (p->pipes[i].fd == -1)
-			continue;
-		p->pipes[i].ev = event_new(proc_base, p->pipes[i].fd,
-		    EV_READ | EV_PERSIST, proc_read_cb, &p->pipes[i]);
-		if (p->pipes[i].ev == NULL)
-			fatal("event_new failed");
-		event_add(p->pipes[i].ev, NULL);
-	}
+	proc_watch(p);
 	/* The deadline as time left, or the KILL after the TERM. */
 	if ((left = json_integer_value(json_object_get(o, "timerLeft"))) >= 0 &&
 	    json_is_integer(json_object_get(o, "timerLeft")))

@@ -69,6 +69,7 @@ static void sentinel_send(enum sentinel_op, pid_t);
 static void sentinel_flush(void);
 static void sentinel_write_cb(evutil_socket_t, short, void *);
 static void sentinel_died(pid_t, int, void *);
+static void sentinel_watch_fd(int, pid_t);
 static void sentinel_retry_cb(evutil_socket_t, short, void *);
 static void sentinel_close(void);
 static int64_t sentinel_ms(const struct timespec *);
@@ -95,6 +96,20 @@ static uint8_t *sentinel_shared;
 static pid_t sentinel_adopt_pid;      /* handed over by a reload */
 static int sentinel_adopt_fd = -1;
 
+/* Our end of a running sentinel's pipe, and its pid, watched from now on. */
+static void
+sentinel_watch_fd(int fd, pid_t pid)
+{
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	sentinel_fd = fd;
+	sentinel_pid = pid;
+	reaper_add(pid, sentinel_died, NULL);
+	sentinel_ev = event_new(sentinel_base, fd, EV_WRITE | EV_PERSIST,
+	    sentinel_write_cb, NULL);
+	if (sentinel_ev == NULL)
+		fatal("event_new failed");
+}
+
 int
 sentinel_start(struct event_base *base, const char *token_prefix,
     void (*replay)(void), bool use_cgroup, char *err, size_t errlen)
@@ -112,15 +127,8 @@ sentinel_start(struct event_base *base, const char *token_prefix,
 	if (sentinel_adopt_fd != -1) {
 		/* The subtree is the one the reload handed over too. */
 		sentinel_in_cgroup = use_cgroup && cgroup_path() != NULL;
-		sentinel_fd = sentinel_adopt_fd;
-		sentinel_pid = sentinel_adopt_pid;
+		sentinel_watch_fd(sentinel_adopt_fd, sentinel_adopt_pid);
 		sentinel_adopt_fd = -1;
-		fcntl(sentinel_fd, F_SETFL, O_NONBLOCK);
-		reaper_add(sentinel_pid, sentinel_died, NULL);
-		sentinel_ev = event_new(sentinel_base, sentinel_fd, EV_WRITE |
-		    EV_PERSIST, sentinel_write_cb, NULL);
-		if (sentinel_ev == NULL)
-			fatal("event_new failed");
 		log_debug("sentinel %ld carried over", (long)sentinel_pid);
 		return 0;
 	}
@@ -174,14 +182,7 @@ sentinel_spawn(char *err, size_t errlen)
 	if (sentinel_shared != NULL)
 		madvise(sentinel_shared, SENTINEL_PIDS / 8, MADV_DONTFORK);
 	close(fds[0]);
-	fcntl(fds[1], F_SETFL, O_NONBLOCK);
-	sentinel_fd = fds[1];
-	sentinel_pid = pid;
-	reaper_add(pid, sentinel_died, NULL);
-	sentinel_ev = event_new(sentinel_base, sentinel_fd, EV_WRITE |
-	    EV_PERSIST, sentinel_write_cb, NULL);
-	if (sentinel_ev == NULL)
-		fatal("event_new failed");
+	sentinel_watch_fd(fds[1], pid);
 	log_debug("sentinel %ld started", (long)pid);
 	return 0;
 }

@@ -15,15 +15,28 @@
  * tool beside the others, gives two more rows, judged against the
  * unsandboxed daemon's figure: a sandbox may add at most 100 us.
  *
+ * Floors (bench_floor.h) say what bounds those figures on this machine,
+ * each in rounds of its own after the daemon's, so that none of them runs
+ * between the daemon's calls and their limit: the least any daemon adds to
+ * the bare spawn (one request over a Unix socket, its reply, the result),
+ * alternating with the bare spawn; and what the kernel charges for each
+ * profile's confinement, with no daemon around it, alternating with the
+ * same spawn unconfined. A confined process leaves work behind that the
+ * kernel's workers do after its exit (its mount namespace, filter and
+ * Landlock domain are freed), which would slow whatever ran next: in those
+ * rounds each call waits LAT_SETTLE_US first.
+ *
  * STEXEC_BENCH_N: tools per repetition (default 1000).
  */
 #include "bench.h"
+#include "bench_floor.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The tool input; the daemon writes it compact, as here, to stdin. */
@@ -32,6 +45,13 @@
 #define LAT_TARGET_US 60.0
 /* Target: what a sandbox may add on top of the unsandboxed tool. */
 #define LAT_SANDBOX_TARGET_US 100.0
+/* The daemon's own spawn outside it: bare, then in each profile. */
+#define LAT_NSPAWNS 3
+static const enum sandbox_profile lat_profiles[LAT_NSPAWNS] = {
+	SANDBOX_NONE, SANDBOX_READ_ONLY, SANDBOX_WORKSPACE_WRITE,
+};
+/* Between calls of the confinement rounds (lat_settle). */
+#define LAT_SETTLE_US 1000
 /* The tools: unsandboxed, then each profile. */
 static const char *const lat_tools[] = { "cat", "cat-ro", "cat-ww" };
 #define LAT_NTOOLS 3
@@ -122,25 +142,74 @@ lat_median(double *v, int n)
 	return s.med;
 }
 
+/* A confinement round's call starts when the last one's teardown is done. */
+static void
+lat_settle(void)
+{
+	struct timespec ts = { 0, LAT_SETTLE_US * 1000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* A floor's row: what it adds to what it is the floor of; no target. */
+static void
+lat_floor_report(const char *name, const struct bench_sum *s,
+    const char *of, double base, const char *what)
+{
+	printf("%-12s median %.1f us  min %.1f  max %.1f | %s %.1f us | "
+	    "%+.1f us: %s\n", name, s->med, s->min, s->max, of, base,
+	    s->med - base, what);
+	fflush(stdout);
+}
+
+/* The medians of one repetition's samples, kept for the summary. */
+struct lat_row {
+	double *samp;
+	double *med;
+	bool can;        /* this kernel can measure it */
+};
+
+static void
+lat_row_init(struct lat_row *row, int n, int reps, bool can)
+{
+	row->samp = bench_alloc((size_t)n * sizeof *row->samp);
+	row->med = bench_alloc((size_t)reps * sizeof *row->med);
+	row->can = can;
+}
+
+static void
+lat_row_free(struct lat_row *row)
+{
+	free(row->samp);
+	free(row->med);
+}
+
 int
 main(void)
 {
-	int reps = bench_reps(), n = (int)bench_n(1000, 1, 10000), r, i;
-	double *dsamp[LAT_NTOOLS], *dmed[LAT_NTOOLS];
-	double *lsamp = bench_alloc((size_t)n * sizeof *lsamp);
-	double *lmed = bench_alloc((size_t)reps * sizeof *lmed);
+	int reps = bench_reps(), n = (int)bench_n(1000, 1, 10000), r, i, t;
+	/* The daemon's rounds: its limit, then each tool. */
+	struct lat_row lim, tool[LAT_NTOOLS];
+	/* The floors' rounds: a limit and the floor daemon; the spawns. */
+	struct lat_row flim, fdaemon, spawn[LAT_NSPAWNS];
+	struct bench_sum ls, ds[LAT_NTOOLS], fls, fds, ss[LAT_NSPAWNS];
 	struct bench_daemon d;
+	struct floor_daemon fd;
 	struct bench_conn *c;
-	struct bench_sum ds[LAT_NTOOLS], ls;
-	char params[256], lim[128], cmp[128], name[64];
-	int t;
+	char params[256], limit[128], cmp[128], name[64];
 	const char *sid;
 	json_t *res;
 
-	for (t = 0; t < LAT_NTOOLS; t++) {
-		dsamp[t] = bench_alloc((size_t)n * sizeof *dsamp[t]);
-		dmed[t] = bench_alloc((size_t)reps * sizeof *dmed[t]);
-	}
+	floor_spawn_init();
+	lat_row_init(&lim, n, reps, true);
+	lat_row_init(&flim, n, reps, true);
+	lat_row_init(&fdaemon, n, reps, true);
+	for (t = 0; t < LAT_NTOOLS; t++)
+		lat_row_init(&tool[t], n, reps, true);
+	for (t = 0; t < LAT_NSPAWNS; t++)
+		lat_row_init(&spawn[t], n, reps, floor_spawn_can(
+		    lat_profiles[t]));
+	floor_daemon_start(&fd, LAT_INPUT);
 	bench_daemon_start(&d, NULL);
 	c = bench_conn_open(d.sock);
 	res = bench_call(c, "createSession",
@@ -157,6 +226,10 @@ main(void)
 	/* Warm up: page cache, the daemon's allocator, the CPU clocks. */
 	for (i = 0; i < 50; i++) {
 		lat_limit_one();
+		floor_daemon_one(&fd);
+		for (t = 0; t < LAT_NSPAWNS; t++)
+			if (spawn[t].can)
+				floor_spawn_one(lat_profiles[t], LAT_INPUT);
 		for (t = 0; t < LAT_NTOOLS; t++)
 			lat_daemon_one(c, sid, lat_tools[t],
 			    i * LAT_NTOOLS + t);
@@ -165,42 +238,75 @@ main(void)
 
 	for (r = 0; r < reps; r++) {
 		for (i = 0; i < n; i++) {
-			lsamp[i] = lat_limit_one();
+			lim.samp[i] = lat_limit_one();
 			for (t = 0; t < LAT_NTOOLS; t++)
-				dsamp[t][i] = lat_daemon_one(c, sid,
+				tool[t].samp[i] = lat_daemon_one(c, sid,
 				    lat_tools[t], i * LAT_NTOOLS + t);
 		}
-		lmed[r] = lat_median(lsamp, n);
-		for (t = 0; t < LAT_NTOOLS; t++)
-			dmed[t][r] = lat_median(dsamp[t], n);
 		json_decref(bench_call(c, "drain", params));
+		for (i = 0; i < n; i++) {
+			flim.samp[i] = lat_limit_one();
+			fdaemon.samp[i] = floor_daemon_one(&fd);
+		}
+		for (i = 0; i < n; i++)
+			for (t = 0; t < LAT_NSPAWNS; t++)
+				if (spawn[t].can) {
+					lat_settle();
+					spawn[t].samp[i] = floor_spawn_one(
+					    lat_profiles[t], LAT_INPUT);
+				}
+		lim.med[r] = lat_median(lim.samp, n);
+		flim.med[r] = lat_median(flim.samp, n);
+		fdaemon.med[r] = lat_median(fdaemon.samp, n);
+		for (t = 0; t < LAT_NTOOLS; t++)
+			tool[t].med[r] = lat_median(tool[t].samp, n);
+		for (t = 0; t < LAT_NSPAWNS; t++)
+			if (spawn[t].can)
+				spawn[t].med[r] = lat_median(spawn[t].samp, n);
 	}
 	json_decref(res);
 	bench_conn_close(c);
 	bench_daemon_stop(&d);
+	floor_daemon_stop(&fd);
+	floor_spawn_done();
 
+	bench_summarize(lim.med, reps, &ls);
+	bench_summarize(flim.med, reps, &fls);
+	bench_summarize(fdaemon.med, reps, &fds);
 	for (t = 0; t < LAT_NTOOLS; t++)
-		bench_summarize(dmed[t], reps, &ds[t]);
-	bench_summarize(lmed, reps, &ls);
-	snprintf(lim, sizeof lim, "limit %.1f us", ls.med);
+		bench_summarize(tool[t].med, reps, &ds[t]);
+	for (t = 0; t < LAT_NSPAWNS; t++)
+		if (spawn[t].can)
+			bench_summarize(spawn[t].med, reps, &ss[t]);
+
+	snprintf(limit, sizeof limit, "limit %.1f us", ls.med);
 	snprintf(cmp, sizeof cmp, "%+.1f us (target <= +%.0f us)",
 	    ds[0].med - ls.med, LAT_TARGET_US);
-	bench_report("latency", "us", &ds[0], lim, cmp,
+	bench_report("latency", "us", &ds[0], limit, cmp,
 	    ds[0].med - ls.med <= LAT_TARGET_US);
+	lat_floor_report("latency, the floor of any daemon", &fds, "limit",
+	    fls.med, "a minimal daemon over the bare spawn");
 	for (t = 1; t < LAT_NTOOLS; t++) {
 		snprintf(name, sizeof name, "latency, %s", t == 1 ?
 		    "read-only" : "workspace-write");
-		snprintf(lim, sizeof lim, "unsandboxed %.1f us", ds[0].med);
+		snprintf(limit, sizeof limit, "unsandboxed %.1f us", ds[0].med);
 		snprintf(cmp, sizeof cmp, "%+.1f us (target <= +%.0f us)",
 		    ds[t].med - ds[0].med, LAT_SANDBOX_TARGET_US);
-		bench_report(name, "us", &ds[t], lim, cmp,
+		bench_report(name, "us", &ds[t], limit, cmp,
 		    ds[t].med - ds[0].med <= LAT_SANDBOX_TARGET_US);
+		if (!spawn[0].can || !spawn[t].can)
+			continue;
+		snprintf(name, sizeof name, "latency, the kernel's %s", t == 1 ?
+		    "read-only" : "workspace-write");
+		lat_floor_report(name, &ss[t], "bare spawn", ss[0].med,
+		    "the confinement itself, no daemon");
 	}
-	for (t = 0; t < LAT_NTOOLS; t++) {
-		free(dsamp[t]);
-		free(dmed[t]);
-	}
-	free(lsamp);
-	free(lmed);
+	lat_row_free(&lim);
+	lat_row_free(&flim);
+	lat_row_free(&fdaemon);
+	for (t = 0; t < LAT_NTOOLS; t++)
+		lat_row_free(&tool[t]);
+	for (t = 0; t < LAT_NSPAWNS; t++)
+		lat_row_free(&spawn[t]);
 	return 0;
 }

@@ -11,9 +11,14 @@
  * the same stdin bytes, poll on the stdout pipes, waitpid at EOF) for the
  * same number of processes. Limit and daemon alternate per repetition.
  *
+ * Floor: the least any daemon does for the same calls (bench_floor.h), 10
+ * in flight, all requests written at once on one connection; in the same
+ * repetitions, after the daemon.
+ *
  * STEXEC_BENCH_N: tools per session (default 200).
  */
 #include "bench.h"
+#include "bench_floor.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -244,11 +249,14 @@ main(void)
 	int reps = bench_reps(), per = (int)bench_n(200, 1, 10000), r, i;
 	double *dv = bench_alloc((size_t)reps * sizeof *dv);
 	double *lv = bench_alloc((size_t)reps * sizeof *lv);
+	double *fv = bench_alloc((size_t)reps * sizeof *fv);
 	struct tp_sess ss[TP_SESSIONS];
 	struct bench_daemon d;
-	struct bench_sum ds, ls;
+	struct floor_daemon fd;
+	struct bench_sum ds, ls, fs;
 	char lim[128], cmp[128];
 
+	floor_daemon_start(&fd, TP_INPUT);
 	bench_daemon_start(&d, "--max-procs", "10", NULL);
 	for (i = 0; i < TP_SESSIONS; i++)
 		tp_setup(&ss[i], d.sock);
@@ -256,23 +264,31 @@ main(void)
 	/* Warm up both sides once, untimed. */
 	tp_limit_run(100);
 	tp_daemon_run(ss, 10);
+	floor_daemon_run(&fd, 100);
 
 	for (r = 0; r < reps; r++) {
 		lv[r] = tp_limit_run(TP_SESSIONS * per);
 		dv[r] = tp_daemon_run(ss, per);
+		fv[r] = floor_daemon_run(&fd, TP_SESSIONS * per);
 	}
 	for (i = 0; i < TP_SESSIONS; i++)
 		bench_conn_close(ss[i].c);
 	bench_daemon_stop(&d);
+	floor_daemon_stop(&fd);
 
 	bench_summarize(dv, reps, &ds);
 	bench_summarize(lv, reps, &ls);
+	bench_summarize(fv, reps, &fs);
 	snprintf(lim, sizeof lim, "limit %.1f tools/s", ls.med);
 	snprintf(cmp, sizeof cmp, "%.2f x limit (target >= %.2f x)",
 	    ds.med / ls.med, TP_TARGET);
 	bench_report("throughput", "tools/s", &ds, lim, cmp,
 	    ds.med / ls.med >= TP_TARGET);
+	printf("%-12s median %.1f tools/s  min %.1f  max %.1f | %s | "
+	    "%.2f x limit: a minimal daemon\n", "throughput, the floor of any "
+	    "daemon", fs.med, fs.min, fs.max, lim, fs.med / ls.med);
 	free(dv);
 	free(lv);
+	free(fv);
 	return 0;
 }

@@ -209,11 +209,15 @@ sandbox_add(int ruleset, int fd, uint64_t rights)
 	    LANDLOCK_RULE_PATH_BENEATH, &pb, 0);
 }
 
-/* Allow every right beneath path; -1 with errno. */
+/*
+ * Allow every right beneath path; -1 with errno. flags: 0, or O_NOFOLLOW |
+ * O_DIRECTORY for a path that must be the directory itself (a symlink put
+ * in its place would otherwise lend its rights to wherever it points).
+ */
 static int
-sandbox_add_path(int ruleset, const char *path)
+sandbox_add_path(int ruleset, const char *path, int flags)
 {
-	int fd = open(path, O_PATH | O_CLOEXEC), rc, error;
+	int fd = open(path, O_PATH | O_CLOEXEC | flags), rc, error;
 
 	if (fd == -1)
 		return -1;
@@ -248,7 +252,8 @@ sandbox_ruleset(const char *tmpdir)
 	if (ruleset == -1)
 		return -1;
 	if (sandbox_add(ruleset, sandbox_root, SANDBOX_READ) == -1 ||
-	    sandbox_add_path(ruleset, tmpdir) == -1)
+	    sandbox_add_path(ruleset, tmpdir, O_NOFOLLOW |
+	    O_DIRECTORY) == -1)
 		error = errno;
 	/* A device this machine lacks needs no rule. */
 	for (i = 0; error == 0 && i < nitems(sandbox_devices); i++) {
@@ -271,10 +276,10 @@ sandbox_workspace(int ruleset, const struct sandbox_spec *spec,
 {
 	size_t i;
 
-	if (cwd != NULL && sandbox_add_path(ruleset, cwd) == -1)
+	if (cwd != NULL && sandbox_add_path(ruleset, cwd, 0) == -1)
 		return -1;
 	for (i = 0; i < spec->nroots; i++)
-		if (sandbox_add_path(ruleset, spec->roots[i]) == -1)
+		if (sandbox_add_path(ruleset, spec->roots[i], 0) == -1)
 			return -1;
 	return 0;
 }

@@ -448,6 +448,53 @@ Test(proc, spawn_not_executable, .timeout = 30)
 	finish();
 }
 
+/*
+ * Beside a running tool a spawn does not wait for its child's execve
+ * (spawn_launch): the child's output, a failure before its exec (reported
+ * as from a waited spawn), and a kill at once all come out the same.
+ */
+Test(proc, launched_beside_a_running_tool, .timeout = 30)
+{
+	struct result a = { 0 }, b = { 0 }, c = { 0 }, d = { 0 };
+	struct proc_spec aspec = sh_spec(&a, "sleep 10");
+	struct proc_spec bspec = sh_spec(&b, "echo out; echo err >&2");
+	struct proc_spec cspec = sh_spec(&c, "");
+	struct proc_spec dspec = sh_spec(&d, "sleep 10");
+
+	start(0, 0, 0);
+	spawn(&a, &aspec);
+	cr_assert_eq(proc_launched(), 0, "alone, a spawn waits");
+	spawn(&b, &bspec);
+	c.argv[0] = "/etc/passwd";
+	c.argv[1] = NULL;
+	spawn(&c, &cspec);
+	spawn(&d, &dspec);
+	in_call = true;
+	proc_kill(d.p);
+	in_call = false;
+	cr_assert_eq(proc_launched(), 3);
+	cr_assert(run_until(&b.done, 5000));
+	cr_assert_eq(b.end, PROC_EXITED);
+	cr_assert_eq(b.status, 0);
+	cr_assert_str_eq(b.head.data, "out\nerr\n");
+	cr_assert(run_until(&c.done, 5000));
+	cr_assert_eq(c.end, PROC_SPAWN_FAILED);
+	cr_assert_str_eq(c.error, "cannot run /etc/passwd: Permission denied");
+	cr_assert(run_until(&d.done, 5000));
+	cr_assert_eq(d.end, PROC_KILLED);
+	cr_assert(!a.done);
+	in_call = true;
+	proc_kill(a.p);
+	in_call = false;
+	cr_assert(run_until(&a.done, 5000));
+	cr_assert_eq(a.end, PROC_KILLED);
+	result_free(&a);
+	result_free(&b);
+	result_free(&c);
+	result_free(&d);
+	finish();
+}
+
 Test(proc, spawn_bad_cwd, .timeout = 30)
 {
 	struct result r = { 0 }, f = { 0 };

@@ -255,6 +255,8 @@ unsigned proc_kill_instance(const char *token, const char *cgroup,
 /* Processes running and started since proc_init, for stats. */
 unsigned proc_running(void);
 uint64_t proc_started(void);
+/* Of those, started without waiting for their execve (spawn_launch). */
+uint64_t proc_launched(void);
 
 /*
  * The name of the sandboxed tool that pid is a process of (by its process

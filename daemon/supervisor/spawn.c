@@ -1,8 +1,11 @@
 /*
  * One child, started the way posix_spawn does it (CLONE_VM | CLONE_VFORK:
  * no page tables copied, the parent waits until execve), but running our own
- * steps first. The child shares our memory and runs on a stack of its own,
- * so it may only make system calls: no malloc, no stdio, no locks.
+ * steps first; or, with spawn_launch, without waiting. The child shares our
+ * memory and runs on a stack of its own, so it may only make system calls:
+ * no malloc, no stdio, no locks, and not even libc's wrappers (spawn_sys):
+ * their errno is the parent's thread's, written while both run, and their
+ * set*id calls act on every thread of the process we share memory with.
  */
 #include "supervisor/spawn.h"
 
@@ -16,6 +19,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -35,10 +39,10 @@
 
 /*
  * Read once, at the first spawn, so that the child makes no system call it
- * does not need while we wait for it: the signals whose disposition is not
- * the default (the daemon installs its handlers before it spawns).
+ * does not need: the signals whose disposition is not the default (the
+ * daemon installs its handlers before it spawns), bit sig - 1 each.
  */
-static sigset_t spawn_reset;
+static uint64_t spawn_reset;
 static bool spawn_learnt;
 
 /* What the child reports back through the memory it shares with us. */
@@ -48,18 +52,77 @@ struct spawn_child {
 	const char *step;
 };
 
+#define SPAWN_STACK (64 * 1024)
+
 /*
  * The daemon is single-threaded and the parent is suspended while a child
- * runs here, so one stack serves every spawn.
+ * runs here, so one stack serves every spawn_start.
  */
-static char spawn_stack[64 * 1024] __attribute__((aligned(64)));
+static char spawn_stack[SPAWN_STACK] __attribute__((aligned(64)));
+
+/*
+ * A child of spawn_launch runs while we go on: its own stack, and a copy of
+ * the request, which it reads until its execve; kept until it is reaped.
+ */
+struct spawn_run {
+	struct spawn_child c;
+	struct spawn_req req;
+	char stack[SPAWN_STACK] __attribute__((aligned(64)));
+};
 
 static int spawn_child(void *);
-static int spawn_mounts(const struct spawn_ns *, const char **);
-static int spawn_write(const char *, const char *);
-static int spawn_drop_caps(void);
+static long spawn_mounts(const struct spawn_ns *, const char **);
+static long spawn_write(const char *, const char *);
+static long spawn_drop_caps(void);
 static void spawn_learn(void);
-static pid_t spawn_clone3(struct spawn_child *);
+static pid_t spawn_clone3(struct spawn_child *, char *, bool);
+
+/*
+ * A system call as the child makes it: the result, or -errno, and errno
+ * untouched (the parent's, while a spawn_launch child runs beside it).
+ */
+#if defined(__x86_64__)
+__attribute__((no_sanitize_address, always_inline)) static inline long
+spawn_sys(long nr, long a, long b, long c, long d, long e)
+{
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	long ret;
+
+	__asm__ volatile("syscall"
+	    : "=a" (ret)
+	    : "0" (nr), "D" (a), "S" (b), "d" (c), "r" (r10), "r" (r8)
+	    : "rcx", "r11", "memory");
+	return ret;
+}
+#else
+/* Only spawn_start's children here (spawn_launch needs clone3): errno is
+ * ours to use, since we wait. */
+__attribute__((no_sanitize_address)) static long
+spawn_sys(long nr, long a, long b, long c, long d, long e)
+{
+	long ret = syscall(nr, a, b, c, d, e);
+
+	return ret == -1 ? -errno : ret;
+}
+#endif
+#define SPAWN_SYS0(nr) spawn_sys((nr), 0, 0, 0, 0, 0)
+#define SPAWN_SYS1(nr, a) spawn_sys((nr), (long)(a), 0, 0, 0, 0)
+#define SPAWN_SYS2(nr, a, b) spawn_sys((nr), (long)(a), (long)(b), 0, 0, 0)
+#define SPAWN_SYS3(nr, a, b, c) spawn_sys((nr), (long)(a), (long)(b), \
+    (long)(c), 0, 0)
+#define SPAWN_SYS4(nr, a, b, c, d) spawn_sys((nr), (long)(a), (long)(b), \
+    (long)(c), (long)(d), 0)
+#define SPAWN_SYS5(nr, a, b, c, d, e) spawn_sys((nr), (long)(a), (long)(b), \
+    (long)(c), (long)(d), (long)(e))
+
+/* The kernel's sigaction, as rt_sigaction takes it. */
+struct spawn_sigaction {
+	void (*handler)(int);
+	unsigned long flags;
+	void (*restorer)(void);
+	uint64_t mask;
+};
 
 /* The child's steps; on failure, the step and errno, then exit 127. */
 __attribute__((no_sanitize_address)) static int
@@ -67,70 +130,72 @@ spawn_child(void *arg)
 {
 	struct spawn_child *c = arg;
 	const struct spawn_req *r = c->req;
-	struct sigaction dfl;
-	sigset_t none;
+	struct spawn_sigaction dfl = { SIG_DFL, 0, NULL, 0 };
+	uint64_t none = 0;
 	size_t i;
+	long rc = 0;
 	int sig;
 
 	c->step = "cannot set up the pipes";
 	for (i = 0; i < 4; i++)
-		if (dup2(r->fds[i], (int)i) == -1)
+		if ((rc = SPAWN_SYS3(SYS_dup3, r->fds[i], i, 0)) < 0)
 			goto fail;
 	c->step = "cannot start a process group";
-	if (!r->tty && setpgid(0, 0) == -1)
+	if (!r->tty && (rc = SPAWN_SYS2(SYS_setpgid, 0, 0)) < 0)
 		goto fail;
 	/* A session of its own leads a group of its own too. */
 	c->step = "cannot take the terminal";
-	if (r->tty && (setsid() == -1 || ioctl(0, TIOCSCTTY, 0) == -1))
+	if (r->tty && ((rc = SPAWN_SYS0(SYS_setsid)) < 0 ||
+	    (rc = SPAWN_SYS3(SYS_ioctl, 0, TIOCSCTTY, 0)) < 0))
 		goto fail;
 	c->step = "cannot chdir";
-	if (r->ns == NULL && r->dirfd != -1 && fchdir(r->dirfd) == -1)
+	if (r->ns == NULL && r->dirfd != -1 &&
+	    (rc = SPAWN_SYS1(SYS_fchdir, r->dirfd)) < 0)
 		goto fail;
 	c->step = "cannot join the tool's cgroup";
 	for (i = 0; i < r->njoin; i++)
-		if (write(r->join[i], "0", 1) != 1)
+		if ((rc = SPAWN_SYS3(SYS_write, r->join[i], "0", 1)) != 1) {
+			rc = rc < 0 ? rc : -EIO;
 			goto fail;
+		}
 	c->step = "cannot set a resource limit";
 	for (i = 0; i < r->nrlimits; i++) {
 		struct rlimit rl = { r->rlimits[i].value, r->rlimits[i].value };
 
-		if (setrlimit(r->rlimits[i].resource, &rl) == -1)
+		if ((rc = SPAWN_SYS4(SYS_prlimit64, 0, r->rlimits[i].resource,
+		    &rl, NULL)) < 0)
 			goto fail;
 	}
-	if (r->ns != NULL && spawn_mounts(r->ns, &c->step) == -1)
+	if (r->ns != NULL && (rc = spawn_mounts(r->ns, &c->step)) < 0)
 		goto fail;
-	/*
-	 * Last as root: the cgroups, limits and mounts above need it. Raw
-	 * system calls: libc's would act on every thread of the process we
-	 * share memory with.
-	 */
+	/* Last as root: the cgroups, limits and mounts above need it. */
 	c->step = "cannot become the session's user";
-	if (r->as_user && (syscall(SYS_setgroups, r->ngroups, r->groups) == -1 ||
-	    syscall(SYS_setresgid, r->gid, r->gid, r->gid) == -1 ||
-	    syscall(SYS_setresuid, r->uid, r->uid, r->uid) == -1))
+	if (r->as_user && ((rc = SPAWN_SYS2(SYS_setgroups, r->ngroups,
+	    r->groups)) < 0 || (rc = SPAWN_SYS3(SYS_setresgid, r->gid, r->gid,
+	    r->gid)) < 0 || (rc = SPAWN_SYS3(SYS_setresuid, r->uid, r->uid,
+	    r->uid)) < 0))
 		goto fail;
 	c->step = "cannot give up capabilities";
-	if (r->drop_caps && spawn_drop_caps() == -1)
+	if (r->drop_caps && (rc = spawn_drop_caps()) < 0)
 		goto fail;
 	c->step = "cannot enter the sandbox (Landlock)";
 	if (r->landlock_fd != -1 &&
-	    (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 ||
-	    syscall(SYS_landlock_restrict_self, r->landlock_fd, 0) == -1))
+	    ((rc = SPAWN_SYS5(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) < 0 ||
+	    (rc = SPAWN_SYS2(SYS_landlock_restrict_self, r->landlock_fd,
+	    0)) < 0))
 		goto fail;
 
 	/*
 	 * A handler of ours must never run in here, and the tool starts with
 	 * every signal at its default, the ones we ignore too.
 	 */
-	memset(&dfl, 0, sizeof dfl);
-	dfl.sa_handler = SIG_DFL;
-	for (sig = 1; sig < _NSIG; sig++)
-		if (sigismember(&spawn_reset, sig) == 1)
-			sigaction(sig, &dfl, NULL);
+	for (sig = 1; sig <= 64; sig++)
+		if (spawn_reset & (1ULL << (sig - 1)))
+			SPAWN_SYS4(SYS_rt_sigaction, sig, &dfl, NULL,
+			    sizeof none);
 	/* Everything is CLOEXEC; this also covers fds libraries leak. */
-	syscall(SYS_close_range, 4U, ~0U, CLOSE_RANGE_CLOEXEC);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	SPAWN_SYS3(SYS_close_range, 4U, ~0U, CLOSE_RANGE_CLOEXEC);
+	SPAWN_SYS4(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof none);
 	/*
 	 * Last: from here on only what the filter allows. SPEC_ALLOW: where
 	 * the kernel's default is spec_store_bypass_disable=seccomp, it would
@@ -139,29 +204,42 @@ spawn_child(void *arg)
 	 * than an unsandboxed one.
 	 */
 	c->step = "cannot enter the sandbox (seccomp)";
-	if (r->seccomp != NULL && (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ==
-	    -1 || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-	    SECCOMP_FILTER_FLAG_SPEC_ALLOW, r->seccomp) == -1))
+	if (r->seccomp != NULL &&
+	    ((rc = SPAWN_SYS5(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) < 0 ||
+	    (rc = SPAWN_SYS3(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+	    SECCOMP_FILTER_FLAG_SPEC_ALLOW, r->seccomp)) < 0))
 		goto fail;
 
 	c->step = "cannot run";
-	execve(r->path, r->argv, r->envp);
+	rc = SPAWN_SYS3(SYS_execve, r->path, r->argv, r->envp);
 fail:
-	c->error = errno;
-	_exit(127);
+	c->error = (int)-rc;
+	SPAWN_SYS1(SYS_exit_group, 127);
+	return 127;
 }
 
-/* Write a short text to a /proc file, as the child (no stdio). */
-__attribute__((no_sanitize_address)) static int
+/* Write a short text to a /proc file, as the child: 0 or -errno. */
+__attribute__((no_sanitize_address)) static long
 spawn_write(const char *path, const char *text)
 {
-	int fd = open(path, O_WRONLY | O_CLOEXEC), ok;
+	long fd, rc;
+	size_t len = 0;
 
-	if (fd == -1)
-		return -1;
-	ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
-	close(fd);
-	return ok ? 0 : -1;
+	while (text[len] != '\0')
+		len++;
+	if ((fd = SPAWN_SYS3(SYS_openat, AT_FDCWD, path, O_WRONLY |
+	    O_CLOEXEC)) < 0)
+		return fd;
+	rc = SPAWN_SYS3(SYS_write, fd, text, len);
+	SPAWN_SYS1(SYS_close, fd);
+	return rc < 0 ? rc : rc == (long)len ? 0 : -EIO;
+}
+
+/* What stat says of a path, as the child: 0 or -errno. */
+__attribute__((no_sanitize_address)) static long
+spawn_stat(const char *path, struct stat *st)
+{
+	return SPAWN_SYS4(SYS_newfstatat, AT_FDCWD, path, st, 0);
 }
 
 /*
@@ -169,9 +247,9 @@ spawn_write(const char *path, const char *text)
  * writable areas back writable and the protected files read-only over
  * them, each checked to be what the parent opened (a path swapped for a
  * symlink meanwhile fails), then change into cwd anew: the old working
- * directory is on the read-only mount below the bind.
+ * directory is on the read-only mount below the bind. 0 or -errno.
  */
-__attribute__((no_sanitize_address)) static int
+__attribute__((no_sanitize_address)) static long
 spawn_mounts(const struct spawn_ns *ns, const char **step)
 {
 	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
@@ -180,44 +258,44 @@ spawn_mounts(const struct spawn_ns *ns, const char **step)
 	struct mount_attr rw = { .attr_clr = MOUNT_ATTR_RDONLY };
 	struct stat st;
 	size_t i;
+	long rc;
 
 	*step = "cannot make a mount namespace";
-	if (unshare(CLONE_NEWNS | (ns->user ? CLONE_NEWUSER : 0)) == -1)
-		return -1;
-	if (ns->user && (spawn_write("/proc/self/setgroups", "deny") == -1 ||
-	    spawn_write("/proc/self/gid_map", ns->gid_map) == -1 ||
-	    spawn_write("/proc/self/uid_map", ns->uid_map) == -1))
-		return -1;
+	if ((rc = SPAWN_SYS1(SYS_unshare, CLONE_NEWNS | (ns->user ?
+	    CLONE_NEWUSER : 0))) < 0)
+		return rc;
+	if (ns->user && ((rc = spawn_write("/proc/self/setgroups",
+	    "deny")) < 0 || (rc = spawn_write("/proc/self/gid_map",
+	    ns->gid_map)) < 0 || (rc = spawn_write("/proc/self/uid_map",
+	    ns->uid_map)) < 0))
+		return rc;
 	/*
 	 * Private, so that nothing mounted here or there reaches the other
 	 * side, and read-only: one walk of the copied tree for both.
 	 */
 	*step = "cannot make the mounts read-only";
-	if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE,
-	    &priv_ro, sizeof priv_ro) == -1)
-		return -1;
+	if ((rc = SPAWN_SYS5(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE,
+	    &priv_ro, sizeof priv_ro)) < 0)
+		return rc;
 	*step = "cannot mount a writable or protected path";
 	for (i = 0; i < ns->nmounts; i++) {
 		const struct spawn_mount *m = &ns->mounts[i];
 
-		if (mount(m->path, m->path, NULL, MS_BIND | MS_REC, NULL) == -1 ||
-		    syscall(SYS_mount_setattr, AT_FDCWD, m->path, AT_RECURSIVE,
-		    m->writable ? &rw : &ro, sizeof rw) == -1)
-			return -1;
-		if (stat(m->path, &st) == -1)
-			return -1;
-		if (st.st_dev != m->dev || st.st_ino != m->ino) {
-			errno = ESTALE;
-			return -1;
-		}
+		if ((rc = SPAWN_SYS5(SYS_mount, m->path, m->path, NULL,
+		    MS_BIND | MS_REC, NULL)) < 0 ||
+		    (rc = SPAWN_SYS5(SYS_mount_setattr, AT_FDCWD, m->path,
+		    AT_RECURSIVE, m->writable ? &rw : &ro, sizeof rw)) < 0 ||
+		    (rc = spawn_stat(m->path, &st)) < 0)
+			return rc;
+		if (st.st_dev != m->dev || st.st_ino != m->ino)
+			return -ESTALE;
 	}
 	*step = "cannot chdir";
-	if (chdir(ns->cwd) == -1 || stat(".", &st) == -1)
-		return -1;
-	if (st.st_dev != ns->cwd_dev || st.st_ino != ns->cwd_ino) {
-		errno = ESTALE;
-		return -1;
-	}
+	if ((rc = SPAWN_SYS1(SYS_chdir, ns->cwd)) < 0 ||
+	    (rc = spawn_stat(".", &st)) < 0)
+		return rc;
+	if (st.st_dev != ns->cwd_dev || st.st_ino != ns->cwd_ino)
+		return -ESTALE;
 	return 0;
 }
 
@@ -230,19 +308,23 @@ spawn_mounts(const struct spawn_ns *ns, const char **step)
  * capability (each of which the kernel pays with a new set of
  * credentials: 40 of them were a third of a sandboxed spawn).
  */
-__attribute__((no_sanitize_address)) static int
+__attribute__((no_sanitize_address)) static long
 spawn_drop_caps(void)
 {
 	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct d[2];
+	long rc;
 
-	if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
-	    SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-	    SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED, 0, 0, 0) == -1 ||
-	    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == -1)
-		return -1;
-	memset(d, 0, sizeof d);
-	return (int)syscall(SYS_capset, &h, d);
+	if ((rc = SPAWN_SYS5(SYS_prctl, PR_SET_SECUREBITS, SECBIT_NOROOT |
+	    SECBIT_NOROOT_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+	    SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED, 0,
+	    0, 0)) < 0 || (rc = SPAWN_SYS5(SYS_prctl, PR_CAP_AMBIENT,
+	    PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)) < 0)
+		return rc;
+	/* By hand: libc's memset may be a sanitizer's, with state of ours. */
+	d[0].effective = d[0].permitted = d[0].inheritable = 0;
+	d[1].effective = d[1].permitted = d[1].inheritable = 0;
+	return SPAWN_SYS2(SYS_capset, &h, d);
 }
 
 static void
@@ -255,13 +337,13 @@ spawn_learn(void)
 	size_t i;
 	int sig;
 
-	sigemptyset(&spawn_reset);
+	spawn_reset = 0;
 	for (i = 0; i < nitems(ours); i++)
-		sigaddset(&spawn_reset, ours[i]);
-	for (sig = 1; sig < _NSIG; sig++)
+		spawn_reset |= 1ULL << (ours[i] - 1);
+	for (sig = 1; sig < _NSIG && sig <= 64; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP &&
 		    sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL)
-			sigaddset(&spawn_reset, sig);
+			spawn_reset |= 1ULL << (sig - 1);
 	spawn_learnt = true;
 }
 
@@ -269,20 +351,24 @@ spawn_learn(void)
 /*
  * clone3 has no libc wrapper that takes a function: the child comes back
  * from the system call on the empty stack, so it must call the function
- * before touching the stack, and never return.
+ * before touching the stack, and never return. Into the request's cgroup
+ * if it names one; waiting for the child's execve or not.
  */
 __attribute__((no_sanitize_address)) static pid_t
-spawn_clone3(struct spawn_child *c)
+spawn_clone3(struct spawn_child *c, char *stack, bool wait)
 {
 	struct clone_args ca;
 	long ret;
 
 	memset(&ca, 0, sizeof ca);
-	ca.flags = CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP;
+	ca.flags = CLONE_VM | (wait ? CLONE_VFORK : 0);
+	if (c->req->cgroup_fd != -1) {
+		ca.flags |= CLONE_INTO_CGROUP;
+		ca.cgroup = (uint64_t)c->req->cgroup_fd;
+	}
 	ca.exit_signal = SIGCHLD;
-	ca.stack = (uintptr_t)spawn_stack;
-	ca.stack_size = sizeof spawn_stack;
-	ca.cgroup = (uint64_t)c->req->cgroup_fd;
+	ca.stack = (uintptr_t)stack;
+	ca.stack_size = SPAWN_STACK;
 	__asm__ volatile(
 	    "syscall\n\t"
 	    "test %%rax, %%rax\n\t"
@@ -307,9 +393,11 @@ spawn_clone3(struct spawn_child *c)
 }
 #else
 static pid_t
-spawn_clone3(struct spawn_child *c)
+spawn_clone3(struct spawn_child *c, char *stack, bool wait)
 {
 	(void)c;
+	(void)stack;
+	(void)wait;
 	errno = ENOSYS;
 	return -1;
 }
@@ -330,7 +418,7 @@ spawn_start(const struct spawn_req *req, const char **step)
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
 	if (req->cgroup_fd != -1) {
-		pid = spawn_clone3(&c);
+		pid = spawn_clone3(&c, spawn_stack, true);
 		if (pid == -1 && errno == ENOSYS) {
 			/* No clone3 here: the child moves itself in. */
 			joined = *req;
@@ -344,7 +432,7 @@ spawn_start(const struct spawn_req *req, const char **step)
 		}
 	}
 	if (req->cgroup_fd == -1 || (pid == -1 && c.req != req))
-		pid = clone(spawn_child, spawn_stack + sizeof spawn_stack,
+		pid = clone(spawn_child, spawn_stack + SPAWN_STACK,
 		    CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
 	if (pid == -1) {
 		error = errno;
@@ -367,4 +455,57 @@ spawn_start(const struct spawn_req *req, const char **step)
 		errno = error;
 	}
 	return pid;
+}
+
+pid_t
+spawn_launch(const struct spawn_req *req, struct spawn_run **out,
+    const char **step)
+{
+	struct spawn_run *run;
+	sigset_t all, old;
+	pid_t pid;
+	int error;
+
+	*out = NULL;
+	*step = "cannot start a process";
+	if (req->ns != NULL || req->tty || req->njoin > 0) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!spawn_learnt)
+		spawn_learn();
+	run = xcalloc(1, sizeof *run);
+	run->req = *req;
+	run->c.req = &run->req;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid = spawn_clone3(&run->c, run->stack, false);
+	error = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (pid == -1) {
+		free(run);
+		errno = error;
+		return -1;
+	}
+	/*
+	 * Its group exists from here on, whether the child has got that far
+	 * or not: a kill of the group cannot miss it. (Once it has exec'd
+	 * this fails, harmlessly.)
+	 */
+	setpgid(pid, pid);
+	*out = run;
+	return pid;
+}
+
+int
+spawn_run_error(const struct spawn_run *run, const char **step)
+{
+	*step = run->c.step;
+	return run->c.error;
+}
+
+void
+spawn_run_free(struct spawn_run *run)
+{
+	free(run);
 }

@@ -3,8 +3,9 @@
  * code before execve, so that it can join cgroups, take rlimits and confine
  * itself with Landlock (none of which posix_spawn can do). Where clone3 is
  * wired (x86_64) the child is born in its cgroup (CLONE_INTO_CGROUP), no
- * migration; elsewhere it writes itself into it. The parent is suspended
- * until the child has exec'd or failed, as with posix_spawn.
+ * migration; elsewhere it writes itself into it. With spawn_start the
+ * parent is suspended until the child has exec'd or failed, as with
+ * posix_spawn; with spawn_launch it is not.
  */
 #ifndef STEXEC_SPAWN_H
 #define STEXEC_SPAWN_H
@@ -77,5 +78,23 @@ struct spawn_req {
  * failed ("cannot chdir", "cannot join the cgroup", "cannot run"...).
  */
 pid_t spawn_start(const struct spawn_req *, const char **step);
+
+/*
+ * The same without waiting for the child's execve: we go on while it
+ * takes its steps, most often on another CPU, instead of being suspended
+ * until its exec (then usually taking its CPU from it: the exec wakes us).
+ * Where clone3 is wired, for a request without a mount namespace, a
+ * terminal or cgroup files to join; else -1 with ENOSYS, and spawn_start
+ * does it. The request is copied, but what it points to (path, argv, envp,
+ * groups) must live until the child is reaped, and so must *run: then
+ * spawn_run_error says whether the child failed before its exec (an errno,
+ * and the step), and spawn_run_free lets it go. Never free a run whose
+ * child has not been reaped: it may still be running on its stack.
+ */
+struct spawn_run;
+pid_t spawn_launch(const struct spawn_req *, struct spawn_run **,
+    const char **step);
+int spawn_run_error(const struct spawn_run *, const char **step);
+void spawn_run_free(struct spawn_run *);
 
 #endif

@@ -442,6 +442,57 @@ Test(escape, a_sandboxed_tool_cannot_reach_its_own_daemon)
 }
 
 /*
+ * While another tool runs, a spawn does not wait for its child's execve
+ * (spawn.h, spawn_launch; test_proc shows which way a spawn went): the
+ * child then takes its steps beside the loop, and is confined the same.
+ * A tool of another session keeps running meanwhile.
+ */
+Test(escape, a_tool_started_beside_a_running_one_is_confined_the_same)
+{
+	const char *cli = getenv("STEXEC_CLI");
+	struct world w;
+	struct client *bg;
+	json_t *bgsid, *tools;
+	char script[1024], victim[160], marker[160];
+	size_t i;
+
+	cr_assert(cli != NULL, "STEXEC_CLI is not set");
+	world_start(&w);
+	if (world_skip(&w))
+		return;
+	bg = c_open(w.d);
+	tools = json_array();
+	json_array_append_new(tools, tool("bg", "\"none\""));
+	bgsid = c_session(bg, json_pack("{s:o}", "tools", tools));
+	json_decref(c_add(bg, json_string_value(bgsid), "bg", "bg",
+	    "{\"script\":\"sleep 60\"}"));
+	snprintf(victim, sizeof victim, "%s/victim", w.sibling);
+	snprintf(marker, sizeof marker, "%s/marker", w.sibling);
+	for (i = 0; i < nitems(confined); i++) {
+		snprintf(script, sizeof script, "touch %s", victim);
+		cr_assert(!probe(&w, confined[i], script), "%s", confined[i]);
+		cr_assert(!exists(victim), "%s wrote beside the workspace",
+		    confined[i]);
+		snprintf(script, sizeof script, "kill -STOP %ld",
+		    daemon_pid(&w));
+		cr_assert(!probe(&w, confined[i], script), "%s", confined[i]);
+		snprintf(script, sizeof script, "%s --socket %s run bash "
+		    "'{\"command\":\"touch %s\"}'", cli, w.d->sock, marker);
+		cr_assert(!probe(&w, confined[i], script), "%s", confined[i]);
+		cr_assert(!exists(marker), "%s reached its daemon",
+		    confined[i]);
+	}
+	snprintf(script, sizeof script, "touch %s", victim);
+	cr_assert(probe(&w, "none", script));
+	cr_assert(exists(victim));
+	json_decref(c_call(bg, "closeSession", json_pack("{s:O}", "sessionId",
+	    bgsid)));
+	json_decref(bgsid);
+	c_close(bg);
+	world_stop(&w);
+}
+
+/*
  * The second wall: were the filter ever to let a socket through, the
  * daemon itself refuses a peer that belongs to a sandboxed tool. A process
  * that carries a running read-only tool's token stands in for one.

@@ -495,6 +495,34 @@ Test(proc, launched_beside_a_running_tool, .timeout = 30)
 	finish();
 }
 
+/* The same for a tool of another user: its groups are the run's copy. */
+Test(proc, launched_as_another_user, .timeout = 30)
+{
+	static const gid_t groups[] = { 65534, 100 };
+	struct proc_user nobody = { 65534, 65534, groups, 2, NULL };
+	struct result a = { 0 }, b = { 0 };
+	struct proc_spec aspec = sh_spec(&a, "sleep 10");
+	struct proc_spec bspec = sh_spec(&b, "id -u; id -G");
+
+	if (geteuid() != 0)
+		cr_skip_test("only root can start a tool as another user");
+	start(0, 0, 0);
+	spawn(&a, &aspec);
+	bspec.user = &nobody;
+	spawn(&b, &bspec);
+	cr_assert_eq(proc_launched(), 1);
+	cr_assert(run_until(&b.done, 5000));
+	cr_assert_eq(b.end, PROC_EXITED, "%s", b.error ? b.error : "");
+	cr_assert_str_eq(b.head.data, "65534\n65534 100\n");
+	in_call = true;
+	proc_kill(a.p);
+	in_call = false;
+	cr_assert(run_until(&a.done, 5000));
+	result_free(&a);
+	result_free(&b);
+	finish();
+}
+
 Test(proc, spawn_bad_cwd, .timeout = 30)
 {
 	struct result r = { 0 }, f = { 0 };

@@ -111,8 +111,7 @@ struct proc {
 	void *arg;
 
 	struct spawn_run *run; /* launched without waiting: until reaped, with
-	                          argv, envp and path, which its child reads */
-	char *path;
+	                          argv and envp, which its child reads */
 	pid_t pid;          /* main, while it runs */
 	pid_t pgid;         /* the group, until it is known empty */
 	bool started;
@@ -734,8 +733,6 @@ proc_spawn_done(struct proc *p)
 	p->argv = NULL;
 	proc_free_strv(p->envp);
 	p->envp = NULL;
-	free(p->path);
-	p->path = NULL;
 	spawn_run_free(p->run);
 	p->run = NULL;
 }
@@ -802,10 +799,7 @@ proc_start(struct proc *p)
 		close(req.dirfd);
 	sandbox_release(prep);
 	toolcg_spawned(p->cg, &req);
-	if (p->run != NULL)
-		p->path = path;
-	else
-		free(path);
+	free(path);
 	if (msg != NULL) {
 		proc_spawn_failed(p, msg);
 		return;
@@ -1179,7 +1173,6 @@ static void
 proc_exited(pid_t pid, int status, void *arg)
 {
 	struct proc *p = arg;
-
 	const char *step;
 	int error;
 
@@ -1429,16 +1422,14 @@ proc_free(struct proc *p, bool keep_file)
 	toolcg_free(p->cg);
 	capture_free(p->capture, keep_file);
 	/*
-	 * A launched child reads argv, envp and path, on the run's stack,
-	 * until its execve: they go once it is reaped (at shutdown
-	 * reaper_kill_all has reaped them all; one that would not die, in
-	 * the kernel, keeps them).
+	 * A launched child reads argv and envp, and its run, until its
+	 * execve: they go once it is reaped (at shutdown reaper_kill_all has
+	 * reaped them all; one that would not die, in the kernel, keeps them).
 	 */
 	if (p->run == NULL || p->pid <= 0 ||
 	    waitpid(p->pid, NULL, WNOHANG) != 0) {
 		proc_free_strv(p->argv);
 		proc_free_strv(p->envp);
-		free(p->path);
 		spawn_run_free(p->run);
 	}
 	buf_free(&p->line);

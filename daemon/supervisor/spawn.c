@@ -62,12 +62,14 @@ static char spawn_stack[SPAWN_STACK] __attribute__((aligned(64)));
 
 /*
  * A child of spawn_launch runs while we go on: its own stack, and a copy of
- * the request, which it reads until its execve; kept until it is reaped.
+ * the request, its path and groups, which it reads until its execve; kept
+ * until it is reaped.
  */
 struct spawn_run {
 	struct spawn_child c;
 	struct spawn_req req;
 	char stack[SPAWN_STACK] __attribute__((aligned(64)));
+	gid_t groups[];          /* then the path */
 };
 
 static int spawn_child(void *);
@@ -463,6 +465,7 @@ spawn_launch(const struct spawn_req *req, struct spawn_run **out,
 {
 	struct spawn_run *run;
 	sigset_t all, old;
+	size_t len;
 	pid_t pid;
 	int error;
 
@@ -474,9 +477,17 @@ spawn_launch(const struct spawn_req *req, struct spawn_run **out,
 	}
 	if (!spawn_learnt)
 		spawn_learn();
-	run = xcalloc(1, sizeof *run);
+	len = strlen(req->path) + 1;
+	run = xmalloc(sizeof *run + req->ngroups * sizeof *run->groups + len);
 	run->req = *req;
 	run->c.req = &run->req;
+	run->c.error = 0;
+	run->c.step = NULL;
+	if (req->ngroups > 0)
+		memcpy(run->groups, req->groups, req->ngroups *
+		    sizeof *run->groups);
+	run->req.groups = run->groups;
+	run->req.path = memcpy(run->groups + req->ngroups, req->path, len);
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
 	pid = spawn_clone3(&run->c, run->stack, false);

@@ -85,8 +85,8 @@ pid_t spawn_start(const struct spawn_req *, const char **step);
  * until its exec (then usually taking its CPU from it: the exec wakes us).
  * Where clone3 is wired, for a request without a mount namespace, a
  * terminal or cgroup files to join; else -1 with ENOSYS, and spawn_start
- * does it. The request is copied, but what it points to (path, argv, envp,
- * groups) must live until the child is reaped, and so must *run: then
+ * does it. The request is copied with its path and groups, but its argv
+ * and envp must live until the child is reaped, and so must *run: then
  * spawn_run_error says whether the child failed before its exec (an errno,
  * and the step), and spawn_run_free lets it go. Never free a run whose
  * child has not been reaped: it may still be running on its stack.

@@ -725,6 +725,16 @@ proc_spawn_child(struct proc *p, const struct spawn_req *req,
 	return spawn_start(req, step);
 }
 
+/* Why the child did not get to run: the spawn's step that failed. */
+static char *
+proc_spawn_error(const struct proc *p, const char *step, int error)
+{
+	char *msg;
+
+	xasprintf(&msg, "%s %s: %s", step, p->argv[0], strerror(error));
+	return msg;
+}
+
 /* What the child read until its execve, now that it has exec'd or died. */
 static void
 proc_spawn_done(struct proc *p)
@@ -787,8 +797,7 @@ proc_start(struct proc *p)
 			req.ngroups = p->user.ngroups;
 		}
 		if ((pid = proc_spawn_child(p, &req, &step)) == -1)
-			xasprintf(&msg, "%s %s: %s", step, p->argv[0],
-			    strerror(errno));
+			msg = proc_spawn_error(p, step, errno);
 	}
 
 	/* The one cleanup: what the child needed, whether it started or not. */
@@ -1183,8 +1192,7 @@ proc_exited(pid_t pid, int status, void *arg)
 	/* Launched without waiting: it may have failed before its exec. */
 	if (p->run != NULL) {
 		if ((error = spawn_run_error(p->run, &step)) != 0)
-			xasprintf(&p->error, "%s %s: %s", step, p->argv[0],
-			    strerror(error));
+			p->error = proc_spawn_error(p, step, error);
 		proc_spawn_done(p);
 	}
 	p->state = PROC_GRACE;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -321,6 +322,92 @@ Test(escape, no_signal_or_ptrace_outside_the_tool)
 	}
 	cr_assert_eq(waitpid(victim, NULL, WNOHANG), 0, "the victim died");
 	signals_stay_in(&w, victim);
+	world_stop(&w);
+}
+
+/* What pid_probe.py says of CALL on pid from a tool: 0 done, 10 refused,
+ * 11 not in this kernel. */
+static int
+pid_probe(struct world *w, const char *name, const char *call, long pid)
+{
+	const char *probe = getenv("STEXEC_PID_PROBE");
+	char script[512];
+	json_t *r;
+	int code;
+
+	cr_assert(probe != NULL, "STEXEC_PID_PROBE is not set");
+	snprintf(script, sizeof script, "python3 %s %s %ld", probe, call, pid);
+	r = run(w, name, script);
+	code = (int)e2e_int(json_object_get(r, "meta"), "exitCode");
+	cr_assert(code == 0 || code == 10 || code == 11, "%s %s: %s", name,
+	    call, e2e_content(r));
+	json_decref(r);
+	return code;
+}
+
+/*
+ * No system call of a sandboxed tool acts on a process outside it: the
+ * daemon's limits (a file limit of 8 would fail every spawn, a CPU limit
+ * of 1 s would end it), its nice value, CPUs, scheduling, I/O priority and
+ * memory stay its own. Landlock scopes signals and ptrace, not these, so
+ * the filter takes pid 0 alone. Each call works under "none", on the same
+ * daemon, which shows the probe sees its effect (none changes anything).
+ */
+Test(escape, no_call_acts_on_a_process_outside_the_tool)
+{
+	static const char *const calls[] = { "prlimit", "setpriority",
+	    "sched_setaffinity", "sched_setscheduler", "sched_setparam",
+	    "sched_setattr", "ioprio_set", "migrate_pages", "move_pages",
+	    "process_madvise" };
+	char path[64], *before, *after;
+	struct world w;
+	size_t i, j;
+	long dpid;
+	int code;
+
+	world_start(&w);
+	if (world_skip(&w))
+		return;
+	dpid = daemon_pid(&w);
+	snprintf(path, sizeof path, "/proc/%ld/limits", dpid);
+	before = e2e_read_file(path, NULL);
+	for (i = 0; i < nitems(calls); i++) {
+		code = pid_probe(&w, "none", calls[i], dpid);
+		if (code == 11) {
+			cr_log_warn("%s: not in this kernel", calls[i]);
+			continue;
+		}
+		/*
+		 * The last three need ptrace's permission, which a daemon
+		 * that is not dumpable gives no tool of its uid: only root's
+		 * (CAP_SYS_PTRACE) get it unconfined.
+		 */
+		cr_assert_eq(code, i >= nitems(calls) - 3 && geteuid() != 0 ?
+		    10 : 0, "%s: unconfined, as uid %ld", calls[i],
+		    (long)geteuid());
+		for (j = 0; j < nitems(confined); j++)
+			cr_assert_eq(pid_probe(&w, confined[j], calls[i], dpid),
+			    10, "%s: %s on the daemon was not refused",
+			    confined[j], calls[i]);
+	}
+	/* PRIO_USER, who 0: every process of the tool's user, ours too. */
+	for (j = 0; j < nitems(confined); j++)
+		cr_assert(!probe(&w, confined[j], "python3 -c 'import os; "
+		    "os.setpriority(os.PRIO_USER, 0, 19)'"), "%s", confined[j]);
+	/* On itself each still works: ulimit, nice, taskset. */
+	for (j = 0; j < nitems(confined); j++)
+		cr_assert(probe(&w, confined[j], "ulimit -n 64 && nice -n 5 "
+		    "true && taskset -c 0 true && ionice -c 3 true"), "%s", confined[j]);
+	/* Not dumpable: an unconfined tool of our uid cannot read it. */
+	if (geteuid() != 0)
+		cr_assert(!probe(&w, "none", "cat /proc/$PPID/environ "
+		    ">/dev/null"));
+	after = e2e_read_file(path, NULL);
+	cr_assert_str_eq(after, before);
+	cr_assert_eq(getpriority(PRIO_PROCESS, (id_t)dpid), 0);
+	c_ping(w.c);
+	free(before);
+	free(after);
 	world_stop(&w);
 }
 
@@ -820,7 +907,11 @@ Test(escape, an_older_landlock_keeps_signals_in_by_seccomp)
 		snprintf(script, sizeof script, "echo x > %s/probe", w.sibling);
 		cr_assert(!probe(&w, confined[i], script));
 		cr_assert(probe(&w, confined[i], "echo x > $TMPDIR/probe"));
+		/* SIGIO is a signal too: no F_SETOWN of another process. */
+		cr_assert_eq(pid_probe(&w, confined[i], "fsetown",
+		    daemon_pid(&w)), 10, "%s", confined[i]);
 	}
+	cr_assert_eq(pid_probe(&w, "none", "fsetown", daemon_pid(&w)), 0);
 	signals_stay_in(&w, victim);
 	world_stop(&w);
 }

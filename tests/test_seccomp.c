@@ -8,10 +8,12 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/fs.h>
 #include <linux/seccomp.h>
+#include <linux/sockios.h>
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
@@ -26,8 +28,9 @@
 #define nitems(a) (sizeof(a) / sizeof((a)[0]))
 #define DENY (SECCOMP_RET_ERRNO | EPERM)
 #define ENOSYS_RET (SECCOMP_RET_ERRNO | ENOSYS)
-#define NS_FLAGS (CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWPID | \
-    CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | 0x80)
+#define CLONE_REFUSED (CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWPID | \
+    CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | 0x80 | \
+    CLONE_PARENT)
 
 #if defined(__x86_64__)
 #define ARCH AUDIT_ARCH_X86_64
@@ -63,9 +66,17 @@ static const int denied[] = {
 	__NR_acct, __NR_quotactl, __NR_sethostname, __NR_setdomainname,
 	__NR_settimeofday, __NR_clock_settime, __NR_clock_adjtime,
 	__NR_syslog, __NR_vhangup, __NR_open_by_handle_at,
+	__NR_process_madvise, __NR_process_mrelease,
 #ifdef __x86_64__
 	__NR_iopl, __NR_ioperm,
 #endif
+};
+
+/* Allowed on the caller alone (pid 0): they change another process. */
+static const int self_only[] = {
+	__NR_prlimit64, __NR_sched_setaffinity, __NR_sched_setscheduler,
+	__NR_sched_setparam, __NR_sched_setattr, __NR_migrate_pages,
+	__NR_move_pages,
 };
 
 /* Refused read-only: changes of file metadata. */
@@ -115,12 +126,26 @@ policy(int kind, const struct seccomp_data *d)
 	if (d->nr == __NR_kill)
 		return !sig || a0 == 0 ? SECCOMP_RET_ALLOW : DENY;
 	if (d->nr == __NR_clone)
-		return (a0 & NS_FLAGS) != 0 ? DENY : SECCOMP_RET_ALLOW;
+		return (a0 & CLONE_REFUSED) != 0 ? DENY : SECCOMP_RET_ALLOW;
 	if (d->nr == __NR_ioctl)
 		return a1 == TIOCSTI || a1 == TIOCLINUX ||
 		    (profile == SECCOMP_READ_ONLY && (a1 == FS_IOC_SETFLAGS ||
-		    a1 == FS_IOC32_SETFLAGS || a1 == FS_IOC_FSSETXATTR)) ?
+		    a1 == FS_IOC32_SETFLAGS || a1 == FS_IOC_FSSETXATTR)) ||
+		    (sig && (a1 == FIOSETOWN || a1 == SIOCSPGRP)) ?
 		    DENY : SECCOMP_RET_ALLOW;
+	if (d->nr == __NR_fcntl)
+		return sig && (a1 == F_SETOWN || a1 == F_SETOWN_EX) ? DENY :
+		    SECCOMP_RET_ALLOW;
+	if (in(self_only, nitems(self_only), (uint32_t)d->nr))
+		return a0 == 0 ? SECCOMP_RET_ALLOW : DENY;
+	/* PRIO_PROCESS or PRIO_PGRP, who 0: itself or its own group. */
+	if (d->nr == __NR_setpriority)
+		return a1 == 0 && (a0 == 0 || a0 == 1) ? SECCOMP_RET_ALLOW :
+		    DENY;
+	/* IOPRIO_WHO_PROCESS or IOPRIO_WHO_PGRP, who 0. */
+	if (d->nr == __NR_ioprio_set)
+		return a1 == 0 && (a0 == 1 || a0 == 2) ? SECCOMP_RET_ALLOW :
+		    DENY;
 	if (in(denied, nitems(denied), (uint32_t)d->nr) ||
 	    (profile == SECCOMP_READ_ONLY &&
 	    in(metadata, nitems(metadata), (uint32_t)d->nr)) ||
@@ -183,12 +208,14 @@ run(const struct sock_fprog *p, const struct seccomp_data *d, int *steps)
 static void
 check_kind(int kind)
 {
-	static const uint64_t args0[] = { 0, 1, AF_INET, AF_INET6, AF_UNIX,
-	    AF_NETLINK, CLONE_NEWUSER, CLONE_NEWNS | SIGCHLD, SIGCHLD,
-	    CLONE_VM | CLONE_VFORK | SIGCHLD, 0x80, (uint64_t)-1 };
-	static const uint64_t args1[] = { 0, TIOCSTI, TIOCLINUX, TIOCGWINSZ,
-	    FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR,
-	    FS_IOC_GETFLAGS, FIONREAD };
+	static const uint64_t args0[] = { 0, 1, 2, 3, 4242, AF_INET,
+	    AF_INET6, AF_UNIX, AF_NETLINK, CLONE_NEWUSER, CLONE_NEWNS | SIGCHLD,
+	    SIGCHLD, CLONE_VM | CLONE_VFORK | SIGCHLD, CLONE_PARENT | SIGCHLD,
+	    0x80, (uint64_t)-1 };
+	static const uint64_t args1[] = { 0, 1, 4242, TIOCSTI, TIOCLINUX,
+	    TIOCGWINSZ, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR,
+	    FS_IOC_GETFLAGS, FIONREAD, FIOSETOWN, SIOCSPGRP, F_SETOWN,
+	    F_SETOWN_EX, F_GETOWN };
 	static const uint32_t arches[] = { ARCH, OTHER_ARCH };
 	const struct sock_fprog *p = seccomp_program(kind);
 	struct seccomp_data d;

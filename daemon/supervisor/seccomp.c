@@ -6,11 +6,15 @@
 #include <sys/syscall.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/fs.h>
+#include <linux/ioprio.h>
 #include <linux/seccomp.h>
+#include <linux/sockios.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,10 +39,15 @@
 #ifndef __NR_removexattrat
 #define __NR_removexattrat 466
 #endif
+#ifndef IOPRIO_WHO_PROCESS
+#define IOPRIO_WHO_PROCESS 1
+#define IOPRIO_WHO_PGRP 2
+#endif
 
-#define SECCOMP_NS_FLAGS (CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWPID | \
-    CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | 0x80)
-    /* 0x80: CLONE_NEWTIME */
+/* Namespaces, and a child of the tool's parent (the daemon's). */
+#define SECCOMP_CLONE_FLAGS (CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWPID | \
+    CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | 0x80 | \
+    CLONE_PARENT) /* 0x80: CLONE_NEWTIME */
 #define SECCOMP_DENY (SECCOMP_RET_ERRNO | EPERM)
 #define SECCOMP_ARG(n) (offsetof(struct seccomp_data, args) + \
     (n) * sizeof(uint64_t)) /* its low 32 bits, little-endian */
@@ -62,6 +71,7 @@ static const int seccomp_denied[] = {
 	__NR_acct, __NR_quotactl, __NR_sethostname, __NR_setdomainname,
 	__NR_settimeofday, __NR_clock_settime, __NR_clock_adjtime,
 	__NR_syslog, __NR_vhangup, __NR_open_by_handle_at,
+	__NR_process_madvise, __NR_process_mrelease,
 #ifdef __x86_64__
 	__NR_iopl, __NR_ioperm,
 #endif
@@ -85,11 +95,25 @@ static const int seccomp_signals[] = {
 	__NR_pidfd_send_signal,
 };
 
+/*
+ * Calls that change a process named by its first argument: its limits,
+ * scheduling, CPUs and memory placement. Landlock scopes neither (only
+ * signals and ptrace), so they take pid 0, the caller, alone.
+ */
+static const int seccomp_self[] = {
+	__NR_prlimit64, __NR_sched_setaffinity, __NR_sched_setscheduler,
+	__NR_sched_setparam, __NR_sched_setattr, __NR_migrate_pages,
+	__NR_move_pages,
+};
+
 /* ioctls refused: typing into the terminal, and (read-only) inode flags. */
 static const uint32_t seccomp_ioctls[] = { TIOCSTI, TIOCLINUX };
 static const uint32_t seccomp_ioctls_metadata[] = {
 	FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR,
 };
+/* Where signals are the filter's: SIGIO sent to a process of our choice. */
+static const uint32_t seccomp_ioctls_signals[] = { FIOSETOWN, SIOCSPGRP };
+static const uint32_t seccomp_fcntls_signals[] = { F_SETOWN, F_SETOWN_EX };
 #endif
 
 static struct sock_filter seccomp_code[SECCOMP_NKINDS][SECCOMP_MAX];
@@ -109,6 +133,10 @@ enum seccomp_leaf {
 	SECCOMP_LEAF_KILL,    /* kill(0, ...) allowed */
 	SECCOMP_LEAF_CLONE,   /* any namespace flag refused */
 	SECCOMP_LEAF_IOCTL,   /* some requests refused */
+	SECCOMP_LEAF_FCNTL,   /* F_SETOWN refused */
+	SECCOMP_LEAF_SELF,    /* pid 0 allowed */
+	SECCOMP_LEAF_PRIO,    /* setpriority of self or own group */
+	SECCOMP_LEAF_IOPRIO,  /* ioprio_set of self or own group */
 };
 
 struct seccomp_range {
@@ -187,7 +215,9 @@ seccomp_arg_block(struct seccomp_prog *p, int arg, const uint32_t *vals,
 static void
 seccomp_leaf(struct seccomp_prog *p, enum seccomp_leaf leaf)
 {
-	static const uint32_t inet[] = { AF_INET, AF_INET6 }, self[] = { 0 };
+	static const uint32_t inet[] = { AF_INET, AF_INET6 }, self[] = { 0 },
+	    prio[] = { PRIO_PROCESS, PRIO_PGRP }, ioprio[] =
+	    { IOPRIO_WHO_PROCESS, IOPRIO_WHO_PGRP };
 
 	switch (leaf) {
 	case SECCOMP_LEAF_ENOSYS:
@@ -204,7 +234,7 @@ seccomp_leaf(struct seccomp_prog *p, enum seccomp_leaf leaf)
 	case SECCOMP_LEAF_CLONE:
 		seccomp_emit(p, BPF_LD | BPF_W | BPF_ABS,
 		    (uint32_t)SECCOMP_ARG(0), 0, 0);
-		seccomp_emit(p, BPF_JMP | BPF_JSET | BPF_K, SECCOMP_NS_FLAGS,
+		seccomp_emit(p, BPF_JMP | BPF_JSET | BPF_K, SECCOMP_CLONE_FLAGS,
 		    0, 0);
 		seccomp_fix(p, true, SECCOMP_LEAF_DENY);
 		seccomp_fix(p, false, SECCOMP_LEAF_ALLOW);
@@ -212,6 +242,29 @@ seccomp_leaf(struct seccomp_prog *p, enum seccomp_leaf leaf)
 	case SECCOMP_LEAF_IOCTL:
 		seccomp_arg_block(p, 1, p->ioctls, p->nioctls,
 		    SECCOMP_LEAF_DENY, SECCOMP_LEAF_ALLOW);
+		break;
+	case SECCOMP_LEAF_FCNTL:
+		seccomp_arg_block(p, 1, seccomp_fcntls_signals,
+		    nitems(seccomp_fcntls_signals), SECCOMP_LEAF_DENY,
+		    SECCOMP_LEAF_ALLOW);
+		break;
+	case SECCOMP_LEAF_SELF:
+		seccomp_arg_block(p, 0, self, nitems(self), SECCOMP_LEAF_ALLOW,
+		    SECCOMP_LEAF_DENY);
+		break;
+	case SECCOMP_LEAF_PRIO:
+	case SECCOMP_LEAF_IOPRIO:
+		/* who (argument 1) must be 0: this process or its group. */
+		seccomp_emit(p, BPF_LD | BPF_W | BPF_ABS,
+		    (uint32_t)SECCOMP_ARG(1), 0, 0);
+		seccomp_emit(p, BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 0);
+		seccomp_fix(p, false, SECCOMP_LEAF_DENY);
+		if (leaf == SECCOMP_LEAF_PRIO)
+			seccomp_arg_block(p, 0, prio, nitems(prio),
+			    SECCOMP_LEAF_ALLOW, SECCOMP_LEAF_DENY);
+		else
+			seccomp_arg_block(p, 0, ioprio, nitems(ioprio),
+			    SECCOMP_LEAF_ALLOW, SECCOMP_LEAF_DENY);
 		break;
 	default:
 		fatal("seccomp: leaf %d has no code", (int)leaf);
@@ -311,12 +364,14 @@ seccomp_build(int variant)
 {
 	static const int clone3_nr[] = { __NR_clone3 }, socket_nr[] =
 	    { __NR_socket }, kill_nr[] = { __NR_kill }, clone_nr[] =
-	    { __NR_clone }, ioctl_nr[] = { __NR_ioctl };
+	    { __NR_clone }, ioctl_nr[] = { __NR_ioctl }, fcntl_nr[] =
+	    { __NR_fcntl }, prio_nr[] = { __NR_setpriority }, ioprio_nr[] =
+	    { __NR_ioprio_set };
 	struct seccomp_prog p = { .f = seccomp_code[variant] };
 	int kind = variant & ~SECCOMP_SIGNALS;
 	struct seccomp_range special[SECCOMP_MAX], ranges[SECCOMP_MAX_RANGES];
 	uint32_t ioctls[nitems(seccomp_ioctls) +
-	    nitems(seccomp_ioctls_metadata)];
+	    nitems(seccomp_ioctls_metadata) + nitems(seccomp_ioctls_signals)];
 	size_t nioctls = 0, n = 0, i, off, allow, deny;
 
 	for (i = 0; i < nitems(seccomp_ioctls); i++)
@@ -324,6 +379,9 @@ seccomp_build(int variant)
 	for (i = 0; kind == SECCOMP_READ_ONLY &&
 	    i < nitems(seccomp_ioctls_metadata); i++)
 		ioctls[nioctls++] = seccomp_ioctls_metadata[i];
+	for (i = 0; (variant & SECCOMP_SIGNALS) &&
+	    i < nitems(seccomp_ioctls_signals); i++)
+		ioctls[nioctls++] = seccomp_ioctls_signals[i];
 	p.ioctls = ioctls;
 	p.nioctls = nioctls;
 
@@ -336,7 +394,12 @@ seccomp_build(int variant)
 		n = seccomp_add(special, n, seccomp_signals,
 		    nitems(seccomp_signals), SECCOMP_LEAF_DENY);
 		n = seccomp_add(special, n, kill_nr, 1, SECCOMP_LEAF_KILL);
+		n = seccomp_add(special, n, fcntl_nr, 1, SECCOMP_LEAF_FCNTL);
 	}
+	n = seccomp_add(special, n, seccomp_self, nitems(seccomp_self),
+	    SECCOMP_LEAF_SELF);
+	n = seccomp_add(special, n, prio_nr, 1, SECCOMP_LEAF_PRIO);
+	n = seccomp_add(special, n, ioprio_nr, 1, SECCOMP_LEAF_IOPRIO);
 	/*
 	 * clone3's flags are in memory the filter cannot read: ENOSYS, so
 	 * that libc falls back to clone, whose flags it can.

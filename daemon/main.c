@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -1155,6 +1156,15 @@ main(int argc, char **argv)
 	main_argv = argv;
 	if (realpath("/proc/self/exe", main_exe) == NULL)
 		main_exe[0] = '\0';
+	/*
+	 * Not dumpable: no process of our uid (an unsandboxed tool of a
+	 * daemon that is not root) may ptrace us, read our memory, environ or
+	 * descriptors through /proc, or get a core of them. Every execve
+	 * (a reload's too) resets it, so it is set on each start.
+	 */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == -1)
+		log_warn("cannot make the daemon non-dumpable: %s",
+		    strerror(errno));
 	handover = main_take_fd("STEXEC_HANDOVER_FD");
 	listen_fd = main_take_fd("STEXEC_LISTEN_FD");
 	if (handover != -1) {

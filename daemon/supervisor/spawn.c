@@ -75,6 +75,8 @@ struct spawn_run {
 static int spawn_child(void *);
 static long spawn_mounts(const struct spawn_ns *, const char **);
 static long spawn_write(const char *, const char *);
+static long spawn_stat(const char *, struct stat *);
+static long spawn_chrooted(const struct spawn_ns *, const struct mount_attr *);
 static long spawn_drop_caps(void);
 static void spawn_learn(void);
 static pid_t spawn_clone3(struct spawn_child *, char *, bool);
@@ -266,7 +268,13 @@ spawn_mounts(const struct spawn_ns *ns, const char **step)
 	if ((rc = SPAWN_SYS1(SYS_unshare, CLONE_NEWNS | (ns->user ?
 	    CLONE_NEWUSER : 0))) < 0)
 		return rc;
-	if (ns->user && ((rc = spawn_write("/proc/self/setgroups",
+	/*
+	 * Our maps are root's to write while the daemon's memory, which we
+	 * share until the exec, is not dumpable: dumpable until the exec,
+	 * while the daemon waits for it (spawn_start makes it not again).
+	 */
+	if (ns->user && ((rc = SPAWN_SYS5(SYS_prctl, PR_SET_DUMPABLE, 1, 0, 0,
+	    0)) < 0 || (rc = spawn_write("/proc/self/setgroups",
 	    "deny")) < 0 || (rc = spawn_write("/proc/self/gid_map",
 	    ns->gid_map)) < 0 || (rc = spawn_write("/proc/self/uid_map",
 	    ns->uid_map)) < 0))
@@ -276,8 +284,11 @@ spawn_mounts(const struct spawn_ns *ns, const char **step)
 	 * side, and read-only: one walk of the copied tree for both.
 	 */
 	*step = "cannot make the mounts read-only";
-	if ((rc = SPAWN_SYS5(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE,
-	    &priv_ro, sizeof priv_ro)) < 0)
+	rc = SPAWN_SYS5(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE,
+	    &priv_ro, sizeof priv_ro);
+	if (rc == -EINVAL && !ns->user)
+		rc = spawn_chrooted(ns, &priv_ro);
+	if (rc < 0)
 		return rc;
 	*step = "cannot mount a writable or protected path";
 	for (i = 0; i < ns->nmounts; i++) {
@@ -299,6 +310,48 @@ spawn_mounts(const struct spawn_ns *ns, const char **step)
 	if (st.st_dev != ns->cwd_dev || st.st_ino != ns->cwd_ino)
 		return -ESTALE;
 	return 0;
+}
+
+/*
+ * In a chroot, "/" is no mount of its own, so the mounts cannot be made
+ * private and read-only from it (and a mount made under it would reach
+ * the host through shared propagation). In our new namespace, out to its
+ * real root, where they can, and back in: the chroot "escape" of a
+ * process with CAP_SYS_CHROOT, used on our own copy of the mounts. A user
+ * namespace cannot be made in a chroot at all, so only root comes here.
+ */
+__attribute__((no_sanitize_address)) static long
+spawn_chrooted(const struct spawn_ns *ns, const struct mount_attr *priv_ro)
+{
+	struct stat here, up;
+	long rc, old;
+	int i;
+
+	if ((old = SPAWN_SYS3(SYS_openat, AT_FDCWD, "/", O_PATH | O_DIRECTORY |
+	    O_CLOEXEC)) < 0)
+		return old;
+	/* Root below the working directory, then ".." up to the top. */
+	if ((rc = SPAWN_SYS1(SYS_chdir, "/")) < 0 ||
+	    (rc = SPAWN_SYS1(SYS_chroot, ns->cwd)) < 0)
+		goto out;
+	for (i = 0; i < 4096; i++) {
+		if ((rc = spawn_stat(".", &here)) < 0 ||
+		    (rc = spawn_stat("..", &up)) < 0)
+			goto out;
+		if (here.st_dev == up.st_dev && here.st_ino == up.st_ino)
+			break;
+		if ((rc = SPAWN_SYS1(SYS_chdir, "..")) < 0)
+			goto out;
+	}
+	if ((rc = SPAWN_SYS1(SYS_chroot, ".")) < 0 ||
+	    (rc = SPAWN_SYS5(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE,
+	    priv_ro, sizeof *priv_ro)) < 0)
+		goto out;
+	if ((rc = SPAWN_SYS1(SYS_fchdir, old)) == 0)
+		rc = SPAWN_SYS1(SYS_chroot, ".");
+out:
+	SPAWN_SYS1(SYS_close, old);
+	return rc;
 }
 
 /*
@@ -443,6 +496,9 @@ spawn_start(const struct spawn_req *req, const char **step)
 	}
 	if (fd != -1)
 		close(fd);
+	/* The child made our shared memory dumpable to write its maps. */
+	if (req->ns != NULL && req->ns->user)
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 
 	if (pid != -1 && c.error != 0) {

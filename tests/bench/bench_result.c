@@ -252,7 +252,7 @@ main(void)
 	bench_report("result-stall", "ms", &ss, lim, cmp,
 	    ss.med <= RES_TARGET_STALL_MS);
 	snprintf(lim, sizeof lim, "limit none (the raw result: %d MiB)", mib);
-	snprintf(cmp, sizeof cmp, "peak growth %.1fx the raw result (target "
+	snprintf(cmp, sizeof cmp, "peak growth %.2fx the raw result (target "
 	    "<= %.0fx)", gs.med, RES_TARGET_GROWTH);
 	bench_report("result-memory", "x", &gs, lim, cmp,
 	    gs.med <= RES_TARGET_GROWTH);

@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdbool.h>
@@ -1150,6 +1151,15 @@ main(int argc, char **argv)
 	size_t i;
 	int fd = -1;
 
+	/*
+	 * Blocks of 1 MiB or more mapped on their own at any time, not only
+	 * until one is freed (glibc's threshold then grows to its size): a
+	 * large result's buffers then grow without copies and go back to the
+	 * kernel when freed, instead of staying resident as holes in the heap.
+	 * The heap's top is trimmed past twice that, as glibc would.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+	mallopt(M_TRIM_THRESHOLD, 2 * 1024 * 1024);
 	parse_options(argc, argv, &o);
 	signal(SIGPIPE, SIG_IGN);
 	/* What a reload executes and hands over (main_reexec). */

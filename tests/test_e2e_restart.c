@@ -210,15 +210,16 @@ Test(restart, a_dead_daemons_tmpdirs_are_removed)
 	d_stop(d);
 }
 
-Test(restart, a_finished_turn_and_its_log_come_back_whole)
+/* A turn of one bash call, its log, a SIGKILL and a restart: the same log. */
+static void
+log_survives(struct daemon *d, struct client **cp, const char *sid,
+    const char *input)
 {
-	struct daemon *d = d_start(NULL);
-	struct client *c = c_open(d);
-	json_t *sid_j = c_session(c, NULL), *before, *after, *ev;
-	const char *sid = json_string_value(sid_j);
+	struct client *c = *cp;
+	json_t *before, *after, *ev;
 	char *a, *b;
 
-	json_decref(c_add(c, sid, "t1", "bash", "{\"command\":\"echo one\"}"));
+	json_decref(c_add(c, sid, "t1", "bash", input));
 	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", sid)));
 	json_decref(c_until(c, "turn_end", SLOW));
 	ev = c_call(c, "events", json_pack("{s:s, s:i}", "sessionId", sid,
@@ -229,10 +230,11 @@ Test(restart, a_finished_turn_and_its_log_come_back_whole)
 
 	d_kill(d, SIGKILL);
 	d_restart(d, NULL);
-	c = c_open(d);
+	*cp = c = c_open(d);
 	ev = c_call(c, "events", json_pack("{s:s, s:i}", "sessionId", sid,
 	    "since", 0));
 	after = json_object_get(ev, "notifications");
+	cr_assert_gt(json_array_size(after), 0);
 	a = json_dumps(before, JSON_COMPACT | JSON_SORT_KEYS);
 	b = json_dumps(after, JSON_COMPACT | JSON_SORT_KEYS);
 	cr_assert_str_eq(a, b, "the log changed across the restart");
@@ -240,6 +242,35 @@ Test(restart, a_finished_turn_and_its_log_come_back_whole)
 	free(b);
 	json_decref(ev);
 	json_decref(before);
+}
+
+/*
+ * A result whose line is larger than the journal gathers per loop pass
+ * (90,000 control bytes: 540 KB of JSON) is written on its own, in its
+ * place among the others.
+ */
+Test(restart, a_large_result_comes_back_whole_in_its_place)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid_j = c_session(c, NULL);
+	const char *sid = json_string_value(sid_j);
+
+	log_survives(d, &c, sid, "{\"command\":\"echo one; head -c 90000 "
+	    "/dev/zero | tr '\\\\000' '\\\\001'; echo; echo two\"}");
+	json_decref(sid_j);
+	c_close(c);
+	d_stop(d);
+}
+
+Test(restart, a_finished_turn_and_its_log_come_back_whole)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *sid_j = c_session(c, NULL), *ev;
+	const char *sid = json_string_value(sid_j);
+
+	log_survives(d, &c, sid, "{\"command\":\"echo one\"}");
 
 	/* Its next turn is turn 2. */
 	c_close(c);

@@ -3,6 +3,7 @@
 
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +42,7 @@ static struct buf journal_pending; /* records not yet written */
 static void journal_sync_cb(evutil_socket_t, short, void *);
 static void journal_compact_cb(evutil_socket_t, short, void *);
 static void journal_flush_cb(evutil_socket_t, short, void *);
+static void journal_write(const struct iovec *, int, size_t);
 static int journal_lock_open(const char *, int, char *, size_t);
 
 /*
@@ -265,13 +267,16 @@ journal_load_fd(int from, void (*cb)(char, const char *, size_t, void *),
  * client is about to be written to (journal_flush, called by the
  * connections before every write), so that a record still reaches the
  * file before what it records can reach a client (doc/design.md §7,
- * Restart). Without a loop (the tests, a restore) each is written at once.
+ * Restart). Without a loop (the tests, a restore) each is written at once,
+ * and so is a record too large to gather: copying a large result's line
+ * would hold it twice.
  */
 void
 journal_append(char kind, const char *a, size_t alen, const char *b,
     size_t blen)
 {
 	char head[64];
+	struct iovec iov[4];
 	unsigned long crc;
 	int hlen;
 
@@ -280,6 +285,20 @@ journal_append(char kind, const char *a, size_t alen, const char *b,
 	crc = journal_crc_more(journal_crc_more(0, a, alen), b, blen);
 	hlen = snprintf(head, sizeof head, "%c %zu %lx\n", kind, alen + blen,
 	    crc);
+	if ((size_t)hlen + alen + blen + 1 > JOURNAL_PENDING_MAX) {
+		/* What is pending goes first: the records stay in order. */
+		journal_flush();
+		iov[0].iov_base = head;
+		iov[0].iov_len = (size_t)hlen;
+		iov[1].iov_base = (void *)a;
+		iov[1].iov_len = alen;
+		iov[2].iov_base = (void *)b;
+		iov[2].iov_len = blen;
+		iov[3].iov_base = "\n";
+		iov[3].iov_len = 1;
+		journal_write(iov, 4, (size_t)hlen + alen + blen + 1);
+		return;
+	}
 	if (journal_pending.len == 0 && journal_flush_ev != NULL)
 		event_active(journal_flush_ev, EV_TIMEOUT, 1);
 	buf_grow(&journal_pending, (size_t)hlen + alen + blen + 1);
@@ -295,16 +314,30 @@ journal_append(char kind, const char *a, size_t alen, const char *b,
 void
 journal_flush(void)
 {
-	size_t want = journal_pending.len;
+	struct iovec iov;
+
+	if (journal_pending.len == 0)
+		return;
+	iov.iov_base = journal_pending.data;
+	iov.iov_len = journal_pending.len;
+	journal_pending.len = 0;
+	journal_write(&iov, 1, iov.iov_len);
+	if (journal_pending.cap > JOURNAL_PENDING_MAX * 2) {
+		buf_free(&journal_pending);
+		memset(&journal_pending, 0, sizeof journal_pending);
+	}
+}
+
+/* Write want bytes to the journal at once; a failure closes it. */
+static void
+journal_write(const struct iovec *iov, int cnt, size_t want)
+{
 	ssize_t n;
 
-	if (want == 0)
-		return;
-	journal_pending.len = 0;
 	if (journal_fd == -1)
 		return;
 	do
-		n = write(journal_fd, journal_pending.data, want);
+		n = writev(journal_fd, iov, cnt);
 	while (n == -1 && errno == EINTR);
 	if (n == -1 || (size_t)n != want) {
 		log_error("cannot write %s: %s; the daemon goes on without a "
@@ -319,10 +352,6 @@ journal_flush(void)
 	    journal_written > JOURNAL_GROWTH_MIN &&
 	    journal_written > 2 * journal_base)
 		event_active(journal_compact_ev, EV_TIMEOUT, 1);
-	if (journal_pending.cap > JOURNAL_PENDING_MAX * 2) {
-		buf_free(&journal_pending);
-		memset(&journal_pending, 0, sizeof journal_pending);
-	}
 }
 
 static void

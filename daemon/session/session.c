@@ -25,6 +25,7 @@
 #include "metrics.h"
 #include "session/outdir.h"
 #include "supervisor/proc.h"
+#include "session/readonce.h"
 #include "session/registry.h"
 #include "stexec/protocol.h"
 #include "utf8.h"
@@ -45,7 +46,7 @@ struct shared {
 /* A large tool_result being encoded, a slice per loop pass. */
 struct slicer {
 	uint64_t seq;
-	json_t *text;             /* its content, held */
+	struct readonce *text;    /* a copy of its content, freed as encoded */
 	size_t done;
 	struct buf out;   /* the line so far */
 	struct buf tail;  /* what follows the content */
@@ -1334,7 +1335,9 @@ session_note_sliced(struct session *s, const char *method, json_t *params)
 		text = session_big_text(fixed);
 	}
 	buf_add(&sl->tail, "}\n", 2);
-	sl->text = json_incref((json_t *)text);
+	/* A copy the result need not outlive: the line grows as it shrinks. */
+	sl->text = readonce_new(json_string_value(text),
+	    json_string_length(text));
 	json_decref(fixed);
 	sl->seq = session_log_note(s, false)->seq;
 	*s->slicers_tail = sl;
@@ -1391,8 +1394,8 @@ static void
 session_slice(struct session *s, size_t max)
 {
 	struct slicer *sl = s->slicers;
-	const char *text = json_string_value(sl->text);
-	size_t len = json_string_length(sl->text), n = len - sl->done;
+	const char *text = readonce_data(sl->text);
+	size_t len = readonce_len(sl->text), n = len - sl->done;
 	struct note *n0, *nt;
 	uint64_t seq;
 
@@ -1405,6 +1408,7 @@ session_slice(struct session *s, size_t max)
 	}
 	jsonrpc_add_string_part(&sl->out, text + sl->done, n);
 	sl->done += n;
+	readonce_release(sl->text, sl->done);
 	if (sl->done < len) {
 		session_slice_queue(s);
 		return;
@@ -1427,7 +1431,7 @@ session_slice(struct session *s, size_t max)
 	if ((s->slicers = sl->next) == NULL)
 		s->slicers_tail = &s->slicers;
 	buf_free(&sl->tail);
-	json_decref(sl->text);
+	readonce_free(sl->text);
 	free(sl);
 	session_logged(s);
 	session_wake(s);

@@ -941,6 +941,9 @@ Test(netpolicy, json)
 /* A NULL policy allows nothing, and says so. */
 Test(netpolicy, null_policy)
 {
+	json_t *v;
+	char *text;
+
 	cr_assert_not(reach(NULL, "a.test", 443, NULL));
 	cr_assert_str_eq(why, "a.test:443 is not allowed: no rule of "
 	    "sandbox.network.allow matches it (add \"a.test\" or "
@@ -950,4 +953,9 @@ Test(netpolicy, null_policy)
 	    "\"[2001:db8::1]:80\"") != NULL, "%s", why);
 	cr_assert_str_eq(netpolicy_class_name(NETPOLICY_LINK_LOCAL),
 	    "link-local (cloud metadata)");
+	v = netpolicy_json(NULL);
+	text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+	cr_assert_str_eq(text, "{\"allow\":[],\"deny\":[]}");
+	free(text);
+	json_decref(v);
 }

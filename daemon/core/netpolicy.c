@@ -1161,6 +1161,8 @@ netpolicy_json(const struct netpolicy *p)
 {
 	json_t *o = json_object();
 
+	if (p == NULL)
+		p = &netpolicy_empty;
 	netpolicy_list_json(&p->allow, o, "allow");
 	netpolicy_list_json(&p->deny, o, "deny");
 	return o;

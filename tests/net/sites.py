@@ -166,7 +166,7 @@ class Handler(BaseHTTPRequestHandler):
         block = bytes(1 << 20)
         while n > 0:
             k = min(n, len(block))
-            self.wfile.write(block[:k])
+            self.wfile.write(memoryview(block)[:k])
             n -= k
 
 

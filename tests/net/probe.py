@@ -47,6 +47,19 @@ def echo(kind, host):
         "raw" if kind == socket.SOCK_RAW else "ping")
 
 
+def complete(out):
+    """A whole response: its head and Content-Length bytes of body (a
+    proxy may keep the connection open after a refusal)."""
+    head, sep, body = out.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        if k.strip().lower() == b"content-length":
+            return len(body) >= int(v)
+    return False
+
+
 def main(mode, *args):
     if mode == "udp":
         host, port, token = args
@@ -78,7 +91,7 @@ def main(mode, *args):
             s = socket.create_connection(proxy_addr(), timeout=10)
             s.sendall(req)
             out = b""
-            while True:
+            while not complete(out):
                 try:
                     b = s.recv(65536)
                 except TimeoutError:

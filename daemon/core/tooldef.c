@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/netpolicy.h"
 #include "core/pattern.h"
 #include "core/schema.h"
 #include "core/tooldef_job.h"
@@ -794,6 +795,7 @@ tooldef_parse_sandbox(const json_t *v, const char *field,
 {
 	const json_t *mode = v, *x;
 	const char *key;
+	char path[256];
 
 	memset(sb, 0, sizeof *sb);
 	sb->network = -1;
@@ -823,15 +825,28 @@ tooldef_parse_sandbox(const json_t *v, const char *field,
 	if (!json_is_object(v))
 		return true;
 	x = json_object_get(v, "network");
-	if (x != NULL && !json_is_boolean(x)) {
-		tooldef_fail(err, errlen, "%s.network: must be a boolean", field);
+	if (json_is_object(x)) {
+		if (sb->mode == TOOLDEF_SANDBOX_NONE) {
+			tooldef_fail(err, errlen, "%s.network: rules hold only "
+			    "in a sandbox; ask for read-only or "
+			    "workspace-write", field);
+			return false;
+		}
+		snprintf(path, sizeof path, "%s.network", field);
+		if ((sb->policy = netpolicy_parse_json(x, path, err,
+		    errlen)) == NULL)
+			return false;
+		sb->network = TOOLDEF_NETWORK_RULES;
+	} else if (x != NULL && !json_is_boolean(x)) {
+		tooldef_fail(err, errlen, "%s.network: must be a boolean or "
+		    "{\"allow\": [RULE...], \"deny\": [RULE...]}", field);
 		return false;
-	}
-	if (x != NULL)
+	} else if (x != NULL)
 		sb->network = json_is_true(x);
 	if (sb->network == 1 && sb->mode == TOOLDEF_SANDBOX_READ_ONLY) {
 		tooldef_fail(err, errlen, "%s.network: a read-only tool has no "
-		    "network; ask for workspace-write", field);
+		    "open network; ask for workspace-write, or name the hosts "
+		    "({\"allow\": [...]})", field);
 		return false;
 	}
 	x = json_object_get(v, "writableRoots");
@@ -841,8 +856,12 @@ tooldef_parse_sandbox(const json_t *v, const char *field,
 		    "writes nothing; ask for workspace-write", field);
 		return false;
 	}
-	return x == NULL || tooldef_parse_roots(x, field, &sb->roots, err,
-	    errlen);
+	if (x != NULL && !tooldef_parse_roots(x, field, &sb->roots, err,
+	    errlen)) {
+		tooldef_sandbox_clear(sb);
+		return false;
+	}
+	return true;
 }
 
 void
@@ -850,6 +869,18 @@ tooldef_sandbox_clear(struct tooldef_sandbox *sb)
 {
 	json_decref(sb->roots);
 	sb->roots = NULL;
+	netpolicy_free(sb->policy);
+	sb->policy = NULL;
+}
+
+void
+tooldef_sandbox_copy(struct tooldef_sandbox *dst,
+    const struct tooldef_sandbox *src)
+{
+	*dst = *src;
+	dst->roots = json_incref(src->roots);
+	dst->policy = src->policy != NULL ? netpolicy_merge(src->policy,
+	    NULL) : NULL;
 }
 
 /* The short form where it says all, else the object. */
@@ -861,7 +892,9 @@ tooldef_sandbox_json(const struct tooldef_sandbox *sb)
 	if (sb->network == -1 && sb->roots == NULL)
 		return json_string(tooldef_sandbox_name(sb->mode));
 	o = json_pack("{s:s}", "mode", tooldef_sandbox_name(sb->mode));
-	if (sb->network != -1)
+	if (sb->policy != NULL)
+		json_object_set_new(o, "network", netpolicy_json(sb->policy));
+	else if (sb->network != -1)
 		json_object_set_new(o, "network", json_boolean(sb->network));
 	if (sb->roots != NULL)
 		json_object_set(o, "writableRoots", sb->roots);

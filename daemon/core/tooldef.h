@@ -36,11 +36,16 @@ enum tooldef_sandbox_mode {
 #define TOOLDEF_MAX_ROOTS 16
 
 /* A ToolDef's or a session's sandbox field. */
+struct netpolicy;
+
 struct tooldef_sandbox {
 	enum tooldef_sandbox_mode mode;
-	int network;        /* -1: not said; 0, 1 */
+	int network;        /* -1: not said; 0, 1; TOOLDEF_NETWORK_RULES */
+	struct netpolicy *policy; /* network: {allow, deny}, else NULL */
 	json_t *roots;      /* writableRoots: absolute paths; NULL: none */
 };
+/* network is an allow-list, reached through the daemon's proxy. */
+#define TOOLDEF_NETWORK_RULES 2
 
 /* limits (extension): 0 where the ToolDef gives none (the daemon's applies). */
 struct tooldef_limits {
@@ -90,6 +95,9 @@ const struct tooldef_sandbox *tooldef_sandbox(const struct tooldef *);
 bool tooldef_parse_sandbox(const json_t *, const char *field,
     struct tooldef_sandbox *, char *err, size_t errlen);
 void tooldef_sandbox_clear(struct tooldef_sandbox *);
+/* dst holds what src holds, its own copy (src's roots, policy). */
+void tooldef_sandbox_copy(struct tooldef_sandbox *dst,
+    const struct tooldef_sandbox *);
 json_t *tooldef_sandbox_json(const struct tooldef_sandbox *);
 /* "read-only"...; UNSET: NULL. And back: UNSET for an unknown name. */
 const char *tooldef_sandbox_name(enum tooldef_sandbox_mode);

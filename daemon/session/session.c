@@ -286,8 +286,7 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 	}
 	s = session_new(NULL, uid, tools, ntools, max_parallel, cwd, env);
 	s->output_grace_ms = output_grace_ms;
-	s->sandbox = *sandbox;
-	s->sandbox.roots = json_incref(sandbox->roots);
+	tooldef_sandbox_copy(&s->sandbox, sandbox);
 	if (session_hooks != NULL)
 		session_hooks->created(s, tools, ntools, max_parallel, cwd,
 		    env);

@@ -1,0 +1,722 @@
+/*
+ * The network proxy of tools with an allow-list: see proxy.h. A connection
+ * goes through these states: its first byte tells SOCKS5 (5) from HTTP;
+ * the request is parsed (net/proxy_parse.c) under a deadline; the name is
+ * decided on, resolved, and every address decided on again
+ * (core/netpolicy.c); the daemon connects from its own namespace; then
+ * bytes are relayed both ways until either side ends.
+ */
+#include "net/proxy.h"
+
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/netpolicy.h"
+#include "log.h"
+#include "metrics.h"
+#include "net/proxy_parse.h"
+#include "util.h"
+
+/* Relaying: what one direction may hold before its reader is paused. */
+#define PROXY_HIGH (256 * 1024)
+/* A tool's tally: so many hosts, then one count of the rest. */
+#define PROXY_MAX_HOSTS 64
+
+enum proxy_state {
+	PROXY_SNIFF,       /* no byte yet */
+	PROXY_HTTP,        /* reading an HTTP request head */
+	PROXY_SOCKS_HELLO, /* reading SOCKS5's greeting */
+	PROXY_SOCKS_REQ,   /* reading SOCKS5's request */
+	PROXY_RESOLVE,
+	PROXY_CONNECT,
+	PROXY_RELAY,
+	PROXY_CLOSING,     /* a last reply going out, then closed */
+};
+
+struct proxy_host {
+	char host[NETPOLICY_HOST_BUFSIZE];
+	uint16_t port;
+	bool refused;
+	unsigned conns;
+	uint64_t out, in;
+	char *why;
+};
+
+struct proxy_quota {
+	unsigned conns;
+	unsigned refs;
+};
+
+struct proxy_conn;
+
+struct proxy_tool {
+	struct evconnlistener *lis;
+	struct netpolicy *policy;
+	struct proxy_quota *quota;
+	char *sid, *tid, *name;
+	struct proxy_conn *conns;    /* a list through next and prev */
+	unsigned nconns;
+	struct proxy_host *hosts;
+	size_t nhosts;
+	unsigned more_reached, more_refused; /* past PROXY_MAX_HOSTS */
+};
+
+struct proxy_conn {
+	struct proxy_tool *tool;
+	struct proxy_conn *next, *prev;
+	enum proxy_state state;
+	struct bufferevent *c, *u;   /* the tool's side, upstream */
+	struct event *deadline;
+	struct evdns_getaddrinfo_request *dns;
+	struct evutil_addrinfo *ai, *next_ai;
+	struct proxy_target target;
+	char norm[NETPOLICY_HOST_BUFSIZE]; /* the name decided on */
+	bool socks, tunnel;
+	char *head;                  /* plain HTTP: the head to send */
+	size_t head_len;
+	size_t host;                 /* its index in the tally, once reached */
+	bool counted;
+};
+
+static struct proxy_config proxy_cfg;
+static struct evdns_base *proxy_dns;
+
+static void proxy_accept(struct evconnlistener *, evutil_socket_t,
+    struct sockaddr *, int, void *);
+static void proxy_conn_free(struct proxy_conn *);
+static void proxy_read(struct bufferevent *, void *);
+static void proxy_event(struct bufferevent *, short, void *);
+static void proxy_deadline(evutil_socket_t, short, void *);
+static void proxy_decide(struct proxy_conn *);
+static void proxy_resolved(int, struct evutil_addrinfo *, void *);
+static void proxy_connect_next(struct proxy_conn *, const char *);
+static void proxy_upstream_event(struct bufferevent *, short, void *);
+static void proxy_relay(struct bufferevent *, void *);
+static void proxy_drained(struct bufferevent *, void *);
+static void proxy_relay_event(struct bufferevent *, short, void *);
+static void proxy_closed(struct bufferevent *, void *);
+static void proxy_refuse(struct proxy_conn *, int, uint8_t, const char *);
+static void proxy_fail(struct proxy_conn *, int, uint8_t, const char *);
+static void proxy_reply_end(struct proxy_conn *, int, uint8_t, const char *);
+static struct proxy_host *proxy_tally(struct proxy_tool *, const char *,
+    uint16_t, bool);
+
+bool
+proxy_init(const struct proxy_config *cfg, char *err, size_t errlen)
+{
+	proxy_cfg = *cfg;
+	if (proxy_cfg.max_conns_tool == 0)
+		proxy_cfg.max_conns_tool = PROXY_MAX_CONNS_TOOL;
+	if (proxy_cfg.max_conns_session == 0)
+		proxy_cfg.max_conns_session = PROXY_MAX_CONNS_SESSION;
+	if (proxy_cfg.head_timeout_ms == 0)
+		proxy_cfg.head_timeout_ms = PROXY_HEAD_TIMEOUT_MS;
+	if (proxy_cfg.connect_timeout_ms == 0)
+		proxy_cfg.connect_timeout_ms = PROXY_CONNECT_TIMEOUT_MS;
+	if ((proxy_dns = evdns_base_new(cfg->base, 0)) == NULL) {
+		snprintf(err, errlen, "cannot make a resolver");
+		return false;
+	}
+	/* The operator's hosts first: the first entry of a name wins. */
+	if (cfg->hosts_file != NULL &&
+	    evdns_base_load_hosts(proxy_dns, cfg->hosts_file) != 0) {
+		snprintf(err, errlen, "cannot read %s (--network-hosts)",
+		    cfg->hosts_file);
+		proxy_shutdown();
+		return false;
+	}
+	/* No resolv.conf (a test machine) leaves the hosts files alone. */
+	evdns_base_resolv_conf_parse(proxy_dns, DNS_OPTIONS_ALL,
+	    "/etc/resolv.conf");
+	evdns_base_set_option(proxy_dns, "timeout:", "3");
+	evdns_base_set_option(proxy_dns, "attempts:", "2");
+	return true;
+}
+
+void
+proxy_shutdown(void)
+{
+	if (proxy_dns != NULL)
+		evdns_base_free(proxy_dns, 1);
+	proxy_dns = NULL;
+}
+
+struct proxy_quota *
+proxy_quota_new(void)
+{
+	struct proxy_quota *q = xcalloc(1, sizeof *q);
+
+	q->refs = 1;
+	return q;
+}
+
+void
+proxy_quota_unref(struct proxy_quota *q)
+{
+	if (q != NULL && --q->refs == 0)
+		free(q);
+}
+
+struct proxy_tool *
+proxy_tool_new(int fd, const struct netpolicy *policy,
+    struct proxy_quota *quota, const char *sid, const char *tid,
+    const char *name)
+{
+	struct proxy_tool *t = xcalloc(1, sizeof *t);
+
+	t->policy = netpolicy_merge(policy, NULL);
+	t->quota = quota;
+	quota->refs++;
+	t->sid = xstrdup(sid);
+	t->tid = xstrdup(tid);
+	t->name = xstrdup(name);
+	t->lis = evconnlistener_new(proxy_cfg.base, proxy_accept, t,
+	    LEV_OPT_CLOSE_ON_FREE, -1, fd);
+	if (t->lis == NULL)
+		close(fd);
+	return t;
+}
+
+int
+proxy_tool_fd(const struct proxy_tool *t)
+{
+	return t->lis != NULL ? evconnlistener_get_fd(t->lis) : -1;
+}
+
+void
+proxy_tool_free(struct proxy_tool *t)
+{
+	size_t i;
+
+	if (t == NULL)
+		return;
+	while (t->conns != NULL)
+		proxy_conn_free(t->conns);
+	if (t->lis != NULL)
+		evconnlistener_free(t->lis);
+	for (i = 0; i < t->nhosts; i++)
+		free(t->hosts[i].why);
+	free(t->hosts);
+	netpolicy_free(t->policy);
+	proxy_quota_unref(t->quota);
+	free(t->sid);
+	free(t->tid);
+	free(t->name);
+	free(t);
+}
+
+json_t *
+proxy_tool_json(const struct proxy_tool *t)
+{
+	json_t *reached = json_array(), *refused = json_array(), *o;
+	const struct proxy_host *h;
+	size_t i;
+
+	for (i = 0; i < t->nhosts; i++) {
+		h = &t->hosts[i];
+		if (h->refused)
+			json_array_append_new(refused, json_pack("{s:s, s:i, "
+			    "s:i, s:s}", "host", h->host, "port", h->port,
+			    "connections", h->conns, "why", h->why != NULL ?
+			    h->why : ""));
+		else
+			json_array_append_new(reached, json_pack("{s:s, s:i, "
+			    "s:i, s:I, s:I}", "host", h->host, "port",
+			    h->port, "connections", h->conns, "bytesOut",
+			    (json_int_t)h->out, "bytesIn", (json_int_t)h->in));
+	}
+	o = json_pack("{s:o, s:o}", "reached", reached, "refused", refused);
+	if (t->more_reached + t->more_refused > 0)
+		json_object_set_new(o, "moreHosts", json_integer(
+		    t->more_reached + t->more_refused));
+	return o;
+}
+
+/* The tally's entry of host:port, made if there is room; else NULL. */
+static struct proxy_host *
+proxy_tally(struct proxy_tool *t, const char *host, uint16_t port,
+    bool refused)
+{
+	struct proxy_host *h;
+	size_t i;
+
+	for (i = 0; i < t->nhosts; i++)
+		if (t->hosts[i].port == port && t->hosts[i].refused == refused &&
+		    strcmp(t->hosts[i].host, host) == 0)
+			return &t->hosts[i];
+	if (t->nhosts == PROXY_MAX_HOSTS) {
+		++*(refused ? &t->more_refused : &t->more_reached);
+		return NULL;
+	}
+	if (t->hosts == NULL)
+		t->hosts = xcalloc(PROXY_MAX_HOSTS, sizeof *t->hosts);
+	h = &t->hosts[t->nhosts++];
+	snprintf(h->host, sizeof h->host, "%s", host);
+	h->port = port;
+	h->refused = refused;
+	return h;
+}
+
+static void
+proxy_accept(struct evconnlistener *lis, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	struct proxy_tool *t = arg;
+	struct proxy_conn *c;
+	struct timeval tv;
+
+	if (t->nconns >= proxy_cfg.max_conns_tool ||
+	    t->quota->conns >= proxy_cfg.max_conns_session) {
+		log_about(LOG_LEVEL_WARN, t->sid, t->tid, t->name, "network: "
+		    "a connection refused: %u open of at most %u for the tool, "
+		    "%u for the session", t->nconns, proxy_cfg.max_conns_tool,
+		    proxy_cfg.max_conns_session);
+		metrics_count(METRICS_NET_REFUSED);
+		close(fd);
+		return;
+	}
+	c = xcalloc(1, sizeof *c);
+	c->tool = t;
+	c->next = t->conns;
+	if (t->conns != NULL)
+		t->conns->prev = c;
+	t->conns = c;
+	t->nconns++;
+	t->quota->conns++;
+	evutil_make_socket_nonblocking(fd);
+	c->c = bufferevent_socket_new(proxy_cfg.base, fd,
+	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	bufferevent_setcb(c->c, proxy_read, NULL, proxy_event, c);
+	/* A head's bound: the rest waits in the kernel, not with us. */
+	bufferevent_setwatermark(c->c, EV_READ, 0, PROXY_HEAD_MAX + 1);
+	bufferevent_enable(c->c, EV_READ);
+	c->deadline = evtimer_new(proxy_cfg.base, proxy_deadline, c);
+	tv.tv_sec = proxy_cfg.head_timeout_ms / 1000;
+	tv.tv_usec = (proxy_cfg.head_timeout_ms % 1000) * 1000;
+	evtimer_add(c->deadline, &tv);
+}
+
+static void
+proxy_conn_free(struct proxy_conn *c)
+{
+	struct proxy_tool *t = c->tool;
+
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		t->conns = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	t->nconns--;
+	t->quota->conns--;
+	if (c->dns != NULL) {
+		struct evdns_getaddrinfo_request *dns = c->dns;
+
+		c->dns = NULL;
+		evdns_getaddrinfo_cancel(dns);
+	}
+	if (c->ai != NULL)
+		evutil_freeaddrinfo(c->ai);
+	if (c->deadline != NULL)
+		event_free(c->deadline);
+	if (c->c != NULL)
+		bufferevent_free(c->c);
+	if (c->u != NULL)
+		bufferevent_free(c->u);
+	free(c->head);
+	free(c);
+}
+
+/* The request took too long: a slow client holds nothing of ours. */
+static void
+proxy_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy_conn *c = arg;
+
+	if (c->state == PROXY_RESOLVE || c->state == PROXY_CONNECT)
+		proxy_fail(c, 504, 4, "timed out resolving or connecting");
+	else
+		proxy_conn_free(c);
+}
+
+/* The tool's side, before the relay: the request, parsed as it comes. */
+static void
+proxy_read(struct bufferevent *bev, void *arg)
+{
+	struct proxy_conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t len = evbuffer_get_length(in), used = 0;
+	uint8_t *p, reply, ok_reply[2] = { 5, 0 };
+	struct proxy_http http;
+	enum proxy_parse r;
+	char err[256];
+	bool ok;
+	int status;
+
+	if (len == 0)
+		return;
+	p = evbuffer_pullup(in, -1);
+	if (c->state == PROXY_SNIFF)
+		c->state = p[0] == 5 ? PROXY_SOCKS_HELLO : PROXY_HTTP;
+	switch (c->state) {
+	case PROXY_HTTP:
+		r = proxy_parse_http((const char *)p, len, &http, &status,
+		    err, sizeof err);
+		if (r == PROXY_PARSE_ERROR)
+			proxy_reply_end(c, status, 0, err);
+		if (r != PROXY_PARSE_DONE)
+			return;
+		evbuffer_drain(in, http.consumed);
+		c->target = http.target;
+		c->tunnel = http.connect;
+		c->head = http.head;
+		c->head_len = http.head_len;
+		proxy_decide(c);
+		return;
+	case PROXY_SOCKS_HELLO:
+		c->socks = true;
+		r = proxy_parse_socks_greeting(p, len, &used, &ok);
+		if (r == PROXY_PARSE_MORE)
+			return;
+		if (r == PROXY_PARSE_ERROR || !ok) {
+			/* 0xff: no method offered is served. */
+			ok_reply[1] = 0xff;
+			bufferevent_write(bev, ok_reply, 2);
+			proxy_reply_end(c, 0, 0xff, NULL);
+			return;
+		}
+		evbuffer_drain(in, used);
+		bufferevent_write(bev, ok_reply, 2);
+		c->state = PROXY_SOCKS_REQ;
+		if (evbuffer_get_length(in) == 0)
+			return;
+		p = evbuffer_pullup(in, -1);
+		len = evbuffer_get_length(in);
+		/* FALLTHROUGH */
+	case PROXY_SOCKS_REQ:
+		r = proxy_parse_socks_request(p, len, &used, &c->target,
+		    &reply, err, sizeof err);
+		if (r == PROXY_PARSE_ERROR)
+			proxy_reply_end(c, 400, reply, err);
+		if (r != PROXY_PARSE_DONE)
+			return;
+		evbuffer_drain(in, used);
+		proxy_decide(c);
+		return;
+	default:
+		/* Resolving or connecting: the rest waits in the buffer. */
+		return;
+	}
+}
+
+/* The tool's side closed or failed before the relay. */
+static void
+proxy_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct proxy_conn *c = arg;
+
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+		proxy_conn_free(c);
+}
+
+/* Step 1 on the name, then resolution (or the literal's own step 2). */
+static void
+proxy_decide(struct proxy_conn *c)
+{
+	struct evutil_addrinfo hints;
+	struct netpolicy_addr addr;
+	struct evdns_getaddrinfo_request *req;
+	char why[512];
+	bool is_ip;
+
+	bufferevent_disable(c->c, EV_READ);
+	if (!netpolicy_check_name(c->tool->policy, c->target.host,
+	    c->target.port, c->norm, sizeof c->norm, &is_ip, &addr, why,
+	    sizeof why)) {
+		if (c->norm[0] == '\0')
+			snprintf(c->norm, sizeof c->norm, "%s", c->target.host);
+		proxy_refuse(c, 403, 2, why);
+		return;
+	}
+	c->state = PROXY_RESOLVE;
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_protocol = IPPROTO_TCP;
+	/* localhost is loopback whatever a hosts file says. */
+	if (strcmp(c->norm, "localhost") == 0 || is_ip) {
+		hints.ai_flags = EVUTIL_AI_NUMERICHOST;
+		proxy_resolved(evutil_getaddrinfo(is_ip ? c->norm : "127.0.0.1",
+		    NULL, &hints, &c->ai), c->ai, c);
+		return;
+	}
+	/* The callback may run before this returns: it then saw no dns. */
+	req = evdns_getaddrinfo(proxy_dns, c->norm, NULL, &hints,
+	    proxy_resolved, c);
+	if (req != NULL && c->state == PROXY_RESOLVE)
+		c->dns = req;
+}
+
+/* Step 2 on every address, then the first connect. */
+static void
+proxy_resolved(int result, struct evutil_addrinfo *ai, void *arg)
+{
+	struct proxy_conn *c = arg;
+	struct netpolicy_addr a;
+	struct evutil_addrinfo *p;
+	char why[512];
+
+	if (result == EVUTIL_EAI_CANCEL)
+		return;
+	c->dns = NULL;
+	c->ai = ai;
+	if (result != 0 || ai == NULL) {
+		snprintf(why, sizeof why, "cannot resolve %s: %s", c->norm,
+		    evutil_gai_strerror(result));
+		proxy_fail(c, 502, 4, why);
+		return;
+	}
+	for (p = ai; p != NULL; p = p->ai_next) {
+		memset(&a, 0, sizeof a);
+		a.family = p->ai_family;
+		if (p->ai_family == AF_INET)
+			memcpy(a.bytes, &((struct sockaddr_in *)(void *)
+			    p->ai_addr)->sin_addr, 4);
+		else if (p->ai_family == AF_INET6)
+			memcpy(a.bytes, &((struct sockaddr_in6 *)(void *)
+			    p->ai_addr)->sin6_addr, 16);
+		else
+			continue;
+		/* One refused address refuses the name: no fallback to it. */
+		if (!netpolicy_check_addr(c->tool->policy, c->norm, &a,
+		    c->target.port, why, sizeof why)) {
+			proxy_refuse(c, 403, 2, why);
+			return;
+		}
+	}
+	c->next_ai = ai;
+	c->state = PROXY_CONNECT;
+	proxy_connect_next(c, "no address");
+}
+
+/* Connect to the next address, or fail with the last error. */
+static void
+proxy_connect_next(struct proxy_conn *c, const char *last)
+{
+	struct evutil_addrinfo *p;
+	struct timeval tv;
+	char why[512];
+
+	while ((p = c->next_ai) != NULL) {
+		c->next_ai = p->ai_next;
+		if (p->ai_family != AF_INET && p->ai_family != AF_INET6)
+			continue;
+		if (p->ai_family == AF_INET)
+			((struct sockaddr_in *)(void *)p->ai_addr)->sin_port =
+			    htons(c->target.port);
+		else
+			((struct sockaddr_in6 *)(void *)p->ai_addr)->sin6_port =
+			    htons(c->target.port);
+		if (c->u != NULL)
+			bufferevent_free(c->u);
+		c->u = bufferevent_socket_new(proxy_cfg.base, -1,
+		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+		bufferevent_setcb(c->u, NULL, NULL, proxy_upstream_event, c);
+		tv.tv_sec = proxy_cfg.connect_timeout_ms / 1000;
+		tv.tv_usec = (proxy_cfg.connect_timeout_ms % 1000) * 1000;
+		bufferevent_set_timeouts(c->u, NULL, &tv);
+		if (bufferevent_socket_connect(c->u, p->ai_addr,
+		    (int)p->ai_addrlen) == 0)
+			return;
+		last = strerror(errno);
+	}
+	snprintf(why, sizeof why, "cannot connect to %s:%u: %s", c->norm,
+	    c->target.port, last);
+	proxy_fail(c, 502, 5, why);
+}
+
+/* Connected (or not): the reply to the tool, then the relay. */
+static void
+proxy_upstream_event(struct bufferevent *bev, short what, void *arg)
+{
+	static const char established[] =
+	    "HTTP/1.1 200 Connection established\r\n\r\n";
+	static const uint8_t socks_ok[] = { 5, 0, 0, 1, 0, 0, 0, 0, 0, 0 };
+	struct proxy_conn *c = arg;
+	struct proxy_host *h;
+	int error;
+
+	if (!(what & BEV_EVENT_CONNECTED)) {
+		error = EVUTIL_SOCKET_ERROR();
+		proxy_connect_next(c, what & BEV_EVENT_TIMEOUT ? "timed out" :
+		    error != 0 ? strerror(error) : "the connection closed");
+		return;
+	}
+	evtimer_del(c->deadline);
+	bufferevent_set_timeouts(c->u, NULL, NULL);
+	h = proxy_tally(c->tool, c->norm, c->target.port, false);
+	if (h != NULL) {
+		h->conns++;
+		c->host = (size_t)(h - c->tool->hosts);
+		c->counted = true;
+	}
+	metrics_count(METRICS_NET_ALLOWED);
+	if (c->socks)
+		bufferevent_write(c->c, socks_ok, sizeof socks_ok);
+	else if (c->tunnel)
+		bufferevent_write(c->c, established, sizeof established - 1);
+	else
+		bufferevent_write(c->u, c->head, c->head_len);
+	c->state = PROXY_RELAY;
+	bufferevent_setwatermark(c->c, EV_READ, 0, PROXY_HIGH);
+	bufferevent_setwatermark(c->u, EV_READ, 0, PROXY_HIGH);
+	bufferevent_setcb(c->c, proxy_relay, NULL, proxy_relay_event, c);
+	bufferevent_setcb(c->u, proxy_relay, NULL, proxy_relay_event, c);
+	bufferevent_enable(c->c, EV_READ);
+	bufferevent_enable(c->u, EV_READ);
+	/* What the tool sent after its head goes first. */
+	if (evbuffer_get_length(bufferevent_get_input(c->c)) > 0)
+		proxy_relay(c->c, c);
+}
+
+/* Bytes from one side to the other; a full side pauses its source. */
+static void
+proxy_relay(struct bufferevent *from, void *arg)
+{
+	struct proxy_conn *c = arg;
+	struct bufferevent *to = from == c->c ? c->u : c->c;
+	struct evbuffer *in = bufferevent_get_input(from);
+	struct evbuffer *out = bufferevent_get_output(to);
+	size_t n = evbuffer_get_length(in);
+	struct proxy_host *h = c->counted ? &c->tool->hosts[c->host] : NULL;
+
+	if (h != NULL)
+		*(from == c->c ? &h->out : &h->in) += n;
+	evbuffer_add_buffer(out, in);
+	if (evbuffer_get_length(out) >= PROXY_HIGH) {
+		bufferevent_disable(from, EV_READ);
+		bufferevent_setwatermark(to, EV_WRITE, PROXY_HIGH / 2, 0);
+		bufferevent_setcb(to, proxy_relay, proxy_drained,
+		    proxy_relay_event, c);
+	}
+}
+
+/* The paused side's reader goes on once the other has written half. */
+static void
+proxy_drained(struct bufferevent *to, void *arg)
+{
+	struct proxy_conn *c = arg;
+	struct bufferevent *from = to == c->c ? c->u : c->c;
+
+	bufferevent_setcb(to, proxy_relay, NULL, proxy_relay_event, c);
+	bufferevent_setwatermark(to, EV_WRITE, 0, 0);
+	bufferevent_enable(from, EV_READ);
+}
+
+/* One side ended: what the other still has to write goes, then both close. */
+static void
+proxy_relay_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct proxy_conn *c = arg;
+	struct bufferevent *other = bev == c->c ? c->u : c->c;
+
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
+		return;
+	if (what & BEV_EVENT_EOF)
+		proxy_relay(bev, c);
+	if (evbuffer_get_length(bufferevent_get_output(other)) == 0) {
+		proxy_conn_free(c);
+		return;
+	}
+	c->state = PROXY_CLOSING;
+	bufferevent_disable(bev, EV_READ | EV_WRITE);
+	bufferevent_disable(other, EV_READ);
+	bufferevent_setwatermark(other, EV_WRITE, 0, 0);
+	bufferevent_setcb(other, NULL, proxy_closed, proxy_event, c);
+}
+
+/* The last bytes are out. */
+static void
+proxy_closed(struct bufferevent *bev, void *arg)
+{
+	proxy_conn_free(arg);
+}
+
+/* A policy's refusal: said to the tool, tallied, logged, counted. */
+static void
+proxy_refuse(struct proxy_conn *c, int status, uint8_t socks, const char *why)
+{
+	struct proxy_host *h = proxy_tally(c->tool, c->norm, c->target.port,
+	    true);
+
+	if (h != NULL) {
+		h->conns++;
+		if (h->why == NULL)
+			h->why = xstrdup(why);
+	}
+	log_about(LOG_LEVEL_WARN, c->tool->sid, c->tool->tid, c->tool->name,
+	    "network: refused: %s", why);
+	metrics_count(METRICS_NET_REFUSED);
+	proxy_reply_end(c, status, socks, why);
+}
+
+/* A name that did not resolve or connect: not the policy's doing. */
+static void
+proxy_fail(struct proxy_conn *c, int status, uint8_t socks, const char *why)
+{
+	log_about(LOG_LEVEL_INFO, c->tool->sid, c->tool->tid, c->tool->name,
+	    "network: %s", why);
+	metrics_count(METRICS_NET_FAILED);
+	proxy_reply_end(c, status, socks, why);
+}
+
+/*
+ * The last reply (an HTTP status with why as its body, or a SOCKS reply
+ * code), then the connection closes once it is out.
+ */
+static void
+proxy_reply_end(struct proxy_conn *c, int status, uint8_t socks,
+    const char *why)
+{
+	static const char *const texts[] = { [400] = "Bad Request",
+	    [403] = "Forbidden", [431] = "Request Header Fields Too Large",
+	    [501] = "Not Implemented", [502] = "Bad Gateway",
+	    [504] = "Gateway Timeout" };
+	uint8_t r[10] = { 5, socks, 0, 1, 0, 0, 0, 0, 0, 0 };
+	struct evbuffer *out = bufferevent_get_output(c->c);
+
+	if (c->u != NULL) {
+		bufferevent_free(c->u);
+		c->u = NULL;
+	}
+	if (c->socks && socks != 0xff)
+		evbuffer_add(out, r, sizeof r);
+	else if (!c->socks)
+		evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nContent-Type: "
+		    "text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
+		    "Connection: close\r\n\r\nstexec: %s\n", status,
+		    status > 0 && (size_t)status < nitems(texts) &&
+		    texts[status] != NULL ? texts[status] : "Error",
+		    strlen(why) + 9, why);
+	c->state = PROXY_CLOSING;
+	evtimer_del(c->deadline);
+	bufferevent_disable(c->c, EV_READ);
+	bufferevent_setwatermark(c->c, EV_WRITE, 0, 0);
+	bufferevent_setcb(c->c, NULL, proxy_closed, proxy_event, c);
+	/* Nothing queued (a refused greeting's byte went already): close. */
+	if (evbuffer_get_length(out) == 0)
+		bufferevent_trigger(c->c, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS);
+}

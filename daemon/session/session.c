@@ -796,6 +796,9 @@ session_spawn(struct session *s, struct exec_tool *t,
 	session_sandbox(s, req, &spec.sandbox, roots);
 	spec.user = s->user;
 	spec.stdin_stream = req->job->stdin_stream;
+	spec.early = req->stdin_early;
+	spec.early_len = req->stdin_early_len;
+	spec.early_eof = req->stdin_early_eof;
 	spec.tty = req->job->tty;
 	spec.cols = req->job->cols;
 	spec.rows = req->job->rows;
@@ -1115,11 +1118,30 @@ session_tool_write(struct exec_tool *t, const char *data, size_t len,
 {
 	struct session_tool *st = exec_tool_handle(t);
 
-	if (st == NULL || st->proc == NULL) {
+	if (st != NULL && st->proc != NULL)
+		return proc_write(st->proc, data, len, eof, why);
+	if (st != NULL) {
 		*why = "it does not run";
 		return -1;
 	}
-	return proc_write(st->proc, data, len, eof, why);
+	/* Not started yet: held until it is (extension). */
+	switch (exec_stdin_early(t, data, len, eof, PROC_STDIN_MAX)) {
+	case EXEC_STDIN_OK:
+		return 0;
+	case EXEC_STDIN_NOT_STREAMED:
+		*why = "it has not started, and its stdin will not be "
+		    "streamed (its ToolDef's stdin is not \"stream\")";
+		return -1;
+	case EXEC_STDIN_CLOSED:
+		*why = "its stdin is closed";
+		return -1;
+	case EXEC_STDIN_FULL:
+		*why = PROC_STDIN_FULL;
+		return -1;
+	default:
+		*why = "it does not run";
+		return -1;
+	}
 }
 
 void

@@ -1347,9 +1347,9 @@ exec_status_json(const struct exec *ex,
 
 	for (i = 0; i < ex->turn.n; i++) {
 		t = ex->turn.tools[i];
-		o = json_pack("{s:s, s:s, s:s, s:b}", "id", t->id, "name",
+		o = json_pack("{s:s, s:s, s:s, s:b, s:O}", "id", t->id, "name",
 		    t->name, "status", exec_status_name(t->status),
-		    "concurrencySafe", t->safe);
+		    "concurrencySafe", t->safe, "input", t->input);
 		if (describe != NULL && t->running)
 			describe(t, o);
 		json_array_append_new(tools, o);

@@ -52,7 +52,8 @@ struct toolcg {
 	bool killed;          /* cgroup.kill was written: not reusable (a
 	                         process cloned into a group killed before is
 	                         killed at birth by some kernels: 6.18 here) */
-	char *v1[CTL_N];      /* its v1 groups, one per limit set there */
+	char *v1[CTL_N];      /* its v1 groups, one per limit set there, and
+	                         memory's always where v1 holds it */
 	int joins;            /* join fds it put in the spawn request */
 };
 
@@ -423,7 +424,10 @@ toolcg_value(const struct toolcg_limits *l, enum toolcg_ctl c, bool v2,
 	}
 }
 
-/* The v1 group of one controller, its limit set, joined by the child. */
+/*
+ * The v1 group of one controller, its limit set (value NULL: none, it only
+ * measures), joined by the child.
+ */
 static int
 toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
     const char *value, struct spawn_req *req)
@@ -440,14 +444,14 @@ toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
 		return -1;
 	}
 	cg->v1[c] = dir;
-	if (c == CTL_CPU && toolcg_write(dir, "cpu.cfs_period_us",
-	    "100000") != 0)
+	if (c == CTL_CPU && value != NULL && toolcg_write(dir,
+	    "cpu.cfs_period_us", "100000") != 0)
 		return -1;
-	if (toolcg_write(dir, files[c], value) != 0)
+	if (value != NULL && toolcg_write(dir, files[c], value) != 0)
 		return -1;
 	/* No swap beyond the limit either, where swap is accounted. */
-	if (c == CTL_MEMORY && toolcg_memsw && toolcg_write(dir,
-	    "memory.memsw.limit_in_bytes", value) != 0)
+	if (c == CTL_MEMORY && value != NULL && toolcg_memsw &&
+	    toolcg_write(dir, "memory.memsw.limit_in_bytes", value) != 0)
 		return -1;
 	xasprintf(&procs, "%s/cgroup.procs", dir);
 	fd = open(procs, O_WRONLY | O_CLOEXEC);
@@ -477,6 +481,8 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l,
 	*msg = NULL;
 	for (c = 0; c < CTL_N; c++)
 		any |= toolcg_value(l, c, false, value, sizeof value);
+	/* Where v1 holds the memory controller, it measures every tool. */
+	any |= toolcg_via[CTL_MEMORY] == VIA_V1;
 	if (toolcg_v2_dir == NULL && !any)
 		return NULL;
 	cg = xcalloc(1, sizeof *cg);
@@ -507,8 +513,13 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l,
 	}
 	for (c = 0; c < CTL_N; c++) {
 		if (!toolcg_value(l, c, toolcg_via[c] == VIA_V2, value,
-		    sizeof value))
+		    sizeof value)) {
+			/* No limit: a v1 memory group only to measure it. */
+			if (c == CTL_MEMORY && toolcg_via[c] == VIA_V1 &&
+			    toolcg_v1_new(cg, c, name, NULL, req) != 0)
+				goto fail_limit;
 			continue;
+		}
 		switch (toolcg_via[c]) {
 		case VIA_V2:
 			if (toolcg_writeat(cg->v2fd, v2files[c], value) != 0)

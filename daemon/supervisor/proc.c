@@ -166,6 +166,7 @@ static int64_t proc_elapsed_ms(const struct timespec *);
 static void proc_signal_group(struct proc *, int);
 static void proc_write_cb(evutil_socket_t, short, void *);
 static void proc_close_stdin(struct proc *);
+static bool proc_launches(void);
 static void proc_append(struct proc *, const char *, size_t, bool);
 static void proc_read_cb(evutil_socket_t, short, void *);
 static void proc_read(struct proc_pipe *, size_t, bool);
@@ -708,6 +709,13 @@ proc_watch(struct proc *p)
 	}
 }
 
+/* Whether the next child is launched (proc_spawn_child says why). */
+static bool
+proc_launches(void)
+{
+	return proc_nrunning > 0;
+}
+
 /*
  * Start the child. While other tools run, without waiting for its execve
  * (spawn_launch): waiting would hold up their output and their ends, and
@@ -721,7 +729,7 @@ proc_spawn_child(struct proc *p, const struct spawn_req *req,
 {
 	pid_t pid;
 
-	if (proc_nrunning > 0 && ((pid = spawn_launch(req, &p->run, step)) !=
+	if (proc_launches() && ((pid = spawn_launch(req, &p->run, step)) !=
 	    -1 || errno != ENOSYS))
 		return pid;
 	return spawn_start(req, step);
@@ -784,8 +792,8 @@ proc_start(struct proc *p)
 	else if (p->sandbox.profile != SANDBOX_NONE &&
 	    (msg = proc_confine(p, &req, &prep)) != NULL)
 		;
-	else if ((p->cg = toolcg_new(p->token, &p->limits, &req, &msg)) ==
-	    NULL && msg != NULL)
+	else if ((p->cg = toolcg_new(p->token, &p->limits,
+	    proc_launches(), &req, &msg)) == NULL && msg != NULL)
 		;
 	else if ((error = proc_pipes(p, req.fds)) != 0)
 		xasprintf(&msg, "cannot create a pipe: %s", strerror(error));
@@ -820,6 +828,7 @@ proc_start(struct proc *p)
 
 	p->pid = pid;
 	p->pgid = pid;
+	toolcg_started(p->cg, pid);
 	if (req.ns != NULL)
 		p->mntns = proc_hold_mntns(pid);
 	sentinel_watch(p->pgid);

@@ -55,6 +55,8 @@ struct toolcg {
 	char *v1[CTL_N];      /* its v1 groups, one per limit set there, and
 	                         memory's always where v1 holds it */
 	int joins;            /* join fds it put in the spawn request */
+	bool v1_move;         /* its v1 memory group only measures: the
+	                         child is moved in, not joined */
 };
 
 /*
@@ -425,12 +427,13 @@ toolcg_value(const struct toolcg_limits *l, enum toolcg_ctl c, bool v2,
 }
 
 /*
- * The v1 group of one controller, its limit set (value NULL: none, it only
- * measures), joined by the child.
+ * The v1 group of one controller, its limit set (value NULL: a memory
+ * group that only measures), joined by the child; or (move) moved into
+ * once started (toolcg_started), so that a launch need not wait for it.
  */
 static int
 toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
-    const char *value, struct spawn_req *req)
+    const char *value, bool move, struct spawn_req *req)
 {
 	static const char *const files[CTL_N] = {
 		"memory.limit_in_bytes", "pids.max", "cpu.cfs_quota_us",
@@ -453,6 +456,11 @@ toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
 	if (c == CTL_MEMORY && value != NULL && toolcg_memsw &&
 	    toolcg_write(dir, "memory.memsw.limit_in_bytes", value) != 0)
 		return -1;
+	/* Only measuring, for a launched child: moved in (toolcg.h). */
+	if (move) {
+		cg->v1_move = true;
+		return 0;
+	}
 	xasprintf(&procs, "%s/cgroup.procs", dir);
 	fd = open(procs, O_WRONLY | O_CLOEXEC);
 	free(procs);
@@ -467,7 +475,7 @@ toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
 }
 
 struct toolcg *
-toolcg_new(uint64_t token, const struct toolcg_limits *l,
+toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
     struct spawn_req *req, char **msg)
 {
 	static const char *const v2files[CTL_N] = {
@@ -516,7 +524,7 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l,
 		    sizeof value)) {
 			/* No limit: a v1 memory group only to measure it. */
 			if (c == CTL_MEMORY && toolcg_via[c] == VIA_V1 &&
-			    toolcg_v1_new(cg, c, name, NULL, req) != 0)
+			    toolcg_v1_new(cg, c, name, NULL, launch, req) != 0)
 				goto fail_limit;
 			continue;
 		}
@@ -528,7 +536,7 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l,
 				toolcg_writeat(cg->v2fd, "memory.swap.max", "0");
 			break;
 		case VIA_V1:
-			if (toolcg_v1_new(cg, c, name, value, req) != 0)
+			if (toolcg_v1_new(cg, c, name, value, false, req) != 0)
 				goto fail_limit;
 			break;
 		case VIA_RLIMIT:
@@ -564,6 +572,19 @@ toolcg_spawned(struct toolcg *cg, struct spawn_req *req)
 		close(req->join[--req->njoin]);
 		cg->joins--;
 	}
+}
+
+void
+toolcg_started(struct toolcg *cg, pid_t pid)
+{
+	char text[32];
+
+	if (cg == NULL || !cg->v1_move)
+		return;
+	snprintf(text, sizeof text, "%ld", (long)pid);
+	if (toolcg_write(cg->v1[CTL_MEMORY], "cgroup.procs", text) != 0)
+		log_debug("cannot move %ld into %s: %s", (long)pid,
+		    cg->v1[CTL_MEMORY], strerror(errno));
 }
 
 bool

@@ -26,8 +26,10 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "core/netpolicy.h"
 #include "handover.h"
 #include "net/conn.h"
+#include "net/proxy.h"
 #include "supervisor/cgroup.h"
 #include "session/journal.h"
 #include "log.h"
@@ -38,6 +40,7 @@
 #include "notify.h"
 #include "session/outdir.h"
 #include "supervisor/proc.h"
+#include "supervisor/netns.h"
 #include "supervisor/reaper.h"
 #include "session/registry.h"
 #include "supervisor/sandbox.h"
@@ -83,6 +86,9 @@ struct options {
 	struct job_config jobs;
 	struct tooldef_limits limits;
 	const char *state_dir;    /* NULL: the default; "": no journal */
+	const char *network_hosts;          /* --network-hosts */
+	struct netpolicy *network_deny;     /* --network-deny rules */
+	struct netpolicy *network_allow_max; /* --network-allow-max rules */
 };
 
 /* Descriptors the daemon holds besides connections and tools. */
@@ -107,6 +113,7 @@ static char main_instance[33];
 static void	usage(FILE *, int) __attribute__((noreturn));
 static long	parse_number(const char *, const char *, long, long);
 static void	parse_options(int, char **, struct options *);
+static void	parse_network_rule(struct netpolicy **, bool, const char *);
 static char	*find_tool_binary(void);
 static json_t	*base_environment(void);
 static char	*default_output_dir(void);
@@ -205,11 +212,33 @@ usage(FILE *f, int status)
 "                           limits.maxProcesses\n"
 "  --cpu-percent N          per tool (100: one CPU), for ToolDefs without\n"
 "                           limits.cpuPercent (default: none of the three)\n"
+"  --network-deny RULE      no tool reaches RULE's hosts (repeatable; a\n"
+"                           host, *.domain, address or CIDR, :port or\n"
+"                           :lo-hi; see sandbox.network)\n"
+"  --network-allow-max RULE no session or ToolDef may allow more than\n"
+"                           these rules together (repeatable)\n"
+"  --network-hosts FILE     hosts(5) entries the network proxy reads\n"
+"                           before DNS\n"
 "  --log-level LEVEL        error, warn, info or debug (default info)\n"
 "  --check-handover N       say whether this build reads a reload's\n"
 "                           handover of format N (exit 0: yes), and exit\n"
 "  --version, --help\n", f);
 	exit(status);
+}
+
+/* One --network-deny or --network-allow-max RULE, added to *p. */
+static void
+parse_network_rule(struct netpolicy **p, bool deny, const char *rule)
+{
+	char err[512];
+
+	if (*p == NULL)
+		*p = netpolicy_new();
+	if (!netpolicy_add(*p, deny, rule, err, sizeof err)) {
+		fprintf(stderr, "stexecd: --network-%s: %s\n", deny ? "deny" :
+		    "allow-max", err);
+		exit(2);
+	}
 }
 
 static long
@@ -262,6 +291,9 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "max-processes", required_argument, NULL, 'P' },
 		{ "cpu-percent", required_argument, NULL, 'c' },
 		{ "log-level", required_argument, NULL, 'l' },
+		{ "network-deny", required_argument, NULL, 'y' },
+		{ "network-allow-max", required_argument, NULL, 'Y' },
+		{ "network-hosts", required_argument, NULL, 'N' },
 		{ "check-handover", required_argument, NULL, 'H' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -383,6 +415,14 @@ parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'D':
 			o->state_dir = optarg;
+			break;
+		case 'y':
+		case 'Y':
+			parse_network_rule(c == 'y' ? &o->network_deny :
+			    &o->network_allow_max, c == 'y', optarg);
+			break;
+		case 'N':
+			o->network_hosts = optarg;
 			break;
 		case 'L':
 			o->limits.memory_bytes = (uint64_t)parse_number(
@@ -524,6 +564,17 @@ main_enforcement(const struct options *o)
 	    "scopedSignals", sandbox_abi() >= 6,
 	    "seccomp", sandbox_seccomp(),
 	    "mountNamespace", sandbox_mount_ns());
+	/* Network rules: namespaces, and a profile to hold the tool in. */
+	json_object_set_new(sb, "networkRules", json_boolean(
+	    netns_available() && json_array_size(can) > 0));
+	if (!netns_available() || json_array_size(can) == 0) {
+		json_object_set_new(why, "networkRules", json_string(
+		    !netns_available() ? netns_error() : "no sandbox profile "
+		    "can hold a tool here"));
+		log_warn("no network rules: %s; tools with an allow-list will "
+		    "be refused", !netns_available() ? netns_error() :
+		    "no sandbox profile");
+	}
 	/* Older clients read readOnly: "landlock" or null and why. */
 	json_object_set_new(sb, "readOnly", sandbox_can(SANDBOX_READ_ONLY) ?
 	    json_string("landlock") : json_null());
@@ -1140,6 +1191,7 @@ main(int argc, char **argv)
 	struct proc_config pcfg = { 0 };
 	struct session_config scfg = { 0 };
 	struct methods_config mcfg = { 0 };
+	struct proxy_config xcfg = { 0 };
 	struct event *sigs[3];
 	char err[1024], pathbuf[4096], *tool, *outdir, cwd[PATH_MAX];
 	char *statedir, *listen_path = NULL, sockid[sizeof(struct sockaddr_un)];
@@ -1261,7 +1313,15 @@ main(int argc, char **argv)
 	scfg.default_sandbox = o.default_sandbox;
 	scfg.min_sandbox = o.min_sandbox;
 	scfg.limits = o.limits;
+	scfg.network_deny = o.network_deny;
+	scfg.network_allow_max = o.network_allow_max;
 	session_init(&scfg);
+	xcfg.base = main_base;
+	xcfg.hosts_file = o.network_hosts;
+	if (!proxy_init(&xcfg, err, sizeof err)) {
+		log_error("%s", err);
+		return 1;
+	}
 	conn_init(main_base, o.max_message, &methods_conn_ops);
 	conn_set_limits(max_conns, o.max_conns_per_uid);
 	mcfg.max_message = o.max_message;
@@ -1334,6 +1394,9 @@ main(int argc, char **argv)
 	notify_free();
 	server_stop();
 	session_shutdown();
+	proxy_shutdown();
+	netpolicy_free(o.network_deny);
+	netpolicy_free(o.network_allow_max);
 	journal_close();
 	free(statedir);
 	outdir_shutdown();

@@ -35,6 +35,16 @@ static const struct metrics_counter_def metrics_counter_defs[] = {
 	    "restored from it (after a crash or a stop)." },
 	{ "reloads", "stexec_reloads_total",
 	    "Reloads (SIGHUP: the daemon's binary executed again in place)." },
+	{ "net_allowed", "stexec_network_connections_allowed_total",
+	    "Connections the network proxy made for a tool with an "
+	    "allow-list." },
+	{ "net_refused", "stexec_network_connections_refused_total",
+	    "Connections of tools the network proxy refused: no rule allows "
+	    "them, a deny rule or an address class refuses them, or a "
+	    "connection bound was reached." },
+	{ "net_failed", "stexec_network_connections_failed_total",
+	    "Connections the network proxy allowed but could not make: the "
+	    "name did not resolve, or the connect failed." },
 };
 
 /* meta.reason, PROTOCOL.md §5: every value, so each series exists at 0. */

@@ -18,6 +18,9 @@ enum metrics_counter {
 	METRICS_CONN_REFUSED,   /* over a connection cap, or a sandboxed peer */
 	METRICS_RESTARTS,       /* starts that found an earlier daemon's journal */
 	METRICS_RELOADS,        /* SIGHUP re-executions */
+	METRICS_NET_ALLOWED,    /* proxy connections made for a tool */
+	METRICS_NET_REFUSED,    /* ... refused by its policy or a bound */
+	METRICS_NET_FAILED,     /* ... allowed, not resolved or connected */
 	METRICS_NCOUNTERS,
 };
 

@@ -114,6 +114,8 @@ policy(int kind, const struct seccomp_data *d)
 {
 	int profile = kind & ~SECCOMP_SIGNALS;
 	bool sig = (kind & SECCOMP_SIGNALS) != 0;
+	bool read_only = profile == SECCOMP_READ_ONLY ||
+	    profile == SECCOMP_READ_ONLY_NET;
 	uint32_t a0 = (uint32_t)d->args[0], a1 = (uint32_t)d->args[1];
 
 	if (d->arch != ARCH || d->nr >= 0x40000000)
@@ -121,7 +123,8 @@ policy(int kind, const struct seccomp_data *d)
 	if (d->nr == __NR_clone3)
 		return ENOSYS_RET;
 	if (d->nr == __NR_socket)
-		return profile == SECCOMP_WORKSPACE_NET &&
+		return (profile == SECCOMP_WORKSPACE_NET ||
+		    profile == SECCOMP_READ_ONLY_NET) &&
 		    (a0 == AF_INET || a0 == AF_INET6) ? SECCOMP_RET_ALLOW : DENY;
 	if (d->nr == __NR_kill)
 		return !sig || a0 == 0 ? SECCOMP_RET_ALLOW : DENY;
@@ -129,7 +132,7 @@ policy(int kind, const struct seccomp_data *d)
 		return (a0 & CLONE_REFUSED) != 0 ? DENY : SECCOMP_RET_ALLOW;
 	if (d->nr == __NR_ioctl)
 		return a1 == TIOCSTI || a1 == TIOCLINUX ||
-		    (profile == SECCOMP_READ_ONLY && (a1 == FS_IOC_SETFLAGS ||
+		    (read_only && (a1 == FS_IOC_SETFLAGS ||
 		    a1 == FS_IOC32_SETFLAGS || a1 == FS_IOC_FSSETXATTR)) ||
 		    (sig && (a1 == FIOSETOWN || a1 == SIOCSPGRP)) ?
 		    DENY : SECCOMP_RET_ALLOW;
@@ -147,8 +150,7 @@ policy(int kind, const struct seccomp_data *d)
 		return a1 == 0 && (a0 == 1 || a0 == 2) ? SECCOMP_RET_ALLOW :
 		    DENY;
 	if (in(denied, nitems(denied), (uint32_t)d->nr) ||
-	    (profile == SECCOMP_READ_ONLY &&
-	    in(metadata, nitems(metadata), (uint32_t)d->nr)) ||
+	    (read_only && in(metadata, nitems(metadata), (uint32_t)d->nr)) ||
 	    (sig && in(signals, nitems(signals), (uint32_t)d->nr)))
 		return DENY;
 	return SECCOMP_RET_ALLOW;

@@ -658,6 +658,8 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	if (x != NULL && x->cpu_measured)
 		json_object_set_new(meta, "cpuMs",
 		    json_integer((json_int_t)x->cpu_ms));
+	if (x != NULL && x->network != NULL)
+		json_object_set(meta, "network", x->network);
 	p = exec_tool_params(t);
 	/* Output may hold NUL bytes: the content is given with its length. */
 	json_object_set_new(p, "result", json_pack("{s:s, s:s, s:s%, s:b}",

@@ -148,6 +148,7 @@ struct exec_exit {
 	uint64_t peak_memory;  /* bytes; 0: not measured */
 	bool cpu_measured;
 	uint64_t cpu_ms;       /* user + system, when cpu_measured */
+	json_t *network;       /* meta.network (borrowed); NULL: no rules */
 };
 
 /* The tool's process has ended and every process of it is dead. */

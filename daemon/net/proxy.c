@@ -439,8 +439,10 @@ proxy_decide(struct proxy_conn *c)
 	struct evutil_addrinfo hints;
 	struct netpolicy_addr addr;
 	struct evdns_getaddrinfo_request *req;
+	struct evutil_addrinfo *ai = NULL;
 	char why[512];
 	bool is_ip;
+	int rc;
 
 	bufferevent_disable(c->c, EV_READ);
 	if (!netpolicy_check_name(c->tool->policy, c->target.host,
@@ -459,8 +461,9 @@ proxy_decide(struct proxy_conn *c)
 	/* localhost is loopback whatever a hosts file says. */
 	if (strcmp(c->norm, "localhost") == 0 || is_ip) {
 		hints.ai_flags = EVUTIL_AI_NUMERICHOST;
-		proxy_resolved(evutil_getaddrinfo(is_ip ? c->norm : "127.0.0.1",
-		    NULL, &hints, &c->ai), c->ai, c);
+		rc = evutil_getaddrinfo(is_ip ? c->norm : "127.0.0.1", NULL,
+		    &hints, &ai);
+		proxy_resolved(rc, ai, c);
 		return;
 	}
 	/* The callback may run before this returns: it then saw no dns. */
@@ -578,8 +581,11 @@ proxy_upstream_event(struct bufferevent *bev, short what, void *arg)
 		bufferevent_write(c->c, socks_ok, sizeof socks_ok);
 	else if (c->tunnel)
 		bufferevent_write(c->c, established, sizeof established - 1);
-	else
+	else {
 		bufferevent_write(c->u, c->head, c->head_len);
+		if (h != NULL)
+			h->out += c->head_len;
+	}
 	c->state = PROXY_RELAY;
 	bufferevent_setwatermark(c->c, EV_READ, 0, PROXY_HIGH);
 	bufferevent_setwatermark(c->u, EV_READ, 0, PROXY_HIGH);

@@ -314,6 +314,10 @@ methods_create_session(struct call *call)
 		methods_bad_param(call, "sandbox", "%s", err);
 		return;
 	}
+	if (!session_network_allowed(&sandbox, err, sizeof err)) {
+		methods_bad_param(call, "sandbox.network", "%s", err);
+		goto out;
+	}
 	if (sandbox.mode != TOOLDEF_SANDBOX_UNSET &&
 	    sandbox.mode < session_min_sandbox()) {
 		methods_bad_param(call, "sandbox", "\"%s\" is below this "
@@ -336,6 +340,14 @@ methods_create_session(struct call *call)
 			    sizeof err);
 			if (defs[n] == NULL) {
 				methods_bad_param(call, field, "%s", err);
+				goto out;
+			}
+			if (!session_network_allowed(tooldef_sandbox(defs[n]),
+			    err, sizeof err)) {
+				snprintf(field, sizeof field,
+				    "tools[%zu].sandbox.network", n);
+				methods_bad_param(call, field, "%s", err);
+				n++;
 				goto out;
 			}
 			mode = tooldef_sandbox(defs[n])->mode;

@@ -16,7 +16,9 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "core/netpolicy.h"
 #include "net/conn.h"
+#include "net/proxy.h"
 #include "handover.h"
 #include "idmap.h"
 #include "session/session_int.h"
@@ -85,6 +87,7 @@ struct session_tool {
 	struct event *answer;     /* internal: the answer, from the loop */
 	char *content;
 	bool is_error;
+	struct proxy_tool *proxy; /* network rules: its way out */
 };
 
 
@@ -133,7 +136,7 @@ static void	session_spawn(struct session *, struct exec_tool *,
 static bool	session_our_var(const char *);
 static char	**session_env_strings(struct session *);
 static char	**session_envp(struct session *, struct exec_tool *,
-		    const json_t *, struct buf *);
+		    const json_t *, struct buf *, uint16_t);
 static void	session_pressure(struct session *);
 static struct note *session_note_at(struct session *, uint64_t);
 static uint64_t	session_lag(struct session *, uint64_t);
@@ -181,7 +184,7 @@ session_init(const struct session_config *cfg)
 {
 	struct timeval tv = { (time_t)cfg->idle_timeout_s, 0 };
 
-	session_cfg = *cfg;
+	session_cfg = session_net_cfg = *cfg;
 	job_set_hooks(&session_job_hooks);
 	/* One timeout for all: libevent keeps them in a queue, not a heap. */
 	if (cfg->base != NULL && cfg->idle_timeout_s > 0)
@@ -702,24 +705,36 @@ session_env_strings(struct session *s)
  */
 static char **
 session_envp(struct session *s, struct exec_tool *t, const json_t *tenv,
-    struct buf *vars)
+    struct buf *vars, uint16_t proxy_port)
 {
+	/* Each client reads its own spelling (curl: only http_proxy). */
+	static const char *const proxy_vars[] = { "HTTP_PROXY", "http_proxy",
+	    "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy",
+	    "NO_PROXY", "no_proxy" };
 	const json_t *v;
 	char **base = session_env_strings(s), **envp;
-	size_t n = 0, i, k, *offs, nvars = 0;
+	size_t n = 0, i, j, k, *offs, nvars = 0;
 	const char *key;
+	bool ours;
 
 	for (i = 0; base[i] != NULL; i++)
 		;
-	envp = xcalloc(i + json_object_size(tenv) + 4, sizeof *envp);
-	offs = xcalloc(json_object_size(tenv) + 3, sizeof *offs);
+	envp = xcalloc(i + json_object_size(tenv) + 4 + nitems(proxy_vars),
+	    sizeof *envp);
+	offs = xcalloc(json_object_size(tenv) + 3 + nitems(proxy_vars),
+	    sizeof *offs);
 	for (i = 0; base[i] != NULL; i++) {
 		/* A variable the tool's definition sets or unsets is its. */
 		k = strcspn(base[i], "=");
 		json_object_foreach((json_t *)tenv, key, v)
 			if (strlen(key) == k && strncmp(key, base[i], k) == 0)
 				break;
-		if (key == NULL)
+		/* With network rules, the proxy variables are the daemon's. */
+		for (ours = false, j = 0; proxy_port != 0 &&
+		    j < nitems(proxy_vars); j++)
+			ours = ours || (strlen(proxy_vars[j]) == k &&
+			    strncmp(proxy_vars[j], base[i], k) == 0);
+		if (key == NULL && !ours)
 			envp[n++] = base[i];
 	}
 	/* Offsets, not pointers: vars may move while it grows. */
@@ -737,6 +752,16 @@ session_envp(struct session *s, struct exec_tool *t, const json_t *tenv,
 	buf_add(vars, "", 1);
 	offs[nvars++] = vars->len;
 	buf_addstr(vars, "STEXEC_PROGRESS_FD=3");
+	/* NO_PROXY empty: localhost too goes through the proxy's rules. */
+	for (j = 0; proxy_port != 0 && j < nitems(proxy_vars); j++) {
+		buf_add(vars, "", 1);
+		offs[nvars++] = vars->len;
+		if (j < 6)
+			buf_printf(vars, "%s=%s://127.0.0.1:%u", proxy_vars[j],
+			    j < 4 ? "http" : "socks5h", (unsigned)proxy_port);
+		else
+			buf_printf(vars, "%s=", proxy_vars[j]);
+	}
 	for (i = 0; i < nvars; i++)
 		envp[n++] = vars->data + offs[i];
 	free(offs);
@@ -788,15 +813,27 @@ session_spawn(struct session *s, struct exec_tool *t,
 	struct proc_spec spec = { 0 };
 	struct session_tool *st = xcalloc(1, sizeof *st);
 	struct buf vars = { 0 };
+	struct netpolicy *policy;
 	struct timeval tv;
 	char **envp, *input;
+	uint16_t port = 0;
 
 	if (req->job->internal != TOOLDEF_INTERNAL_NONE) {
 		free(st);
 		session_internal(s, t, req);
 		return;
 	}
-	envp = session_envp(s, t, req->env, &vars);
+	session_sandbox(s, req, &spec.sandbox, roots);
+	if ((policy = session_net_policy(s, req->sandbox)) != NULL) {
+		spec.sandbox.net_rules = true;
+		if ((spec.sandbox.netns = session_net_ns(s, policy)) != -1 &&
+		    (st->proxy = session_net_proxy(s, spec.sandbox.netns,
+		    policy, exec_tool_id(t), req->name, &port)) == NULL)
+			spec.sandbox.netns = -1;
+		netpolicy_free(policy);
+	}
+	envp = session_envp(s, t, req->env, &vars, st->proxy != NULL ? port :
+	    0);
 	input = json_dumps(req->input, JSON_COMPACT);
 	spec.argv = req->argv;
 	spec.envp = envp;
@@ -807,7 +844,6 @@ session_spawn(struct session *s, struct exec_tool *t,
 	spec.max_output = req->max_output;
 	spec.stream_output = req->stream_output;
 	spec.name = req->name;
-	session_sandbox(s, req, &spec.sandbox, roots);
 	spec.user = s->user;
 	spec.stdin_stream = req->job->stdin_stream;
 	spec.early = req->stdin_early;
@@ -973,6 +1009,7 @@ session_tool_done(struct exec_tool *t, bool flush)
 			exec_output_chunk(t, i + 1, st->carry[i].bytes,
 			    st->carry[i].len);
 	job_free(st->job);
+	proxy_tool_free(st->proxy);
 	if (st->yield != NULL)
 		event_free(st->yield);
 	if (st->answer != NULL)
@@ -1219,6 +1256,7 @@ static void
 session_proc_exit(void *arg, const struct proc_exit *px)
 {
 	struct exec_tool *t = arg;
+	struct session_tool *st = exec_tool_handle(t);
 	struct session *s = exec_arg(exec_tool_exec(t));
 	struct exec_exit x = {
 		.end = session_exec_end(px->end, px->hit),
@@ -1238,8 +1276,11 @@ session_proc_exit(void *arg, const struct proc_exit *px)
 	metrics_observe(METRICS_RUN, exec_tool_stamp(t, EXEC_STAMP_STARTED));
 	exec_tool_set_stamp(t, EXEC_STAMP_ENDED, metrics_now());
 	session_keep_output(s, t, &x);
+	if (st->proxy != NULL)
+		x.network = proxy_tool_json(st->proxy);
 	session_tool_done(t, true);
 	exec_exited(t, &x);
+	json_decref(x.network);
 	session_job_ended(s);
 }
 
@@ -2007,6 +2048,7 @@ session_free(struct session *s)
 	free(s->envp);
 	free(s->journal);
 	tooldef_sandbox_clear(&s->sandbox);
+	session_net_free(s);
 	if (s->user != NULL) {
 		free((gid_t *)s->user->groups);
 		free((char *)s->user->error);

@@ -38,9 +38,18 @@ struct session_config {
 	enum tooldef_sandbox_mode default_sandbox; /* for tools without one */
 	enum tooldef_sandbox_mode min_sandbox;     /* the floor */
 	struct tooldef_limits limits; /* for tools that give none */
+	struct netpolicy *network_deny;      /* --network-deny (owned) */
+	struct netpolicy *network_allow_max; /* --network-allow-max (owned) */
 };
 
 void session_init(const struct session_config *);
+/*
+ * Whether a session's or a ToolDef's sandbox asks for no more network than
+ * the operator allows (--network-allow-max; with it or --network-deny,
+ * network: true too); else false and err names the rule.
+ */
+bool session_network_allowed(const struct tooldef_sandbox *, char *err,
+    size_t errlen);
 /* Close every session and kill its tools; for shutdown. */
 void session_shutdown(void);
 unsigned session_count(void);

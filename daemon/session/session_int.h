@@ -83,6 +83,10 @@ struct session {
 	                             a JSON tree would triple an idle
 	                             session's memory) */
 
+	struct session_netns *netns; /* a network namespace per policy */
+	size_t nnetns;
+	struct proxy_quota *net_quota; /* its tools' proxy connections */
+
 	struct job *jobs;         /* its jobs, oldest first (job.h) */
 	unsigned njobs;           /* ids given */
 	unsigned jobs_running;
@@ -136,6 +140,24 @@ bool session_tool_carried(struct exec_tool *);
 void session_tool_save(struct exec_tool *, struct handover_rec *, json_t *);
 void session_tool_adopt(struct session *, struct exec_tool *,
     const struct handover_in *, const json_t *);
+
+/*
+ * Network rules (session_net.c): a tool's policy (its ToolDef's network
+ * rules, else the session's, with the operator's --network-deny), NULL
+ * when it has none; the namespace of the session's tools of that policy,
+ * made at the first, -1 if it cannot be; a listening socket in it served
+ * by the proxy, and its port; and what a closing session lets go.
+ */
+struct netpolicy;
+struct proxy_tool;
+extern struct session_config session_net_cfg; /* session_init's */
+struct netpolicy *session_net_policy(const struct session *,
+    const struct tooldef_sandbox *);
+int session_net_ns(struct session *, const struct netpolicy *);
+struct proxy_tool *session_net_proxy(struct session *, int ns,
+    const struct netpolicy *, const char *tool_use_id, const char *name,
+    uint16_t *port);
+void session_net_free(struct session *);
 
 /* Install the hooks (NULL: none); the journal does at start. */
 void session_set_hooks(const struct session_hooks *);

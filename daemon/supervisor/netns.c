@@ -14,11 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util.h"
+
 static int netns_self = -1; /* the daemon's own namespace */
 static char netns_why[160];
 
 static bool netns_lo_up(void);
-static bool netns_back(char *, size_t);
+static void netns_back(void);
 
 void
 netns_init(void)
@@ -74,10 +76,7 @@ netns_new(char *err, size_t errlen)
 	if (ns == -1)
 		snprintf(err, errlen, "cannot set up a network namespace: %s",
 		    strerror(errno));
-	if (!netns_back(err, errlen) && ns != -1) {
-		close(ns);
-		ns = -1;
-	}
+	netns_back();
 	return ns;
 }
 
@@ -105,10 +104,7 @@ netns_listen(int ns, uint16_t *port, char *err, size_t errlen)
 			close(fd);
 		fd = -1;
 	}
-	if (!netns_back(err, errlen) && fd != -1) {
-		close(fd);
-		fd = -1;
-	}
+	netns_back();
 	*port = ntohs(a.sin_port);
 	return fd;
 }
@@ -134,13 +130,14 @@ netns_lo_up(void)
 	return ok;
 }
 
-/* Back to the daemon's namespace: failing that, nothing may go on. */
-static bool
-netns_back(char *err, size_t errlen)
+/*
+ * Back to the daemon's namespace. Failing that, every connection the
+ * daemon made would be made from a tool's: nothing may go on.
+ */
+static void
+netns_back(void)
 {
-	if (setns(netns_self, CLONE_NEWNET) == 0)
-		return true;
-	snprintf(err, errlen, "cannot return to the daemon's network "
-	    "namespace: %s", strerror(errno));
-	return false;
+	if (setns(netns_self, CLONE_NEWNET) != 0)
+		fatal("cannot return to the daemon's network namespace: %s",
+		    strerror(errno));
 }

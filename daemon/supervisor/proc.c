@@ -34,6 +34,7 @@
 #include "supervisor/sandbox.h"
 #include "supervisor/sentinel.h"
 #include "supervisor/spawn.h"
+#include "supervisor/netns.h"
 #include "supervisor/tmpdir.h"
 #include "util.h"
 
@@ -253,6 +254,7 @@ proc_init(struct event_base *base, const struct proc_config *cfg, char *err,
 	if (cfg->handover == NULL || !proc_take_handover(cfg->handover))
 		proc_new_instance();
 	sandbox_init();
+	netns_init();
 	if (proc_cfg.guard && sentinel_start(base, proc_instance,
 	    proc_replay_groups, !proc_cfg.no_cgroup, err, errlen) != 0) {
 		sandbox_shutdown();
@@ -789,6 +791,10 @@ proc_start(struct proc *p)
 		    strerror(error));
 	else if (p->as_user && p->user.error != NULL)
 		msg = xstrdup(p->user.error);
+	else if (p->sandbox.profile == SANDBOX_NONE && p->sandbox.net_rules)
+		msg = xstrdup("network rules hold only in a sandbox: this tool "
+		    "runs unsandboxed (give it sandbox \"read-only\" or "
+		    "\"workspace-write\")");
 	else if (p->sandbox.profile != SANDBOX_NONE &&
 	    (msg = proc_confine(p, &req, &prep)) != NULL)
 		;

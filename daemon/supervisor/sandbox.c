@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "supervisor/netns.h"
 #include "supervisor/seccomp.h"
 #include "supervisor/spawn.h"
 #include "util.h"
@@ -387,6 +388,13 @@ sandbox_prepare(const struct sandbox_spec *spec, const char *tmpdir,
 		    sandbox_error(spec->profile));
 		return msg;
 	}
+	if (spec->net_rules && spec->netns == -1) {
+		xasprintf(&msg, "cannot run %s with network rules: %s",
+		    names[spec->profile], netns_available() ? "no network "
+		    "namespace could be made for it (the daemon's log says "
+		    "why)" : netns_error());
+		return msg;
+	}
 	prep = *out = xcalloc(1, sizeof *prep);
 	prep->ruleset = -1;
 	if (spec->profile == SANDBOX_WORKSPACE_WRITE) {
@@ -410,8 +418,13 @@ sandbox_prepare(const struct sandbox_spec *spec, const char *tmpdir,
 		return msg;
 	}
 	req->landlock_fd = prep->ruleset;
+	if (spec->net_rules) {
+		req->join_netns = true;
+		req->netns_fd = spec->netns;
+	}
 	req->seccomp = seccomp_program((spec->profile == SANDBOX_READ_ONLY ?
-	    SECCOMP_READ_ONLY : spec->network ? SECCOMP_WORKSPACE_NET :
+	    (spec->net_rules ? SECCOMP_READ_ONLY_NET : SECCOMP_READ_ONLY) :
+	    spec->network || spec->net_rules ? SECCOMP_WORKSPACE_NET :
 	    SECCOMP_WORKSPACE) | (sandbox_version < SANDBOX_SCOPE_ABI ?
 	    SECCOMP_SIGNALS : 0));
 	req->drop_caps = uid == 0;

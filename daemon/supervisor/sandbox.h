@@ -38,6 +38,13 @@ enum sandbox_profile {
 struct sandbox_spec {
 	enum sandbox_profile profile;
 	bool network;               /* workspace-write: AF_INET, AF_INET6 */
+	/*
+	 * Network rules: AF_INET and AF_INET6 in this network namespace
+	 * (netns.h), where only the daemon's proxy listens; -1: none could
+	 * be made, and the tool is refused.
+	 */
+	bool net_rules;
+	int netns;
 	const char *const *roots;   /* writable roots, absolute */
 	size_t nroots;
 };

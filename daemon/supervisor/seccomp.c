@@ -359,6 +359,13 @@ seccomp_cover(struct seccomp_range *special, size_t n,
 	return nr;
 }
 
+/* The read-only kinds refuse every change of metadata. */
+static bool
+seccomp_read_only(int kind)
+{
+	return kind == SECCOMP_READ_ONLY || kind == SECCOMP_READ_ONLY_NET;
+}
+
 static void
 seccomp_build(int variant)
 {
@@ -376,7 +383,7 @@ seccomp_build(int variant)
 
 	for (i = 0; i < nitems(seccomp_ioctls); i++)
 		ioctls[nioctls++] = seccomp_ioctls[i];
-	for (i = 0; kind == SECCOMP_READ_ONLY &&
+	for (i = 0; seccomp_read_only(kind) &&
 	    i < nitems(seccomp_ioctls_metadata); i++)
 		ioctls[nioctls++] = seccomp_ioctls_metadata[i];
 	for (i = 0; (variant & SECCOMP_SIGNALS) &&
@@ -387,7 +394,7 @@ seccomp_build(int variant)
 
 	n = seccomp_add(special, n, seccomp_denied, nitems(seccomp_denied),
 	    SECCOMP_LEAF_DENY);
-	if (kind == SECCOMP_READ_ONLY)
+	if (seccomp_read_only(kind))
 		n = seccomp_add(special, n, seccomp_metadata,
 		    nitems(seccomp_metadata), SECCOMP_LEAF_DENY);
 	if (variant & SECCOMP_SIGNALS) {
@@ -408,7 +415,8 @@ seccomp_build(int variant)
 	n = seccomp_add(special, n, clone_nr, 1, SECCOMP_LEAF_CLONE);
 	n = seccomp_add(special, n, ioctl_nr, 1, SECCOMP_LEAF_IOCTL);
 	n = seccomp_add(special, n, socket_nr, 1, kind ==
-	    SECCOMP_WORKSPACE_NET ? SECCOMP_LEAF_SOCKET : SECCOMP_LEAF_DENY);
+	    SECCOMP_WORKSPACE_NET || kind == SECCOMP_READ_ONLY_NET ?
+	    SECCOMP_LEAF_SOCKET : SECCOMP_LEAF_DENY);
 #ifdef SECCOMP_X32
 	special[n++] = (struct seccomp_range){ SECCOMP_X32, UINT32_MAX,
 	    SECCOMP_LEAF_DENY };

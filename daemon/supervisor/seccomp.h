@@ -23,7 +23,8 @@ enum seccomp_kind {
 	SECCOMP_READ_ONLY,
 	SECCOMP_WORKSPACE,
 	SECCOMP_WORKSPACE_NET,
-	SECCOMP_NPROFILES,
+	SECCOMP_READ_ONLY_NET,  /* read-only with an allow-list */
+	SECCOMP_NPROFILES,      /* at most SECCOMP_SIGNALS */
 };
 /* Or'ed into a kind: signals are kept in by the filter, not Landlock. */
 #define SECCOMP_SIGNALS 4

@@ -170,6 +170,10 @@ spawn_child(void *arg)
 		    &rl, NULL)) < 0)
 			goto fail;
 	}
+	c->step = "cannot enter the tool's network namespace";
+	if (r->join_netns && (rc = SPAWN_SYS2(SYS_setns, r->netns_fd,
+	    CLONE_NEWNET)) < 0)
+		goto fail;
 	if (r->ns != NULL && (rc = spawn_mounts(r->ns, &c->step)) < 0)
 		goto fail;
 	/* Last as root: the cgroups, limits and mounts above need it. */

@@ -69,6 +69,8 @@ struct spawn_req {
 	size_t ngroups;
 	bool drop_caps;          /* give up every capability for good */
 	int landlock_fd;         /* a ruleset to restrict itself with; -1 */
+	bool join_netns;         /* enter netns_fd's network namespace */
+	int netns_fd;
 	const struct sock_fprog *seccomp; /* a filter to install last; NULL */
 };
 

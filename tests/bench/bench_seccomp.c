@@ -79,7 +79,7 @@ int
 main(void)
 {
 	static const char *names[] = { "read-only", "workspace-write",
-	    "workspace-write + network" };
+	    "workspace-write + network", "read-only + network rules" };
 	struct sock_filter chain[112];
 	struct sock_fprog one, lin;
 	const char *env = getenv("STEXEC_BENCH_N");

@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -562,6 +563,103 @@ def proxied_clients(d, fx):
         c.close()
 
 
+# A tool's tunnel and proxy port across a reload: "one" before SIGHUP,
+# "two" on the same tunnel after it, "three" on a new one.
+RELOAD_TOOL = r"""
+import os, socket, time
+port = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])
+def tunnel():
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"CONNECT www.test:%d HTTP/1.1\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    assert b" 200 " in head.split(b"\r\n")[0], head
+    return s
+def echo(s, word):
+    s.sendall(word + b"\n")
+    got = b""
+    while not got.endswith(b"\n"):
+        chunk = s.recv(100)
+        if not chunk:
+            raise SystemExit("the tunnel closed after " + repr(got))
+        got += chunk
+    return got.strip().decode()
+s = tunnel()
+out = [echo(s, b"one")]
+os.write(3, b'{"progress": "ready"}\n')
+while not os.path.exists(%r):
+    time.sleep(0.01)
+out.append(echo(s, b"two"))
+out.append(echo(tunnel(), b"three"))
+print(" ".join(out))
+"""
+
+
+def echo_server(addr):
+    """A TCP echo server on addr, in a thread; its socket."""
+    import socketserver
+    import threading
+
+    class Echo(socketserver.StreamRequestHandler):
+        def handle(self):
+            for line in self.rfile:
+                self.wfile.write(line)
+
+    socketserver.ThreadingTCPServer.allow_reuse_address = True
+    srv = socketserver.ThreadingTCPServer(addr, Echo)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def reload_carries(d, fx):
+    with case("a reload carries the proxy's port and an open tunnel"):
+        port = free_port()
+        srv = echo_server(("198.18.0.13", port))
+        go = os.path.join(fx.tmp, "go-reload")
+        script = os.path.join(fx.tmp, "reload_tool.py")
+        with open(script, "w") as f:
+            f.write(RELOAD_TOOL % (port, go))
+        c = Conn(d.sock)
+        sid = session(c, fx, {"allow": ["www.test:%d" % port]})
+        NEXT[0] += 1
+        tid = "n%d" % NEXT[0]
+        c.ok("addTool", sessionId=sid, toolUse={
+            "id": tid, "name": "sh", "input": {"cmd": "%s %s" % (PY, script)}})
+        deadline = time.monotonic() + 60
+        ready = False
+        while not ready and time.monotonic() < deadline:
+            ready = any(n["method"] == "progress" for n in
+                        c.ok("events", sessionId=sid)["notifications"])
+            time.sleep(0.02)
+        T.check(ready, "the tool's tunnel is open before the reload")
+        before = c.ok("initialize")["server"].get("instance")
+        d.proc.send_signal(signal.SIGHUP)
+        while time.monotonic() < deadline and \
+                c.ok("initialize")["server"].get("instance") == before:
+            time.sleep(0.02)
+        T.check(c.ok("initialize")["server"].get("instance") != before,
+                "the daemon reloaded")
+        open(go, "w").close()
+        c.ok("drain", sessionId=sid)
+        res = [n["params"] for n in c.ok("events", sessionId=sid)[
+            "notifications"] if n["method"] == "tool_result"]
+        T.eq(len(res), 1, "one result")
+        out = res[0]["result"]["content"] if res else ""
+        T.check("one two three" in out, "the same tunnel and the same port "
+                "served after the reload: " + out)
+        reached = [e for e in (res[0]["meta"].get("network") or {}).get(
+            "reached", [])] if res else []
+        T.check([(e["host"], e["port"], e["connections"]) for e in reached]
+                == [("www.test", port, 2)],
+                "the tally went on across the reload: %r" % reached)
+        c.ok("closeSession", sessionId=sid)
+        c.close()
+        srv.shutdown()
+        srv.server_close()
+
+
 def operator_flags(path, fx):
     with case("operator flags --network-deny and --network-allow-max"):
         d = start(path, ["--network-hosts", fx.hosts, "--network-deny",
@@ -656,12 +754,15 @@ def body(path, fx):
             table_rules(d, fx, free_port())
             dev_server(d, fx, True, "localhost:PORT reaches a dev server "
                        "job, no other port")
+            reload_carries(d, fx)
         else:
             for name in ("clients through the proxy to allowed hosts",
                          "the same clients refused for evil.test",
                          "attacker's table refused under allow-lists",
                          "localhost:PORT reaches a dev server job, no other "
                          "port",
+                         "a reload carries the proxy's port and an open "
+                         "tunnel",
                          "operator flags --network-deny and "
                          "--network-allow-max"):
                 not_run(name, why)

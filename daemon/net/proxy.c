@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "core/netpolicy.h"
+#include "handover.h"
 #include "log.h"
 #include "metrics.h"
 #include "net/proxy_parse.h"
@@ -113,6 +114,10 @@ static void proxy_fail(struct proxy_conn *, int, uint8_t, const char *);
 static void proxy_reply_end(struct proxy_conn *, int, uint8_t, const char *);
 static struct proxy_host *proxy_tally(struct proxy_tool *, const char *,
     uint16_t, bool);
+static struct proxy_conn *proxy_conn_new(struct proxy_tool *, int);
+static void proxy_relay_start(struct proxy_conn *);
+static void proxy_put_pending(struct handover_rec *, json_t *,
+    const char *, struct bufferevent *, struct bufferevent *);
 
 bool
 proxy_init(const struct proxy_config *cfg, char *err, size_t errlen)
@@ -188,12 +193,6 @@ proxy_tool_new(int fd, const struct netpolicy *policy,
 	if (t->lis == NULL)
 		close(fd);
 	return t;
-}
-
-int
-proxy_tool_fd(const struct proxy_tool *t)
-{
-	return t->lis != NULL ? evconnlistener_get_fd(t->lis) : -1;
 }
 
 void
@@ -288,7 +287,23 @@ proxy_accept(struct evconnlistener *lis, evutil_socket_t fd,
 		close(fd);
 		return;
 	}
-	c = xcalloc(1, sizeof *c);
+	c = proxy_conn_new(t, fd);
+	bufferevent_setcb(c->c, proxy_read, NULL, proxy_event, c);
+	/* A head's bound: the rest waits in the kernel, not with us. */
+	bufferevent_setwatermark(c->c, EV_READ, 0, PROXY_HEAD_MAX + 1);
+	bufferevent_enable(c->c, EV_READ);
+	c->deadline = evtimer_new(proxy_cfg.base, proxy_deadline, c);
+	tv.tv_sec = proxy_cfg.head_timeout_ms / 1000;
+	tv.tv_usec = (proxy_cfg.head_timeout_ms % 1000) * 1000;
+	evtimer_add(c->deadline, &tv);
+}
+
+/* A connection of the tool's on fd, its side's bufferevent made. */
+static struct proxy_conn *
+proxy_conn_new(struct proxy_tool *t, int fd)
+{
+	struct proxy_conn *c = xcalloc(1, sizeof *c);
+
 	c->tool = t;
 	c->next = t->conns;
 	if (t->conns != NULL)
@@ -299,14 +314,7 @@ proxy_accept(struct evconnlistener *lis, evutil_socket_t fd,
 	evutil_make_socket_nonblocking(fd);
 	c->c = bufferevent_socket_new(proxy_cfg.base, fd,
 	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	bufferevent_setcb(c->c, proxy_read, NULL, proxy_event, c);
-	/* A head's bound: the rest waits in the kernel, not with us. */
-	bufferevent_setwatermark(c->c, EV_READ, 0, PROXY_HEAD_MAX + 1);
-	bufferevent_enable(c->c, EV_READ);
-	c->deadline = evtimer_new(proxy_cfg.base, proxy_deadline, c);
-	tv.tv_sec = proxy_cfg.head_timeout_ms / 1000;
-	tv.tv_usec = (proxy_cfg.head_timeout_ms % 1000) * 1000;
-	evtimer_add(c->deadline, &tv);
+	return c;
 }
 
 static void
@@ -586,6 +594,15 @@ proxy_upstream_event(struct bufferevent *bev, short what, void *arg)
 		if (h != NULL)
 			h->out += c->head_len;
 	}
+	proxy_relay_start(c);
+	/* What the tool sent after its head goes first. */
+	if (evbuffer_get_length(bufferevent_get_input(c->c)) > 0)
+		proxy_relay(c->c, c);
+}
+
+static void
+proxy_relay_start(struct proxy_conn *c)
+{
 	c->state = PROXY_RELAY;
 	bufferevent_setwatermark(c->c, EV_READ, 0, PROXY_HIGH);
 	bufferevent_setwatermark(c->u, EV_READ, 0, PROXY_HIGH);
@@ -593,9 +610,6 @@ proxy_upstream_event(struct bufferevent *bev, short what, void *arg)
 	bufferevent_setcb(c->u, proxy_relay, NULL, proxy_relay_event, c);
 	bufferevent_enable(c->c, EV_READ);
 	bufferevent_enable(c->u, EV_READ);
-	/* What the tool sent after its head goes first. */
-	if (evbuffer_get_length(bufferevent_get_input(c->c)) > 0)
-		proxy_relay(c->c, c);
 }
 
 /* Bytes from one side to the other; a full side pauses its source. */
@@ -725,4 +739,148 @@ proxy_reply_end(struct proxy_conn *c, int status, uint8_t socks,
 	/* Nothing queued (a refused greeting's byte went already): close. */
 	if (evbuffer_get_length(out) == 0)
 		bufferevent_trigger(c->c, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/*
+ * The bytes one direction holds, not yet written to one side or moved
+ * from the other: copied, not taken (a reload may yet fail).
+ */
+static void
+proxy_put_pending(struct handover_rec *r, json_t *o, const char *key,
+    struct bufferevent *to, struct bufferevent *from)
+{
+	struct evbuffer *out = bufferevent_get_output(to);
+	struct evbuffer *in = bufferevent_get_input(from);
+	size_t a = evbuffer_get_length(out), b = evbuffer_get_length(in);
+	char *all = xmalloc(a + b + 1);
+
+	evbuffer_copyout(out, all, a);
+	evbuffer_copyout(in, all + a, b);
+	handover_put(r, o, key, all, a + b);
+	free(all);
+}
+
+json_t *
+proxy_tool_save(struct proxy_tool *t, struct handover_rec *r)
+{
+	json_t *o = json_object(), *hosts = json_array(), *conns = json_array();
+	json_t *h;
+	struct proxy_conn *c;
+	size_t i;
+	int fd;
+
+	if (t->lis != NULL) {
+		fd = evconnlistener_get_fd(t->lis);
+		handover_keep_fd(fd);
+		json_object_set_new(o, "fd", json_integer(fd));
+	}
+	json_object_set_new(o, "policy", netpolicy_json(t->policy));
+	for (i = 0; i < t->nhosts; i++) {
+		h = json_pack("{s:s, s:i, s:b, s:i, s:I, s:I}", "host",
+		    t->hosts[i].host, "port", t->hosts[i].port, "refused",
+		    t->hosts[i].refused, "connections", t->hosts[i].conns,
+		    "out", (json_int_t)t->hosts[i].out, "in",
+		    (json_int_t)t->hosts[i].in);
+		if (t->hosts[i].why != NULL)
+			json_object_set_new(h, "why",
+			    json_string(t->hosts[i].why));
+		json_array_append_new(hosts, h);
+	}
+	json_object_set_new(o, "hosts", hosts);
+	json_object_set_new(o, "more", json_pack("[i, i]", t->more_reached,
+	    t->more_refused));
+	for (c = t->conns; c != NULL; c = c->next) {
+		if (c->state != PROXY_RELAY)
+			continue;
+		h = json_pack("{s:i, s:i, s:i}", "c", bufferevent_getfd(c->c),
+		    "u", bufferevent_getfd(c->u), "host", c->counted ?
+		    (int)c->host : -1);
+		handover_keep_fd(bufferevent_getfd(c->c));
+		handover_keep_fd(bufferevent_getfd(c->u));
+		proxy_put_pending(r, h, "toUpstream", c->u, c->c);
+		proxy_put_pending(r, h, "toTool", c->c, c->u);
+		json_array_append_new(conns, h);
+	}
+	json_object_set_new(o, "conns", conns);
+	return o;
+}
+
+/* A descriptor the image before named, close-on-exec again; else -1. */
+static int
+proxy_adopt_fd(const json_t *v)
+{
+	int fd = (int)json_integer_value(v);
+
+	if (!json_is_integer(v) || fd < 0 || !handover_fd_named(fd))
+		return -1;
+	evutil_make_socket_closeonexec(fd);
+	return fd;
+}
+
+struct proxy_tool *
+proxy_tool_adopt(const struct handover_in *in, const json_t *o,
+    struct proxy_quota *quota, const char *sid, const char *tid,
+    const char *name)
+{
+	struct netpolicy *policy;
+	struct proxy_tool *t;
+	struct proxy_host *h;
+	struct proxy_conn *c;
+	const json_t *v, *more = json_object_get(o, "more");
+	const char *data;
+	char err[256];
+	size_t i, n;
+	int fd, ufd;
+
+	if ((fd = proxy_adopt_fd(json_object_get(o, "fd"))) == -1 ||
+	    (policy = netpolicy_parse_json(json_object_get(o, "policy"),
+	    "policy", err, sizeof err)) == NULL)
+		return NULL;
+	t = proxy_tool_new(fd, policy, quota, sid, tid, name);
+	netpolicy_free(policy);
+	json_array_foreach(json_object_get(o, "hosts"), i, v) {
+		h = proxy_tally(t, json_string_value(json_object_get(v,
+		    "host")) != NULL ? json_string_value(json_object_get(v,
+		    "host")) : "", (uint16_t)json_integer_value(
+		    json_object_get(v, "port")), json_is_true(
+		    json_object_get(v, "refused")));
+		if (h == NULL)
+			continue;
+		h->conns = (unsigned)json_integer_value(json_object_get(v,
+		    "connections"));
+		h->out = (uint64_t)json_integer_value(json_object_get(v, "out"));
+		h->in = (uint64_t)json_integer_value(json_object_get(v, "in"));
+		if (json_is_string(json_object_get(v, "why")))
+			h->why = xstrdup(json_string_value(json_object_get(v,
+			    "why")));
+	}
+	t->more_reached = (unsigned)json_integer_value(json_array_get(more, 0));
+	t->more_refused = (unsigned)json_integer_value(json_array_get(more, 1));
+	json_array_foreach(json_object_get(o, "conns"), i, v) {
+		fd = proxy_adopt_fd(json_object_get(v, "c"));
+		ufd = proxy_adopt_fd(json_object_get(v, "u"));
+		if (fd == -1 || ufd == -1) {
+			if (fd != -1)
+				close(fd);
+			if (ufd != -1)
+				close(ufd);
+			continue;
+		}
+		c = proxy_conn_new(t, fd);
+		evutil_make_socket_nonblocking(ufd);
+		c->u = bufferevent_socket_new(proxy_cfg.base, ufd,
+		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+		n = (size_t)json_integer_value(json_object_get(v, "host"));
+		if (json_integer_value(json_object_get(v, "host")) >= 0 &&
+		    n < t->nhosts) {
+			c->host = n;
+			c->counted = true;
+		}
+		data = handover_get(in, v, "toUpstream", &n);
+		bufferevent_write(c->u, data, n);
+		data = handover_get(in, v, "toTool", &n);
+		bufferevent_write(c->c, data, n);
+		proxy_relay_start(c);
+	}
+	return t;
 }

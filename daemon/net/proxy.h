@@ -56,8 +56,20 @@ struct proxy_tool *proxy_tool_new(int listen_fd, const struct netpolicy *,
  * bytesIn}], "refused": [{host, port, connections, why}]}.
  */
 json_t *proxy_tool_json(const struct proxy_tool *);
-/* The listening socket, for a reload to carry. */
-int proxy_tool_fd(const struct proxy_tool *);
 void proxy_tool_free(struct proxy_tool *);
+
+/*
+ * A reload (doc/design.md §7, Reload): the tool's listening socket, its
+ * tally and every relaying connection (both descriptors and the bytes in
+ * flight each way) into a new object of r's JSON; a connection still in
+ * its handshake is closed (its client sees a reset and may try again).
+ * The next image serves them again from that object; NULL if it cannot.
+ */
+struct handover_rec;
+struct handover_in;
+json_t *proxy_tool_save(struct proxy_tool *, struct handover_rec *);
+struct proxy_tool *proxy_tool_adopt(const struct handover_in *,
+    const json_t *, struct proxy_quota *, const char *session_id,
+    const char *tool_use_id, const char *tool_name);
 
 #endif

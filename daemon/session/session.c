@@ -88,6 +88,7 @@ struct session_tool {
 	char *content;
 	bool is_error;
 	struct proxy_tool *proxy; /* network rules: its way out */
+	int netns;                /* ...and its namespace (the session's) */
 };
 
 
@@ -826,7 +827,8 @@ session_spawn(struct session *s, struct exec_tool *t,
 	session_sandbox(s, req, &spec.sandbox, roots);
 	if ((policy = session_net_policy(s, req->sandbox)) != NULL) {
 		spec.sandbox.net_rules = true;
-		if ((spec.sandbox.netns = session_net_ns(s, policy)) != -1 &&
+		st->netns = spec.sandbox.netns = session_net_ns(s, policy);
+		if (spec.sandbox.netns != -1 &&
 		    (st->proxy = session_net_proxy(s, spec.sandbox.netns,
 		    policy, exec_tool_id(t), req->name, &port)) == NULL)
 			spec.sandbox.netns = -1;
@@ -925,6 +927,11 @@ session_tool_save(struct exec_tool *t, struct handover_rec *r, json_t *o)
 	json_object_set_new(o, "stream", json_boolean(st->stream));
 	handover_put(r, o, "carry1", st->carry[0].bytes, st->carry[0].len);
 	handover_put(r, o, "carry2", st->carry[1].bytes, st->carry[1].len);
+	if (st->proxy != NULL) {
+		json_object_set_new(o, "proxy", proxy_tool_save(st->proxy, r));
+		handover_keep_fd(st->netns);
+		json_object_set_new(o, "netns", json_integer(st->netns));
+	}
 }
 
 void
@@ -932,6 +939,7 @@ session_tool_adopt(struct session *s, struct exec_tool *t,
     const struct handover_in *in, const json_t *o)
 {
 	struct session_tool *st = xcalloc(1, sizeof *st);
+	const json_t *v;
 	const char *data;
 	size_t n, i;
 
@@ -943,6 +951,18 @@ session_tool_adopt(struct session *s, struct exec_tool *t,
 		}
 	}
 	st->stream = json_is_true(json_object_get(o, "stream"));
+	if ((v = json_object_get(o, "proxy")) != NULL) {
+		st->netns = session_net_adopt(s, json_object_get(v, "policy"),
+		    json_object_get(o, "netns"));
+		if (s->net_quota == NULL)
+			s->net_quota = proxy_quota_new();
+		if ((st->proxy = proxy_tool_adopt(in, v, s->net_quota, s->id,
+		    exec_tool_id(t), exec_tool_name(t))) == NULL)
+			log_about(LOG_LEVEL_WARN, s->id, exec_tool_id(t),
+			    exec_tool_name(t), "network: its proxy was not "
+			    "carried by the reload: its connections fail from "
+			    "now on");
+	}
 	st->proc = proc_adopt(in, json_object_get(o, "proc"), &session_proc_ops,
 	    t);
 	exec_tool_set_handle(t, st);

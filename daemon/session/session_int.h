@@ -158,6 +158,9 @@ struct proxy_tool *session_net_proxy(struct session *, int ns,
     const struct netpolicy *, const char *tool_use_id, const char *name,
     uint16_t *port);
 void session_net_free(struct session *);
+/* A reload's next image: a carried tool's namespace, in the list once. */
+int session_net_adopt(struct session *, const json_t *policy,
+    const json_t *fd);
 
 /* Install the hooks (NULL: none); the journal does at start. */
 void session_set_hooks(const struct session_hooks *);

@@ -5,6 +5,7 @@
  * policies never share one), and a proxy port per tool.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "core/netpolicy.h"
 #include "core/tooldef.h"
+#include "handover.h"
 #include "log.h"
 #include "net/proxy.h"
 #include "session/session.h"
@@ -106,4 +108,29 @@ session_net_free(struct session *s)
 	s->nnetns = 0;
 	proxy_quota_unref(s->net_quota);
 	s->net_quota = NULL;
+}
+
+int
+session_net_adopt(struct session *s, const json_t *policy, const json_t *v)
+{
+	struct netpolicy *p;
+	char err[256];
+	size_t i;
+	int fd = (int)json_integer_value(v);
+
+	if (!json_is_integer(v) || fd < 0 || !handover_fd_named(fd))
+		return -1;
+	for (i = 0; i < s->nnetns; i++)
+		if (s->netns[i].fd == fd)
+			return fd;
+	if ((p = netpolicy_parse_json(policy, "policy", err, sizeof err)) ==
+	    NULL) {
+		close(fd);
+		return -1;
+	}
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	s->netns = xreallocarray(s->netns, s->nnetns + 1, sizeof *s->netns);
+	s->netns[s->nnetns].policy = p;
+	s->netns[s->nnetns++].fd = fd;
+	return fd;
 }

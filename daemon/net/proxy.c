@@ -29,6 +29,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "net/proxy_parse.h"
+#include "net/relay.h"
 #include "util.h"
 
 /* Relaying: what one direction may hold before its reader is paused. */
@@ -90,6 +91,7 @@ struct proxy_conn {
 	size_t head_len;
 	size_t host;                 /* its index in the tally, once reached */
 	bool counted;
+	struct relay *relay;         /* relaying by splice (else c and u) */
 };
 
 static struct proxy_config proxy_cfg;
@@ -116,6 +118,14 @@ static struct proxy_host *proxy_tally(struct proxy_tool *, const char *,
     uint16_t, bool);
 static struct proxy_conn *proxy_conn_new(struct proxy_tool *, int);
 static void proxy_relay_start(struct proxy_conn *);
+static void proxy_relay_buffered(struct proxy_conn *);
+static void proxy_spliced(void *, int, size_t);
+static void proxy_splice_done(void *);
+
+static const struct relay_ops proxy_relay_ops = {
+	.moved = proxy_spliced,
+	.done = proxy_splice_done,
+};
 static void proxy_put_pending(struct handover_rec *, json_t *,
     const char *, struct bufferevent *, struct bufferevent *);
 
@@ -344,6 +354,7 @@ proxy_conn_free(struct proxy_conn *c)
 		bufferevent_free(c->c);
 	if (c->u != NULL)
 		bufferevent_free(c->u);
+	relay_free(c->relay);
 	free(c->head);
 	free(c);
 }
@@ -589,21 +600,74 @@ proxy_upstream_event(struct bufferevent *bev, short what, void *arg)
 		bufferevent_write(c->c, socks_ok, sizeof socks_ok);
 	else if (c->tunnel)
 		bufferevent_write(c->c, established, sizeof established - 1);
-	else {
+	else
 		bufferevent_write(c->u, c->head, c->head_len);
-		if (h != NULL)
-			h->out += c->head_len;
-	}
 	proxy_relay_start(c);
-	/* What the tool sent after its head goes first. */
-	if (evbuffer_get_length(bufferevent_get_input(c->c)) > 0)
-		proxy_relay(c->c, c);
 }
 
+/*
+ * The relay: by splice where a pipe each way can be had, with what the
+ * bufferevents still hold going first; else by the bufferevents.
+ */
 static void
 proxy_relay_start(struct proxy_conn *c)
 {
+	struct evbuffer *first[2] = { evbuffer_new(), evbuffer_new() };
+	int fd[2] = { bufferevent_getfd(c->c), bufferevent_getfd(c->u) };
+
 	c->state = PROXY_RELAY;
+	/* An output's front is libevent's alone, until we take it all. */
+	evbuffer_unfreeze(bufferevent_get_output(c->u), 1);
+	evbuffer_unfreeze(bufferevent_get_output(c->c), 1);
+	evbuffer_add_buffer(first[0], bufferevent_get_output(c->u));
+	evbuffer_add_buffer(first[0], bufferevent_get_input(c->c));
+	evbuffer_add_buffer(first[1], bufferevent_get_output(c->c));
+	evbuffer_add_buffer(first[1], bufferevent_get_input(c->u));
+	if ((c->relay = relay_new(proxy_cfg.base, fd[0], fd[1], first,
+	    &proxy_relay_ops, c)) != NULL) {
+		/* The sockets are the relay's now. */
+		bufferevent_setfd(c->c, -1);
+		bufferevent_setfd(c->u, -1);
+		bufferevent_free(c->c);
+		bufferevent_free(c->u);
+		c->c = c->u = NULL;
+	} else {
+		proxy_spliced(c, 0, evbuffer_get_length(first[0]));
+		proxy_spliced(c, 1, evbuffer_get_length(first[1]));
+		bufferevent_write_buffer(c->u, first[0]);
+		bufferevent_write_buffer(c->c, first[1]);
+		proxy_relay_buffered(c);
+	}
+	evbuffer_free(first[0]);
+	evbuffer_free(first[1]);
+}
+
+/* Bytes the relay moved, in the tally. */
+static void
+proxy_spliced(void *arg, int from, size_t n)
+{
+	struct proxy_conn *c = arg;
+	struct proxy_host *h = c->counted ? &c->tool->hosts[c->host] : NULL;
+
+	if (h != NULL)
+		*(from == 0 ? &h->out : &h->in) += n;
+}
+
+static void
+proxy_splice_done(void *arg)
+{
+	proxy_conn_free(arg);
+}
+
+/* Without pipes: the bufferevents relay, reading and writing in user space. */
+static void
+proxy_relay_buffered(struct proxy_conn *c)
+{
+	/* libevent's default is 16 KiB a call: a system call per 16 KiB. */
+	bufferevent_set_max_single_read(c->c, PROXY_HIGH);
+	bufferevent_set_max_single_read(c->u, PROXY_HIGH);
+	bufferevent_set_max_single_write(c->c, PROXY_HIGH);
+	bufferevent_set_max_single_write(c->u, PROXY_HIGH);
 	bufferevent_setwatermark(c->c, EV_READ, 0, PROXY_HIGH);
 	bufferevent_setwatermark(c->u, EV_READ, 0, PROXY_HIGH);
 	bufferevent_setcb(c->c, proxy_relay, NULL, proxy_relay_event, c);
@@ -766,8 +830,9 @@ proxy_tool_save(struct proxy_tool *t, struct handover_rec *r)
 	json_t *o = json_object(), *hosts = json_array(), *conns = json_array();
 	json_t *h;
 	struct proxy_conn *c;
+	struct buf pending = { 0 };
 	size_t i;
-	int fd;
+	int fd, ufd;
 
 	if (t->lis != NULL) {
 		fd = evconnlistener_get_fd(t->lis);
@@ -792,16 +857,29 @@ proxy_tool_save(struct proxy_tool *t, struct handover_rec *r)
 	for (c = t->conns; c != NULL; c = c->next) {
 		if (c->state != PROXY_RELAY)
 			continue;
-		h = json_pack("{s:i, s:i, s:i}", "c", bufferevent_getfd(c->c),
-		    "u", bufferevent_getfd(c->u), "host", c->counted ?
-		    (int)c->host : -1);
-		handover_keep_fd(bufferevent_getfd(c->c));
-		handover_keep_fd(bufferevent_getfd(c->u));
-		proxy_put_pending(r, h, "toUpstream", c->u, c->c);
-		proxy_put_pending(r, h, "toTool", c->c, c->u);
+		fd = c->relay != NULL ? relay_fd(c->relay, 0) :
+		    bufferevent_getfd(c->c);
+		ufd = c->relay != NULL ? relay_fd(c->relay, 1) :
+		    bufferevent_getfd(c->u);
+		h = json_pack("{s:i, s:i, s:i}", "c", fd, "u", ufd, "host",
+		    c->counted ? (int)c->host : -1);
+		handover_keep_fd(fd);
+		handover_keep_fd(ufd);
+		if (c->relay != NULL) {
+			for (i = 0; i < 2; i++) {
+				relay_pending(c->relay, (int)i, &pending);
+				handover_put(r, h, i == 0 ? "toUpstream" :
+				    "toTool", pending.data, pending.len);
+				buf_reset(&pending);
+			}
+		} else {
+			proxy_put_pending(r, h, "toUpstream", c->u, c->c);
+			proxy_put_pending(r, h, "toTool", c->c, c->u);
+		}
 		json_array_append_new(conns, h);
 	}
 	json_object_set_new(o, "conns", conns);
+	buf_free(&pending);
 	return o;
 }
 

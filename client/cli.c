@@ -735,6 +735,32 @@ cli_fit(FILE *f, const char *line, size_t len, int width)
 }
 
 /*
+ * What a tool does, as run's live block and top show it: its input's
+ * first string, else the input as JSON; its first line, 120 columns.
+ */
+void
+cli_input_summary(const json_t *input, char *buf, size_t buflen)
+{
+	const json_t *v = NULL;
+	const char *key;
+	char *line;
+
+	json_object_foreach((json_t *)input, key, v)
+		if (json_is_string(v))
+			break;
+	if (json_is_string(v)) {
+		cli_first_line(json_string_value(v), json_string_length(v),
+		    120, buf, buflen);
+		return;
+	}
+	line = input != NULL ? json_dumps(input, JSON_COMPACT |
+	    JSON_ENCODE_ANY) : NULL;
+	cli_first_line(line != NULL ? line : "", line != NULL ? strlen(line) :
+	    0, 120, buf, buflen);
+	free(line);
+}
+
+/*
  * The first line of text (len bytes), at most max columns, control
  * characters blanked, "…" appended when anything was left out. Cuts only
  * between UTF-8 sequences.

@@ -61,6 +61,7 @@ const char *cli_sgr(const struct cli *, bool, const char *);
 int	 cli_term_width(int);
 void	 cli_fit(FILE *, const char *, size_t, int);
 void	 cli_first_line(const char *, size_t, size_t, char *, size_t);
+void	 cli_input_summary(const json_t *, char *, size_t);
 void	 cli_catch_sigint(void);
 int	 cli_next(struct cli *, json_t **);
 int	 cli_next_wait(struct cli *, json_t **, int);

@@ -113,8 +113,6 @@ run_draw(struct run *r)
 	const char *dim = cli_sgr(r->cli, true, "\033[2m");
 	const char *off = cli_sgr(r->cli, true, "\033[0m");
 	char state[64], snip[256], *line = NULL;
-	const json_t *v;
-	const char *key;
 	struct run_tool *t;
 	size_t i, more = 0, len = 0;
 	FILE *f;
@@ -148,21 +146,7 @@ run_draw(struct run *r)
 			    t->done - t->exec : 0.0, dim, off);
 			break;
 		}
-		/* What it does: its input's first string, else the JSON. */
-		v = NULL;
-		json_object_foreach(t->input, key, v)
-			if (json_is_string(v))
-				break;
-		if (json_is_string(v))
-			cli_first_line(json_string_value(v),
-			    json_string_length(v), 120, snip, sizeof snip);
-		else {
-			line = json_dumps(t->input, JSON_COMPACT |
-			    JSON_ENCODE_ANY);
-			cli_first_line(line != NULL ? line : "", line != NULL ?
-			    strlen(line) : 0, 120, snip, sizeof snip);
-			free(line);
-		}
+		cli_input_summary(t->input, snip, sizeof snip);
 		if ((f = open_memstream(&line, &len)) == NULL)
 			abort();
 		fprintf(f, "  %s%s %s%s  %s  %s%s%s", cli_sgr(r->cli, true,

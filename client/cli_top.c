@@ -30,6 +30,7 @@ struct top_row {
 	long long cpu_ms;       /* < 0: not measured */
 	double cpu_pct;         /* < 0: not known yet */
 	long long mem;          /* peak bytes; < 0: not measured */
+	char what[256];         /* its input's summary (cli_input_summary) */
 };
 
 struct top_prev {
@@ -174,6 +175,8 @@ top_gather(struct top *t)
 			    "name"));
 			snprintf(r->status, sizeof r->status, "%s",
 			    top_str(tool, "status"));
+			cli_input_summary(json_object_get(tool, "input"),
+			    r->what, sizeof r->what);
 			r->elapsed = (v = json_object_get(tool, "elapsedMs")) !=
 			    NULL ? (double)json_integer_value(v) / 1000 : -1;
 			r->cpu_ms = (v = json_object_get(tool, "cpuMs")) !=
@@ -307,9 +310,9 @@ top_frame(struct top *t, FILE *f, int width, int height, bool live)
 		rows++;
 	}
 	n = snprintf(line, sizeof line, "%s%-20s %5s %4s %-24s %-12s %-10s "
-	    "%8s %6s %8s %8s%s", live ? "\033[7m" : "", "SESSION", "TURN",
-	    "CLI", "TOOL", "NAME", "STATUS", "ELAPSED", "CPU%", "CPU", "PEAK",
-	    live ? "\033[0m" : "");
+	    "%8s %6s %8s %8s  %s%s", live ? "\033[7m" : "", "SESSION",
+	    "TURN", "CLI", "TOOL", "NAME", "STATUS", "ELAPSED", "CPU%", "CPU",
+	    "PEAK", "INPUT", live ? "\033[0m" : "");
 	cli_fit(f, line, (size_t)n, width);
 	fputs(eol, f);
 	rows += 2;
@@ -324,12 +327,13 @@ top_frame(struct top *t, FILE *f, int width, int height, bool live)
 		    (double)r->cpu_ms / 1000);
 		top_size(mem, sizeof mem, r->mem);
 		n = snprintf(line, sizeof line, "%-20s %5lld %4lld %-24.24s "
-		    "%-12.12s %-10s %8s %6s %8s %8s", r->session, r->turn,
+		    "%-12.12s %-10s %8s %6s %8s %8s  %s", r->session, r->turn,
 		    r->clients < 0 ? 0 : r->clients, r->id[0] != '\0' ?
 		    r->id : "-", r->name[0] != '\0' ? r->name : "-",
 		    r->status[0] != '\0' ? r->status : "idle", el, cpu, cput,
-		    mem);
-		cli_fit(f, line, (size_t)n, width);
+		    mem, r->what);
+		cli_fit(f, line, n < (int)sizeof line ? (size_t)n :
+		    sizeof line - 1, width);
 		fputs(eol, f);
 	}
 	if (t->nrows == 0) {

@@ -43,6 +43,11 @@ static const char *h_tool_json[] = {
 	/* Needs permission and is safe. */
 	"{\"name\":\"peek\",\"command\":[\"peek\"],\"concurrencySafe\":true,"
 	"\"requiresPermission\":true}",
+	/* Unsafe, its stdin streamed (writeStdin). */
+	"{\"name\":\"feed\",\"command\":[\"cat\"],\"stdin\":\"stream\"}",
+	/* The same after the user's permission. */
+	"{\"name\":\"gated\",\"command\":[\"cat\"],\"stdin\":\"stream\","
+	"\"requiresPermission\":true}",
 };
 
 static void	h_effect(void *, const struct exec_effect *);
@@ -155,7 +160,15 @@ h_effect(void *arg, const struct exec_effect *e)
 		cr_assert(h->nrunning < nitems(h->running));
 		cr_assert(!h_is_running(h, e->tool), "spawned twice");
 		h->running[h->nrunning++] = e->tool;
-		xasprintf(&line, "spawn %s", exec_tool_id(e->tool));
+		/* Stdin written before the start, when there is some. */
+		if (e->spawn->stdin_early_len > 0 || e->spawn->stdin_early_eof)
+			xasprintf(&line, "spawn %s stdin=%.*s%s",
+			    exec_tool_id(e->tool),
+			    (int)e->spawn->stdin_early_len,
+			    e->spawn->stdin_early, e->spawn->stdin_early_eof ?
+			    "+eof" : "");
+		else
+			xasprintf(&line, "spawn %s", exec_tool_id(e->tool));
 		break;
 	case EXEC_KILL:
 		cr_assert(h_is_running(h, e->tool), "kill of a tool not running");

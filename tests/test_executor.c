@@ -48,6 +48,7 @@ TestSuite(S15, .init = setup, .fini = teardown);
 TestSuite(S16, .init = setup, .fini = teardown);
 TestSuite(S17, .init = setup, .fini = teardown);
 TestSuite(results, .init = setup, .fini = teardown);
+TestSuite(early_stdin, .init = setup, .fini = teardown);
 
 Test(S1, unknown_tool_completes_at_once_and_keeps_its_place)
 {
@@ -888,5 +889,114 @@ Test(restore, a_reload_hands_over_held_results_and_tools_not_started)
 	h_expect(h, "status b completed", "result b ok done", "state 0 []",
 	    NULL);
 	json_decref(held);
+	json_decref(input);
+}
+
+/* The one warning of the last result, or "". */
+static const char *
+early_warning(void)
+{
+	json_t *w = json_object_get(json_object_get(h->last_result, "meta"),
+	    "warnings");
+
+	return json_array_size(w) == 1 ?
+	    json_string_value(json_array_get(w, 0)) : "";
+}
+
+Test(early_stdin, held_then_handed_over_at_the_spawn_in_order)
+{
+	struct exec_tool *f;
+
+	h_add(h, "w", "write", "{\"file_path\":\"/w\"}");
+	h_add(h, "f", "feed", NULL);
+	f = exec_find(h->ex, "f");
+	h_skip(h);
+	cr_assert_eq(exec_stdin_early(f, "ab", 2, false, 8), EXEC_STDIN_OK);
+	cr_assert_eq(exec_stdin_early(f, "c", 1, true, 8), EXEC_STDIN_OK);
+	cr_assert_eq(exec_stdin_early(f, "d", 1, false, 8),
+	    EXEC_STDIN_CLOSED);
+	h_exit(h, h_find(h, "w"), 0, "");
+	h_expect(h, "status w completed", "result w ok ",
+	    "spawn f stdin=abc+eof", "status f executing", "state 0 [f]", NULL);
+	/* Started: the session writes to the process from now on. */
+	cr_assert_eq(exec_stdin_early(f, "e", 1, false, 8),
+	    EXEC_STDIN_NOT_QUEUED);
+	h_exit(h, f, 0, "abc");
+	cr_assert_str_eq(early_warning(), "");
+}
+
+Test(early_stdin, bounded_and_only_for_a_streamed_stdin)
+{
+	struct exec_tool *f, *r;
+
+	h_add(h, "w", "write", "{\"file_path\":\"/w\"}");
+	h_add(h, "f", "feed", NULL);
+	f = exec_find(h->ex, "f");
+	h_add(h, "r", "read", "{\"file_path\":\"/r\"}");
+	r = exec_find(h->ex, "r");
+	cr_assert_eq(exec_stdin_early(f, "abc", 3, false, 4), EXEC_STDIN_OK);
+	cr_assert_eq(exec_stdin_early(f, "de", 2, false, 4), EXEC_STDIN_FULL);
+	cr_assert_eq(exec_stdin_early(f, "d", 1, false, 4), EXEC_STDIN_OK);
+	cr_assert_eq(exec_stdin_early(r, "x", 1, false, 4),
+	    EXEC_STDIN_NOT_STREAMED);
+	cr_assert_eq(exec_stdin_early(h_find(h, "w"), "x", 1, false, 4),
+	    EXEC_STDIN_NOT_QUEUED);
+}
+
+Test(early_stdin, never_started_drops_them_and_says_so)
+{
+	json_t *held;
+	struct exec_tool *f;
+
+	h_add(h, "w", "bash", "{\"command\":\"x\"}");
+	h_add(h, "f", "feed", NULL);
+	f = exec_find(h->ex, "f");
+	cr_assert_eq(exec_stdin_early(f, "abcd", 4, false, 8), EXEC_STDIN_OK);
+	held = exec_stdin_early_held(h->ex);
+	cr_assert_eq(json_integer_value(json_object_get(held, "f")), 4);
+	json_decref(held);
+	/* A sibling's error cancels it before it starts. */
+	h_exit(h, h_find(h, "w"), 1, "no");
+	cr_assert_str_eq(early_warning(), "4 bytes of stdin queued before the "
+	    "start were dropped");
+	held = exec_stdin_early_held(h->ex);
+	cr_assert_eq(json_object_size(held), 0);
+	json_decref(held);
+}
+
+Test(early_stdin, a_denied_or_failed_start_drops_them_too)
+{
+	struct exec_tool *g, *f;
+
+	h_add(h, "g", "gated", NULL);
+	g = exec_find(h->ex, "g");
+	cr_assert_eq(exec_stdin_early(g, "xy", 2, false, 8), EXEC_STDIN_OK);
+	exec_permission(h->ex, "g", false, "no");
+	cr_assert_str_eq(early_warning(), "2 bytes of stdin queued before the "
+	    "start were dropped");
+	exec_discard(h->ex);
+	h_add(h, "w", "write", "{\"file_path\":\"/w\"}");
+	h_add(h, "f", "feed", NULL);
+	f = exec_find(h->ex, "f");
+	cr_assert_eq(exec_stdin_early(f, "abc", 3, false, 8), EXEC_STDIN_OK);
+	h_exit(h, h_find(h, "w"), 0, "");
+	h_spawn_failed(h, f, "cannot run cat");
+	cr_assert_str_eq(early_warning(), "3 bytes of stdin queued before the "
+	    "start were dropped");
+}
+
+Test(early_stdin, a_reload_requeues_them)
+{
+	json_t *input = json_object();
+	struct exec_restored tools[] = {
+		{ .id = "f", .name = "feed", .requeue = true,
+		    .def = h_def(h, "feed"), .input = input,
+		    .stdin_early = "kept", .stdin_early_len = 4,
+		    .stdin_early_eof = true },
+	};
+
+	exec_restore(h->ex, 1, tools, 1);
+	h_expect(h, "spawn f stdin=kept+eof", "status f executing",
+	    "state 0 [f]", NULL);
 	json_decref(input);
 }

@@ -449,6 +449,127 @@ def reload_carries_input(d):
     c.close()
 
 
+def wait_status(sub, tid, status):
+    """Read sub's notifications until tool_status tid status."""
+    sub.s.settimeout(10)
+    while True:
+        n = json.loads(sub.f.readline())
+        if (n.get("method") == "tool_status" and
+                n["params"]["toolUseId"] == tid and
+                n["params"]["status"] == status):
+            return
+
+
+def early_stdin(d):
+    """writeStdin to a stdin: "stream" tool that has not started yet (it
+    waits behind an unsafe one): held, handed over at its start before
+    what comes later; eof remembered; the same bound as a running tool's;
+    dropped and said so when it never starts, across a reload too."""
+    c = Conn(d.sock)
+    tools = [{"name": "gate", "command": ["head", "-n", "1"],
+              "stdin": "stream", "interruptBehavior": "cancel",
+              "timeoutMs": 30000},
+             {"name": "two", "command": ["head", "-n", "2"],
+              "stdin": "stream", "timeoutMs": 30000},
+             {"name": "cat", "command": ["cat"], "stdin": "stream",
+              "timeoutMs": 30000},
+             {"name": "plain", "command": ["cat"], "timeoutMs": 30000}]
+    sid = c.ok("createSession", tools=tools)["sessionId"]
+    sub = Conn(d.sock)
+    sub.ok("subscribe", sessionId=sid)
+
+    def add(tid, name):
+        return c.ok("addTool", sessionId=sid, toolUse={
+            "id": tid, "name": name, "input": {}})["status"]
+
+    def results():
+        return {n["params"]["toolUseId"]: n["params"] for n in
+                c.ok("events", sessionId=sid)["notifications"]
+                if n["method"] == "tool_result"}
+
+    # Queued behind gate: the bytes wait for the start, then come first.
+    add("g1", "gate")
+    T.eq(add("q1", "two"), "queued", "q1 waits behind the unsafe gate")
+    T.eq(c.ok("writeStdin", sessionId=sid, toolUseId="q1", data="\nea"),
+         {"written": 3}, "writeStdin to a queued tool is accepted")
+    T.eq(c.ok("writeStdin", sessionId=sid, toolUseId="q1", data="rly"),
+         {"written": 3}, "and more of it")
+    T.eq(add("q2", "cat"), "queued", "q2 queued too")
+    c.ok("writeStdin", sessionId=sid, toolUseId="q2", data="abc", eof=True)
+    e = c.call("writeStdin", sessionId=sid, toolUseId="q2", data="x")
+    T.eq((e.get("error", {}).get("code"), e.get("error", {}).get(
+        "message")), (-32005, "State conflict: tool q2: its stdin is "
+                      "closed"), "a queued tool's eof is remembered")
+    add("p1", "plain")
+    e = c.call("writeStdin", sessionId=sid, toolUseId="p1", data="x")
+    T.eq(e.get("error", {}).get("code"), -32005,
+         "a queued tool whose stdin is not streamed: " + str(e))
+    c.ok("writeStdin", sessionId=sid, toolUseId="g1", data="go\n")
+    wait_status(sub, "q1", "executing")
+    c.ok("writeStdin", sessionId=sid, toolUseId="q1", data="\n")
+    c.ok("drain", sessionId=sid)
+    got = results()
+    T.eq(got["q1"]["result"]["content"], "{}\nearly\n",
+         "the input, the early bytes, then what came after the start")
+    T.eq(got["q1"]["meta"]["warnings"], [], "nothing was dropped")
+    T.eq(got["q2"]["result"]["content"], "{}abc",
+         "the early eof closed its stdin after the bytes")
+    T.eq(got["p1"]["result"]["content"], "{}", "p1 ran as ever")
+
+    # The bound: the same 1 MiB and the same error as a running tool's.
+    add("g2", "gate")
+    add("q3", "cat")
+    mib = "y" * 1048576
+    T.eq(c.ok("writeStdin", sessionId=sid, toolUseId="q3", data=mib),
+         {"written": 1048576}, "1 MiB may wait for the start")
+    e = c.call("writeStdin", sessionId=sid, toolUseId="q3", data="z")
+    early = e.get("error", {})
+    e = c.call("writeStdin", sessionId=sid, toolUseId="g2",
+               data=mib + "z")
+    running = e.get("error", {})
+    T.eq((early.get("code"), early.get("message", "").replace("q3", "T")),
+         (running.get("code"), running.get("message", "").replace(
+             "g2", "T")), "over the bound: the running tool's error")
+    T.check("1048576" in running.get("message", ""), str(running))
+    # A hard abort: the queued tool never starts, its result says so.
+    c.ok("abort", sessionId=sid, reason="cancel")
+    c.ok("drain", sessionId=sid)
+    got = results()
+    T.eq(got["q3"]["meta"]["reason"], "interrupted", "q3 never started")
+    T.eq(got["q3"]["meta"]["warnings"], ["1048576 bytes of stdin queued "
+         "before the start were dropped"], "and its result says so")
+
+    # A discard drops them, and its answer says so.
+    add("g3", "gate")
+    add("q4", "two")
+    c.ok("writeStdin", sessionId=sid, toolUseId="q4", data="12345")
+    r = c.ok("discard", sessionId=sid)
+    T.eq(r.get("stdinDropped"), {"q4": 5}, "discard says what it dropped")
+    r = c.ok("discard", sessionId=sid)
+    T.eq("stdinDropped" in r, False, "and only when it dropped some")
+
+    # A reload carries what a still queued tool holds, and its eof.
+    add("g4", "gate")
+    add("q5", "cat")
+    c.ok("writeStdin", sessionId=sid, toolUseId="q5", data="\u00e9\u0000x",
+         eof=True)
+    before = c.ok("initialize")["server"].get("instance")
+    d.proc.send_signal(signal.SIGHUP)
+    new_image(d, c, before)
+    e = c.call("writeStdin", sessionId=sid, toolUseId="q5", data="x")
+    T.eq(e.get("error", {}).get("message"), "State conflict: tool q5: "
+         "its stdin is closed", "the early eof came across")
+    c.ok("writeStdin", sessionId=sid, toolUseId="g4", data="go\n")
+    c.ok("drain", sessionId=sid)
+    got = results()
+    T.eq(got["q5"]["result"]["content"], "{}\u00e9\u0000x",
+         "the early bytes came across the reload")
+    sub.close()
+    c.ok("closeSession", sessionId=sid)
+    T.eq(d.leftovers(), [], "nothing is left")
+    c.close()
+
+
 def slots(d):
     """A job holds no --max-procs slot (the daemon runs with 2): two jobs
     run and ordinary tools still run beside them."""
@@ -649,7 +770,7 @@ def body(d):
          "initialize reports the job limits")
     c.close()
     for test in (dev_server, read_job, yields, terminal, reload_carries_jobs,
-                 reload_carries_input,
+                 reload_carries_input, early_stdin,
                  slots, forgets_old, parallel_calls_count,
                  idle_expiry_kills, close_kills,
                  crash,

@@ -232,19 +232,35 @@ def top(d):
         r.call("addTool", sessionId=sid, toolUse={
             "id": "top1", "name": "bash",
             "input": {"command": "sleep 5"}})
+        # Queued behind it: what it runs, cut to the terminal's width.
+        r.call("addTool", sessionId=sid, toolUse={
+            "id": "top2", "name": "bash",
+            "input": {"command": "echo " + "x" * 300}})
         t0 = time.time()
         seen = None
         while time.time() < t0 + 1 and seen is None:
             read(time.time() + 0.05)
             for ln in screen_rows(data[mark:]):
                 m = re.search(r"top1\s+bash\s+executing\s+(\d+\.\d)s\s+"
-                              r"(\S+)\s+(\S+)\s+(\S+)", ln)
+                              r"(\S+)\s+(\S+)\s+(\S+)\s+sleep 5$", ln)
                 if m and sid in ln:
                     seen = (time.time() - t0, m.groups(), ln)
         T.check(seen is not None, "top shows the running tool with its "
                 "elapsed time within a second: %r" %
                 screen_rows(data[mark:])[-8:])
+        queued = [ln for ln in screen_rows(data[mark:]) if "top2" in ln]
+        T.check(queued != [] and re.search(r"queued\s.*\secho x+…$",
+                                           queued[-1]) is not None and
+                len(queued[-1]) <= 132, "top shows a queued tool's input "
+                "cut to the terminal's width: %r" % queued[-1:])
         st = r.call("status", sessionId=sid)["tools"][0]
+        T.eq(st.get("input"), {"command": "sleep 5"}, "status: the input")
+        # Measured wherever a memory controller is, v1 (hybrid) or v2.
+        how = r.call("initialize")["capabilities"]["enforcement"][
+            "limits"]["memoryBytes"]
+        if how in ("cgroup1", "cgroup2"):
+            T.check("peakMemoryBytes" in st, "status: peak memory with "
+                    "the memory controller on %s, no limit: %r" % (how, st))
         if seen is not None and "peakMemoryBytes" in st:
             T.check(re.match(r"\d+(\.\d)?[BKMGT]$", seen[1][3]) is not None,
                     "top shows its peak memory: %r" % (seen[2],))
@@ -411,7 +427,8 @@ def main():
         logs_text(d)
         reload(d)
 
-    rc = pydaemon.run(T, body, args=["--memory-limit", "268435456"])
+    # No --memory-limit: memory is measured without a limit too.
+    rc = pydaemon.run(T, body)
     if rc != 0:
         return rc
     journal_fields()

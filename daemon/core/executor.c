@@ -68,6 +68,9 @@ struct exec_tool {
 	json_t *context;      /* context modifiers seen, in order (S14) */
 	json_t *warnings;     /* meta.warnings */
 	json_t *result;       /* the tool_result params, once completed */
+	struct buf early;     /* stdin written before its start */
+	bool early_eof;       /* ...and closed after it */
+	size_t early_handed;  /* bytes of it EXEC_SPAWN handed over */
 	void *handle;
 	uint64_t stamps[EXEC_NSTAMPS]; /* the I/O layer's, read by nobody here */
 
@@ -141,6 +144,7 @@ static void	exec_exit_content(struct buf *, const struct exec_tool *,
 static void	exec_deliver(struct exec *);
 static void	exec_cascade(struct exec_tool *);
 static char	*exec_describe(const struct exec_tool *);
+static void	exec_early_dropped(struct exec_tool *, const struct exec_exit *);
 static void	exec_apply_context(struct exec *, const json_t *);
 static void	exec_check_drain(struct exec *);
 static void	exec_flush_state(struct exec *);
@@ -216,6 +220,7 @@ exec_tool_free(struct exec_tool *t)
 	json_decref(t->context);
 	json_decref(t->warnings);
 	json_decref(t->result);
+	buf_free(&t->early);
 	free(t->invalid);
 	free(t->id);
 	free(t->name);
@@ -459,6 +464,9 @@ exec_spawn(struct exec_tool *t)
 		.sandbox = tooldef_sandbox(t->def),
 		.limits = tooldef_limits(t->def),
 		.job = &job,
+		.stdin_early = t->early.data,
+		.stdin_early_len = t->early.len,
+		.stdin_early_eof = t->early_eof,
 	};
 	struct exec_effect e = { .kind = EXEC_SPAWN, .spawn = &spawn };
 
@@ -469,6 +477,8 @@ exec_spawn(struct exec_tool *t)
 	t->ex->n_running++;
 	e.tool = t;
 	exec_emit(t->ex, &e);
+	t->early_handed = t->early.len;
+	buf_free(&t->early);
 	exec_notify_status(t, "executing");
 }
 
@@ -621,6 +631,7 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 		    "output (%llu bytes) was not kept: %s", (unsigned long long)
 		    x->output.total, x->output_error != NULL ? x->output_error :
 		    "no output directory"));
+	exec_early_dropped(t, x);
 	/* Each piece is valid; should one slip, S10 still needs a result. */
 	if (!utf8_valid(b.data, b.len)) {
 		utf8_repair(&fixed, b.data, b.len);
@@ -1020,8 +1031,13 @@ exec_restore(struct exec *ex, uint64_t turn, const struct exec_restored *r,
 		/* Results go in order (S5): the delivered ones lead. */
 		delivered = delivered && r[i].delivered;
 		if (!delivered && r[i].requeue) {
-			exec_add_tool(ex, r[i].id, r[i].name, r[i].def,
+			t = exec_add_tool(ex, r[i].id, r[i].name, r[i].def,
 			    r[i].input);
+			if (t->status == EXEC_QUEUED) {
+				buf_add(&t->early, r[i].stdin_early,
+				    r[i].stdin_early_len);
+				t->early_eof = r[i].stdin_early_eof;
+			}
 			continue;
 		}
 		if (!delivered && r[i].running && r[i].def != NULL) {
@@ -1331,9 +1347,9 @@ exec_status_json(const struct exec *ex,
 
 	for (i = 0; i < ex->turn.n; i++) {
 		t = ex->turn.tools[i];
-		o = json_pack("{s:s, s:s, s:s, s:b}", "id", t->id, "name",
+		o = json_pack("{s:s, s:s, s:s, s:b, s:O}", "id", t->id, "name",
 		    t->name, "status", exec_status_name(t->status),
-		    "concurrencySafe", t->safe);
+		    "concurrencySafe", t->safe, "input", t->input);
 		if (describe != NULL && t->running)
 			describe(t, o);
 		json_array_append_new(tools, o);
@@ -1480,4 +1496,68 @@ exec_tool_set_stamp(struct exec_tool *t, enum exec_stamp which,
     uint64_t stamp)
 {
 	t->stamps[which] = stamp;
+}
+
+int
+exec_stdin_early(struct exec_tool *t, const char *data, size_t len, bool eof,
+    size_t max)
+{
+	struct tooldef_job_call job;
+
+	if (t->status != EXEC_QUEUED && t->status != EXEC_WAITING_PERMISSION)
+		return EXEC_STDIN_NOT_QUEUED;
+	tooldef_job_call(tooldef_job(t->def), t->input, &job);
+	if (job.internal != TOOLDEF_INTERNAL_NONE ||
+	    (!job.stdin_stream && !job.tty))
+		return EXEC_STDIN_NOT_STREAMED;
+	if (t->early_eof)
+		return EXEC_STDIN_CLOSED;
+	if (t->early.len + len > max)
+		return EXEC_STDIN_FULL;
+	if (len > 0)
+		buf_add(&t->early, data, len);
+	t->early_eof = eof;
+	return EXEC_STDIN_OK;
+}
+
+const char *
+exec_tool_stdin_early(const struct exec_tool *t, size_t *len, bool *eof)
+{
+	*len = t->early.len;
+	*eof = t->early_eof;
+	return t->early.data;
+}
+
+json_t *
+exec_stdin_early_held(const struct exec *ex)
+{
+	const struct exec_turn *turn = &ex->turn;
+	json_t *o = json_object();
+	size_t i;
+
+	for (i = 0; i < turn->n; i++)
+		if (turn->tools[i]->early.len > 0 &&
+		    turn->tools[i]->status != EXEC_DELIVERED &&
+		    turn->tools[i]->status != EXEC_COMPLETED)
+			json_object_set_new(o, turn->tools[i]->id, json_integer(
+			    (json_int_t)turn->tools[i]->early.len));
+	return o;
+}
+
+/*
+ * Completing a tool whose early stdin never reached a process: held still
+ * (it never started), or handed to a spawn that failed.
+ */
+static void
+exec_early_dropped(struct exec_tool *t, const struct exec_exit *x)
+{
+	size_t n = t->early.len;
+
+	if (n == 0 && x != NULL && x->end == EXEC_END_SPAWN_FAILED)
+		n = t->early_handed;
+	if (n > 0)
+		json_array_append_new(t->warnings, json_sprintf("%zu bytes of "
+		    "stdin queued before the start were dropped", n));
+	buf_free(&t->early);
+	t->early_eof = false;
 }

@@ -60,6 +60,10 @@ struct exec_spawn {
 	const struct tooldef_limits *limits; /* the ToolDef's; 0: none given */
 	const struct tooldef_job_call *job; /* job, stdin, terminal, internal
 	                          (tooldef_job.h) for this call */
+	const char *stdin_early; /* written to its stdin before it started
+	                          (exec_stdin_early): after the input */
+	size_t stdin_early_len;
+	bool stdin_early_eof;  /* ...and its stdin closed after them */
 };
 
 struct exec_effect {
@@ -156,6 +160,31 @@ void exec_exited(struct exec_tool *, const struct exec_exit *);
  * process runs and that nobody is killing (exec_tool_detachable).
  */
 void exec_detach(struct exec_tool *, char *content, json_t *job);
+/*
+ * writeStdin before the start (extension): bytes for the stdin of a tool
+ * queued or waiting for permission whose call streams its stdin (stdin
+ * "stream", or a terminal), held until EXEC_SPAWN hands them over after
+ * its input; eof closes it after them. A tool that completes without
+ * them reaching a process (never started, or its spawn failed) says so
+ * in meta.warnings. EXEC_STDIN_FULL: the held bytes would exceed max.
+ */
+enum exec_stdin {
+	EXEC_STDIN_OK,
+	EXEC_STDIN_NOT_QUEUED,   /* it started or completed */
+	EXEC_STDIN_NOT_STREAMED, /* its call writes the input, then EOF */
+	EXEC_STDIN_CLOSED,       /* eof was given */
+	EXEC_STDIN_FULL,
+};
+int exec_stdin_early(struct exec_tool *, const char *, size_t, bool eof,
+    size_t max);
+/* What it holds of them (a reload's handover), NULL when nothing. */
+const char *exec_tool_stdin_early(const struct exec_tool *, size_t *len,
+    bool *eof);
+/*
+ * {toolUseId: bytes} of the current turn's tools holding early stdin
+ * (new reference): what a discard drops.
+ */
+json_t *exec_stdin_early_held(const struct exec *);
 /* The current turn's tool of that id, or NULL. */
 struct exec_tool *exec_find(const struct exec *, const char *id);
 bool exec_tool_detachable(const struct exec_tool *);
@@ -205,6 +234,10 @@ struct exec_restored {
 	 */
 	bool running;
 	int killed_for;
+	/* A requeued tool's early stdin (exec_stdin_early), again. */
+	const char *stdin_early;
+	size_t stdin_early_len;
+	bool stdin_early_eof;
 };
 void exec_restore(struct exec *, uint64_t turn, const struct exec_restored *,
     size_t);

@@ -482,13 +482,20 @@ static void
 methods_discard(struct call *call)
 {
 	struct session *s;
+	json_t *dropped, *reply;
 	uint64_t old;
 
 	if ((s = methods_param_session(call)) == NULL)
 		return;
+	/* Queued tools never start: stdin written to them is dropped. */
+	dropped = exec_stdin_early_held(session_exec(s));
 	old = exec_discard(session_exec(s));
-	conn_reply(call->c, call->id, json_pack("{s:I, s:I}", "discardedTurn",
-	    (json_int_t)old, "turn", (json_int_t)exec_turn(session_exec(s))));
+	reply = json_pack("{s:I, s:I}", "discardedTurn", (json_int_t)old,
+	    "turn", (json_int_t)exec_turn(session_exec(s)));
+	if (json_object_size(dropped) > 0)
+		json_object_set(reply, "stdinDropped", dropped);
+	json_decref(dropped);
+	conn_reply(call->c, call->id, reply);
 }
 
 static void

@@ -83,6 +83,7 @@ struct job {
 
 static struct event_base *job_base;
 static struct job_config job_cfg;
+static struct job_hooks job_hooks;
 
 static void	job_put(struct job *, uint64_t, const char *, size_t);
 static void	job_copy(const struct job *, uint64_t, uint64_t, struct buf *);
@@ -107,6 +108,12 @@ static const struct proc_ops job_proc_ops = {
 	.chunk = job_chunk,
 	.exit = job_exit,
 };
+
+void
+job_set_hooks(const struct job_hooks *hooks)
+{
+	job_hooks = *hooks;
+}
 
 void
 job_init(struct event_base *base, const struct job_config *cfg)
@@ -342,7 +349,7 @@ job_note(struct job *j, bool flush)
 	params = json_pack("{s:s, s:I, s:s%}", "jobId", j->id, "offset",
 	    (json_int_t)from, "text", text.data != NULL ? text.data : "",
 	    text.len);
-	session_notify(j->s, "job_output", params, true);
+	job_hooks.notify(j->s, "job_output", params, true);
 	json_decref(params);
 	buf_free(&text);
 	j->noted = to;
@@ -455,6 +462,7 @@ job_exit(void *arg, const struct proc_exit *px)
 	struct exec_tool **killers = j->killers;
 	size_t i, nkillers = j->nkillers;
 	json_t *params;
+	char *text;
 
 	j->proc = NULL;
 	j->status = j->killing || px->end == PROC_KILLED ? JOB_KILLED :
@@ -492,7 +500,7 @@ job_exit(void *arg, const struct proc_exit *px)
 	job_note(j, true);
 	params = json_pack("{s:s, s:O, s:O, s:s}", "jobId", j->id, "exitCode",
 	    j->exit_code, "signal", j->signal, "reason", j->reason);
-	session_notify(s, "job_exit", params, false);
+	job_hooks.notify(s, "job_exit", params, false);
 	json_decref(params);
 	log_about(LOG_LEVEL_INFO, s->id, j->tool_use_id, j->name, "job %s "
 	    "ended: %s", j->id, j->reason);
@@ -501,13 +509,14 @@ job_exit(void *arg, const struct proc_exit *px)
 	/* Each answer may end a turn: the list is ours first. */
 	j->killers = NULL;
 	j->nkillers = 0;
+	xasprintf(&text, "Job %s ended (%s).", j->id, j->reason);
 	for (i = 0; i < nkillers; i++)
-		session_internal_done(killers[i], false, "Job %s ended (%s).",
-		    j->id, j->reason);
+		job_hooks.answered(killers[i], text);
+	free(text);
 	free(killers);
 	/* May forget j itself: nothing below refers to it. */
 	job_forget_old(s);
-	session_job_ended(s);
+	job_hooks.ended(s);
 }
 
 /*

@@ -30,6 +30,20 @@ struct job_config {
 };
 
 void job_init(struct event_base *, const struct job_config *);
+/*
+ * What a job tells its session, given by session.c once: a notification
+ * to log and send (elide: its params.text is journaled by its length,
+ * like a streamed chunk's), a kill_shell call answered with this text, a
+ * job ended (a closing session may be done). job.c is below session.c and
+ * calls it only through these.
+ */
+struct job_hooks {
+	void (*notify)(struct session *, const char *method, json_t *params,
+	    bool elide);
+	void (*answered)(struct exec_tool *, const char *text);
+	void (*ended)(struct session *);
+};
+void job_set_hooks(const struct job_hooks *);
 const struct job_config *job_config(void);
 
 /*

@@ -139,6 +139,12 @@ static struct note *session_note_at(struct session *, uint64_t);
 static uint64_t	session_lag(struct session *, uint64_t);
 static void	session_finish(struct session *);
 static void	session_catch_up(struct session *, struct conn *);
+static void	session_notify(struct session *, const char *, json_t *,
+		    bool);
+static void	session_internal_done(struct exec_tool *, bool,
+		    const char *, ...) __attribute__((format(printf, 3, 4)));
+static void	session_job_answered(struct exec_tool *, const char *);
+static void	session_job_ended(struct session *);
 static void	session_sub_send(struct sub *, bool);
 static void	session_idle_cb(evutil_socket_t, short, void *);
 static void	session_proc_line(void *, const char *, size_t);
@@ -163,12 +169,20 @@ static const struct proc_ops session_proc_ops = {
 	.exit = session_proc_exit,
 };
 
+/* What jobs tell the session (job.h). */
+static const struct job_hooks session_job_hooks = {
+	.notify = session_notify,
+	.answered = session_job_answered,
+	.ended = session_job_ended,
+};
+
 void
 session_init(const struct session_config *cfg)
 {
 	struct timeval tv = { (time_t)cfg->idle_timeout_s, 0 };
 
 	session_cfg = *cfg;
+	job_set_hooks(&session_job_hooks);
 	/* One timeout for all: libevent keeps them in a queue, not a heap. */
 	if (cfg->base != NULL && cfg->idle_timeout_s > 0)
 		session_idle_tv = event_base_init_common_timeout(cfg->base, &tv);
@@ -797,6 +811,9 @@ session_spawn(struct session *s, struct exec_tool *t,
 	session_sandbox(s, req, &spec.sandbox, roots);
 	spec.user = s->user;
 	spec.stdin_stream = req->job->stdin_stream;
+	spec.early = req->stdin_early;
+	spec.early_len = req->stdin_early_len;
+	spec.early_eof = req->stdin_early_eof;
 	spec.tty = req->job->tty;
 	spec.cols = req->job->cols;
 	spec.rows = req->job->rows;
@@ -1037,7 +1054,7 @@ session_answer_cb(evutil_socket_t fd, short what, void *arg)
 	free(content);
 }
 
-void
+static void
 session_internal_done(struct exec_tool *t, bool is_error, const char *fmt,
     ...)
 {
@@ -1060,7 +1077,15 @@ session_internal_done(struct exec_tool *t, bool is_error, const char *fmt,
 	session_job_ended(s);
 }
 
-void
+/* A kill_shell call is answered now that its job is dead. */
+static void
+session_job_answered(struct exec_tool *t, const char *text)
+{
+	session_internal_done(t, false, "%s", text);
+}
+
+/* A job ended: a closing session may be done. */
+static void
 session_job_ended(struct session *s)
 {
 	if (s->closing && !exec_busy(s->ex) && job_running(s) == 0)
@@ -1116,14 +1141,33 @@ session_tool_write(struct exec_tool *t, const char *data, size_t len,
 {
 	struct session_tool *st = exec_tool_handle(t);
 
-	if (st == NULL || st->proc == NULL) {
+	if (st != NULL && st->proc != NULL)
+		return proc_write(st->proc, data, len, eof, why);
+	if (st != NULL) {
 		*why = "it does not run";
 		return -1;
 	}
-	return proc_write(st->proc, data, len, eof, why);
+	/* Not started yet: held until it is (extension). */
+	switch (exec_stdin_early(t, data, len, eof, PROC_STDIN_MAX)) {
+	case EXEC_STDIN_OK:
+		return 0;
+	case EXEC_STDIN_NOT_STREAMED:
+		*why = "it has not started, and its stdin will not be "
+		    "streamed (its ToolDef's stdin is not \"stream\")";
+		return -1;
+	case EXEC_STDIN_CLOSED:
+		*why = "its stdin is closed";
+		return -1;
+	case EXEC_STDIN_FULL:
+		*why = PROC_STDIN_FULL;
+		return -1;
+	default:
+		*why = "it does not run";
+		return -1;
+	}
 }
 
-void
+static void
 session_notify(struct session *s, const char *method, json_t *params,
     bool elide)
 {

@@ -1,6 +1,7 @@
 /*
  * What session.c shares with session_journal.c (and session_metrics.c,
- * which only reads), and nobody else: the session and its notes, the few
+ * which only reads, and job.c, which keeps a session's jobs in it and
+ * calls session.c only through the hooks job.h names), and nobody else: the session and its notes, the few
  * steps the journal's restore needs, and the hooks through which
  * session.c tells the journal what happened. The journal calls session.c;
  * session.c never calls the journal by name.
@@ -123,18 +124,6 @@ struct session_hooks {
 	bool (*journaling)(void);
 };
 
-/*
- * A notification of the session's own (job.c's), logged and sent; elide:
- * its params.text is journaled as "" with elided: its length, like a
- * streamed chunk's.
- */
-void session_notify(struct session *, const char *method, json_t *params,
-    bool elide);
-/* A tool the daemon answers (internal) is answered now. */
-void session_internal_done(struct exec_tool *, bool is_error,
-    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* A job ended: a closing session may be done. */
-void session_job_ended(struct session *);
 /*
  * A reload (doc/design.md §7, Reload): whether the tool's process runs and
  * is handed over; its process and the part of a character its streams

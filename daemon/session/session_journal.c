@@ -37,6 +37,8 @@ bool session_journal_restoring;
 static struct idmap session_restored;
 
 static void	session_journal_elided(struct session *, const struct note *);
+static void	session_journal_early(struct session *, const char *,
+		    json_t *);
 static void	session_restore_running(const char *, size_t);
 static void	session_restore_stray(const struct handover_in *);
 static void	session_restore_job(const char *, size_t);
@@ -206,6 +208,24 @@ session_journal_snapshot(bool whole)
 	}
 }
 
+/* What a client wrote to a tool's stdin before it started goes along. */
+static void
+session_journal_early(struct session *s, const char *id, json_t *rec)
+{
+	struct exec_tool *t = exec_turn_find(s->ex, id);
+	const char *data;
+	size_t len;
+	bool eof;
+
+	if (t == NULL || ((data = exec_tool_stdin_early(t, &len, &eof)) ==
+	    NULL && !eof))
+		return;
+	/* Whole writeStdin strings, so UTF-8 as JSON wants it. */
+	json_object_set_new(rec, "stdin", json_stringn(data != NULL ? data :
+	    "", len));
+	json_object_set_new(rec, "stdinEof", json_boolean(eof));
+}
+
 /* A tool whose process runs on (orphan: of a discarded turn). */
 static void
 session_journal_running(struct session *s, struct exec_tool *t, bool orphan)
@@ -257,9 +277,11 @@ session_journal_handover(void)
 			if (st == EXEC_COMPLETED && result != NULL)
 				rec = json_pack("{s:s, s:s, s:O}", "s", s->id,
 				    "id", id, "result", result);
-			else
+			else {
 				rec = json_pack("{s:s, s:s, s:O}", "s", s->id,
 				    "id", id, "input", input);
+				session_journal_early(s, id, rec);
+			}
 			if (rec == NULL ||
 			    (text = json_dumps(rec, JSON_COMPACT)) == NULL)
 				fatal("cannot encode the handover of %s", id);
@@ -589,7 +611,8 @@ session_restore(char kind, const char *data, size_t len)
 		session_restore_job(data, len);
 		return;
 	}
-	if ((rec = json_loadb(data, len, 0, NULL)) == NULL)
+	/* A requeued tool's early stdin may hold NUL bytes. */
+	if ((rec = json_loadb(data, len, JSON_ALLOW_NUL, NULL)) == NULL)
 		return;
 	if (kind == JOURNAL_SESSION)
 		session_restore_session(rec);
@@ -631,7 +654,7 @@ session_restore_done(void)
 {
 	struct exec_restored *tools;
 	struct restoring *r;
-	const json_t *add, *got;
+	const json_t *add, *got, *early;
 	unsigned count = 0, lost;
 	uint64_t turn;
 	size_t i, k, n;
@@ -660,6 +683,12 @@ session_restore_done(void)
 				tools[k].requeue = true;
 				tools[k].def = session_tool(r->s,
 				    tools[k].name);
+				early = json_object_get(got, "stdin");
+				tools[k].stdin_early = json_string_value(early);
+				tools[k].stdin_early_len = json_string_length(
+				    early);
+				tools[k].stdin_early_eof = json_is_true(
+				    json_object_get(got, "stdinEof"));
 			}
 			tools[k].killed_for = -1;
 			if (json_object_get(got, "running") != NULL &&

@@ -56,8 +56,6 @@
  * the sandbox's ruleset and its directory, the v1 cgroups to join.
  */
 #define PROC_FDS_SPAWN (8 + 2 + SPAWN_MAX_JOIN)
-/* Bytes a client may queue for a tool's stdin. */
-#define PROC_STDIN_MAX (1U << 20)
 /* How often the events of a tool with limits are read. */
 #define PROC_LIMIT_POLL_MS 50
 
@@ -168,6 +166,8 @@ static int64_t proc_elapsed_ms(const struct timespec *);
 static void proc_signal_group(struct proc *, int);
 static void proc_write_cb(evutil_socket_t, short, void *);
 static void proc_close_stdin(struct proc *);
+static bool proc_launches(void);
+static void proc_append(struct proc *, const char *, size_t, bool);
 static void proc_read_cb(evutil_socket_t, short, void *);
 static void proc_read(struct proc_pipe *, size_t, bool);
 static void proc_deliver(struct proc *, int, char *, size_t);
@@ -351,6 +351,9 @@ proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
 		memcpy(p->input, spec->input, spec->input_len);
 		p->input_len = spec->input_len;
 	}
+	/* What a client wrote before the start follows, within no bound. */
+	if (p->stdin_stream && (spec->early_len > 0 || spec->early_eof))
+		proc_append(p, spec->early, spec->early_len, spec->early_eof);
 	p->timeout_ms = spec->timeout_ms;
 	p->limits = spec->limits;
 	p->max_output = spec->max_output;
@@ -706,6 +709,13 @@ proc_watch(struct proc *p)
 	}
 }
 
+/* Whether the next child is launched (proc_spawn_child says why). */
+static bool
+proc_launches(void)
+{
+	return proc_nrunning > 0;
+}
+
 /*
  * Start the child. While other tools run, without waiting for its execve
  * (spawn_launch): waiting would hold up their output and their ends, and
@@ -719,7 +729,7 @@ proc_spawn_child(struct proc *p, const struct spawn_req *req,
 {
 	pid_t pid;
 
-	if (proc_nrunning > 0 && ((pid = spawn_launch(req, &p->run, step)) !=
+	if (proc_launches() && ((pid = spawn_launch(req, &p->run, step)) !=
 	    -1 || errno != ENOSYS))
 		return pid;
 	return spawn_start(req, step);
@@ -782,8 +792,8 @@ proc_start(struct proc *p)
 	else if (p->sandbox.profile != SANDBOX_NONE &&
 	    (msg = proc_confine(p, &req, &prep)) != NULL)
 		;
-	else if ((p->cg = toolcg_new(p->token, &p->limits, &req, &msg)) ==
-	    NULL && msg != NULL)
+	else if ((p->cg = toolcg_new(p->token, &p->limits,
+	    proc_launches(), &req, &msg)) == NULL && msg != NULL)
 		;
 	else if ((error = proc_pipes(p, req.fds)) != 0)
 		xasprintf(&msg, "cannot create a pipe: %s", strerror(error));
@@ -818,6 +828,7 @@ proc_start(struct proc *p)
 
 	p->pid = pid;
 	p->pgid = pid;
+	toolcg_started(p->cg, pid);
 	if (req.ns != NULL)
 		p->mntns = proc_hold_mntns(pid);
 	sentinel_watch(p->pgid);
@@ -1654,39 +1665,41 @@ int
 proc_write(struct proc *p, const char *data, size_t len, bool eof,
     const char **why)
 {
-	size_t left = p->input_len - p->input_off;
-
-	if (!p->stdin_stream || p->state > PROC_RUNNING) {
+	if (!p->stdin_stream || p->stdin_eof || p->state > PROC_RUNNING) {
 		*why = "its stdin is closed";
 		return -1;
 	}
-	if (left + len > PROC_STDIN_MAX) {
-		*why = "more than 1048576 bytes are already queued for its "
-		    "stdin";
+	if (p->input_len - p->input_off + len + (eof && p->tty) >
+	    PROC_STDIN_MAX) {
+		*why = PROC_STDIN_FULL;
 		return -1;
 	}
-	/* A terminal's EOF is the character its line discipline reads so. */
-	if (eof && p->tty) {
-		eof = false;
-		if (proc_write(p, "\004", 1, false, why) != 0)
-			return -1;
-		left = p->input_len - p->input_off;
-	}
-	if (left > 0 && p->input_off > 0)
-		memmove(p->input, p->input + p->input_off, left);
-	if (len > 0) {
-		p->input = xrealloc(p->input, left + len);
-		memcpy(p->input + left, data, len);
-	}
-	p->input_len = left + len;
-	p->input_off = 0;
-	p->stdin_eof = eof;
+	proc_append(p, data, len, eof);
 	if (p->state == PROC_RUNNING) {
 		proc_write_cb(-1, 0, p);
 		if (p->in_fd != -1 && p->input_len > 0)
 			event_add(p->in_ev, NULL);
 	}
 	return 0;
+}
+
+/* More for its stdin after what is left; eof: close it after them. */
+static void
+proc_append(struct proc *p, const char *data, size_t len, bool eof)
+{
+	size_t left = p->input_len - p->input_off;
+
+	if (left > 0 && p->input_off > 0)
+		memmove(p->input, p->input + p->input_off, left);
+	/* A terminal's EOF is the character its line discipline reads so. */
+	p->input = xrealloc(p->input, left + len + 1);
+	if (len > 0)
+		memcpy(p->input + left, data, len);
+	if (eof && p->tty)
+		p->input[left + len++] = '\004';
+	p->input_len = left + len;
+	p->input_off = 0;
+	p->stdin_eof = eof && !p->tty;
 }
 
 void

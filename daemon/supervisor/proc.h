@@ -42,6 +42,11 @@ struct proc_spec {
 	const char *input;   /* written to stdin, then EOF */
 	size_t input_len;
 	bool stdin_stream;   /* no EOF after the input: proc_write adds more */
+	const char *early;   /* with stdin_stream or tty: more after the
+	                        input (a client's, written before the start;
+	                        not counted against PROC_STDIN_MAX) */
+	size_t early_len;
+	bool early_eof;      /* ...then EOF (a terminal's ^D) */
 	bool tty;            /* 0, 1, 2 a new terminal, its controlling one;
 	                        output comes as stdout; input is not written */
 	unsigned cols, rows; /* its size; 0: 80x24 */
@@ -172,6 +177,10 @@ struct proc *proc_spawn(const struct proc_spec *, const struct proc_ops *,
  * once the processes are dead.
  */
 void proc_kill(struct proc *);
+/* Bytes a client may queue for a tool's stdin, and what a write past them is told. */
+#define PROC_STDIN_MAX (1U << 20)
+#define PROC_STDIN_FULL \
+	"more than 1048576 bytes are already queued for its stdin"
 /*
  * More for the stdin of a stdin_stream or tty process (queued while it waits
  * for a slot); eof closes it after them (a terminal gets ^D). -1 with *why

@@ -52,8 +52,11 @@ struct toolcg {
 	bool killed;          /* cgroup.kill was written: not reusable (a
 	                         process cloned into a group killed before is
 	                         killed at birth by some kernels: 6.18 here) */
-	char *v1[CTL_N];      /* its v1 groups, one per limit set there */
+	char *v1[CTL_N];      /* its v1 groups, one per limit set there, and
+	                         memory's always where v1 holds it */
 	int joins;            /* join fds it put in the spawn request */
+	bool v1_move;         /* its v1 memory group only measures: the
+	                         child is moved in, not joined */
 };
 
 /*
@@ -423,10 +426,14 @@ toolcg_value(const struct toolcg_limits *l, enum toolcg_ctl c, bool v2,
 	}
 }
 
-/* The v1 group of one controller, its limit set, joined by the child. */
+/*
+ * The v1 group of one controller, its limit set (value NULL: a memory
+ * group that only measures), joined by the child; or (move) moved into
+ * once started (toolcg_started), so that a launch need not wait for it.
+ */
 static int
 toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
-    const char *value, struct spawn_req *req)
+    const char *value, bool move, struct spawn_req *req)
 {
 	static const char *const files[CTL_N] = {
 		"memory.limit_in_bytes", "pids.max", "cpu.cfs_quota_us",
@@ -440,15 +447,20 @@ toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
 		return -1;
 	}
 	cg->v1[c] = dir;
-	if (c == CTL_CPU && toolcg_write(dir, "cpu.cfs_period_us",
-	    "100000") != 0)
+	if (c == CTL_CPU && value != NULL && toolcg_write(dir,
+	    "cpu.cfs_period_us", "100000") != 0)
 		return -1;
-	if (toolcg_write(dir, files[c], value) != 0)
+	if (value != NULL && toolcg_write(dir, files[c], value) != 0)
 		return -1;
 	/* No swap beyond the limit either, where swap is accounted. */
-	if (c == CTL_MEMORY && toolcg_memsw && toolcg_write(dir,
-	    "memory.memsw.limit_in_bytes", value) != 0)
+	if (c == CTL_MEMORY && value != NULL && toolcg_memsw &&
+	    toolcg_write(dir, "memory.memsw.limit_in_bytes", value) != 0)
 		return -1;
+	/* Only measuring, for a launched child: moved in (toolcg.h). */
+	if (move) {
+		cg->v1_move = true;
+		return 0;
+	}
 	xasprintf(&procs, "%s/cgroup.procs", dir);
 	fd = open(procs, O_WRONLY | O_CLOEXEC);
 	free(procs);
@@ -463,7 +475,7 @@ toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
 }
 
 struct toolcg *
-toolcg_new(uint64_t token, const struct toolcg_limits *l,
+toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
     struct spawn_req *req, char **msg)
 {
 	static const char *const v2files[CTL_N] = {
@@ -477,6 +489,8 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l,
 	*msg = NULL;
 	for (c = 0; c < CTL_N; c++)
 		any |= toolcg_value(l, c, false, value, sizeof value);
+	/* Where v1 holds the memory controller, it measures every tool. */
+	any |= toolcg_via[CTL_MEMORY] == VIA_V1;
 	if (toolcg_v2_dir == NULL && !any)
 		return NULL;
 	cg = xcalloc(1, sizeof *cg);
@@ -507,8 +521,13 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l,
 	}
 	for (c = 0; c < CTL_N; c++) {
 		if (!toolcg_value(l, c, toolcg_via[c] == VIA_V2, value,
-		    sizeof value))
+		    sizeof value)) {
+			/* No limit: a v1 memory group only to measure it. */
+			if (c == CTL_MEMORY && toolcg_via[c] == VIA_V1 &&
+			    toolcg_v1_new(cg, c, name, NULL, launch, req) != 0)
+				goto fail_limit;
 			continue;
+		}
 		switch (toolcg_via[c]) {
 		case VIA_V2:
 			if (toolcg_writeat(cg->v2fd, v2files[c], value) != 0)
@@ -517,7 +536,7 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l,
 				toolcg_writeat(cg->v2fd, "memory.swap.max", "0");
 			break;
 		case VIA_V1:
-			if (toolcg_v1_new(cg, c, name, value, req) != 0)
+			if (toolcg_v1_new(cg, c, name, value, false, req) != 0)
 				goto fail_limit;
 			break;
 		case VIA_RLIMIT:
@@ -553,6 +572,19 @@ toolcg_spawned(struct toolcg *cg, struct spawn_req *req)
 		close(req->join[--req->njoin]);
 		cg->joins--;
 	}
+}
+
+void
+toolcg_started(struct toolcg *cg, pid_t pid)
+{
+	char text[32];
+
+	if (cg == NULL || !cg->v1_move)
+		return;
+	snprintf(text, sizeof text, "%ld", (long)pid);
+	if (toolcg_write(cg->v1[CTL_MEMORY], "cgroup.procs", text) != 0)
+		log_debug("cannot move %ld into %s: %s", (long)pid,
+		    cg->v1[CTL_MEMORY], strerror(errno));
 }
 
 bool

@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct spawn_req;
 struct toolcg;
@@ -53,12 +54,15 @@ bool toolcg_supervises(void);
  * The groups of one tool, with its limits written; fills req's cgroup_fd,
  * join fds and rlimits. NULL with *msg when a limit cannot be set up. A
  * tool without limits on a host without a v2 subtree needs none: NULL,
- * *msg NULL.
+ * *msg NULL. launch: the child will be launched (spawn_launch), which joins
+ * no group; a group that only measures is then entered by toolcg_started.
  */
 struct toolcg *toolcg_new(uint64_t token, const struct toolcg_limits *,
-    struct spawn_req *req, char **msg);
+    bool launch, struct spawn_req *, char **msg);
 /* The child has started (or failed): close what only it needed. */
 void toolcg_spawned(struct toolcg *, struct spawn_req *);
+/* The child is pid: into the groups it did not join itself. */
+void toolcg_started(struct toolcg *, pid_t);
 /* Whether some limit's events must be watched while it runs. */
 bool toolcg_watched(const struct toolcg *);
 /* Which limit it went over, if any (events counted since it started). */

@@ -1814,36 +1814,33 @@ proc_detach(struct proc *p)
 void
 proc_rebind(struct proc *p, const struct proc_ops *ops, void *arg)
 {
-	/* A start already happened goes to the ops it happened under. */
+	/* A start that already happened goes to the ops it happened under. */
 	proc_check_exec(p);
 	p->ops = *ops;
 	p->arg = arg;
 }
 
-unsigned
+void
 proc_await_execs(int64_t ms)
 {
-	struct timespec now, until;
+	struct timespec t0, now;
 	struct proc *p;
-	unsigned left = 0;
 	int64_t ns;
 
 	if (proc_nlaunching == 0)
-		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &until);
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	TAILQ_FOREACH(p, &proc_all, all_entry) {
 		if (p->run == NULL || p->execd)
 			continue;
+		/* ms in all: what is left of it. */
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		ns = ms * 1000000 - ((int64_t)(now.tv_sec - until.tv_sec) *
-		    1000000000 + (now.tv_nsec - until.tv_nsec));
+		ns = ms * 1000000 - ((int64_t)(now.tv_sec - t0.tv_sec) *
+		    1000000000 + (now.tv_nsec - t0.tv_nsec));
 		if (spawn_run_state(p->run, ns > 0 ? ns : 0) ==
-		    SPAWN_RUN_BEFORE)
-			left++;
-		else
+		    SPAWN_RUN_EXECD)
 			proc_check_exec(p);
 	}
-	return left;
 }
 
 bool

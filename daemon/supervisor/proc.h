@@ -236,9 +236,9 @@ bool proc_settled(void);
  * Before the handover: wait (up to ms in all) for every child started
  * without waiting for its execve that is still before it, so that a
  * failure before its exec, read from this image's memory, is handed over
- * as its error (proc_save). How many are still before their exec.
+ * as its error (proc_save); one still before it then is logged there.
  */
-unsigned proc_await_execs(int64_t ms);
+void proc_await_execs(int64_t ms);
 /* Whether p runs and can be handed over (queued ones are not). */
 bool proc_carried(const struct proc *);
 /*

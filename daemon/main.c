@@ -95,6 +95,11 @@ struct options {
 #define MAIN_FDS_BASE 32
 /* How long the new binary may take to say whether it reads the handover. */
 #define MAIN_CHECK_MS 5000
+/*
+ * How long a reload waits for a tool to get past its exec (microseconds
+ * of the child's own steps; more only for one stopped or starved there).
+ */
+#define MAIN_EXEC_WAIT_MS 100
 
 static struct event_base *main_base;
 /* Reload (SIGHUP): what to execute again, and how far it is. */
@@ -938,6 +943,8 @@ main_reload_cb(evutil_socket_t fd, short what, void *arg)
 		evtimer_add(main_reload_ev, &tick);
 		return;
 	}
+	/* A call becomes a job once its exec happened (proc.h): known now. */
+	proc_await_execs(MAIN_EXEC_WAIT_MS);
 	session_jobs_yield_now();
 	main_reexec();
 }
@@ -982,6 +989,11 @@ main_reexec(void)
 		main_signals(SIG_UNBLOCK);
 		return;
 	}
+	/*
+	 * A tool started a moment ago (by a yield above) may still be before
+	 * its exec, whose failure only this image's memory would hold.
+	 */
+	proc_await_execs(MAIN_EXEC_WAIT_MS);
 	old = journal_redirect(mfd);
 	main_snapshot_as(true);
 	session_journal_handover();

@@ -103,7 +103,13 @@ metrics_now(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * S + (uint64_t)ts.tv_nsec + 1;
+	return metrics_stamp(&ts);
+}
+
+uint64_t
+metrics_stamp(const struct timespec *ts)
+{
+	return (uint64_t)ts->tv_sec * S + (uint64_t)ts->tv_nsec + 1;
 }
 
 void
@@ -127,15 +133,21 @@ metrics_finished(const char *reason)
 void
 metrics_observe(enum metrics_hist which, uint64_t since)
 {
+	if (since != 0)
+		metrics_observe_until(which, since, metrics_now());
+}
+
+void
+metrics_observe_until(enum metrics_hist which, uint64_t since, uint64_t until)
+{
 	const struct metrics_hist_def *d = &metrics_hist_defs[which];
 	struct metrics_buckets *h = &metrics_hists[which];
-	uint64_t now, ns;
+	uint64_t ns;
 	size_t i;
 
 	if (since == 0)
 		return;
-	now = metrics_now();
-	ns = now > since ? now - since : 0;
+	ns = until > since ? until - since : 0;
 	for (i = 0; i < d->nbounds && ns > d->bounds[i]; i++)
 		;
 	h->counts[i]++;

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 #include <stdint.h>
+#include <time.h>
 
 enum metrics_counter {
 	METRICS_TOOLS_STARTED,  /* tool processes started */
@@ -38,6 +39,10 @@ void metrics_count(enum metrics_counter);
 void metrics_finished(const char *reason);
 /* The time from the stamp since until now; since 0 is not observed. */
 void metrics_observe(enum metrics_hist, uint64_t since);
+/* The same until the stamp until (not before since). */
+void metrics_observe_until(enum metrics_hist, uint64_t since, uint64_t until);
+/* A CLOCK_MONOTONIC time as a stamp of metrics_now's. */
+uint64_t metrics_stamp(const struct timespec *);
 
 /*
  * The counters and histograms as metric families (PROTOCOL.md, metrics),

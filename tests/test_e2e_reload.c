@@ -7,7 +7,9 @@
  * closes.
  */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "e2e.h"
@@ -729,6 +732,144 @@ Test(reload, a_tool_that_ends_during_the_exec_delivers_its_real_result)
 	cr_assert(d_wait_no_leftovers(d, 2000));
 	free(before);
 	json_decref(sid_j);
+	c_close(c);
+	d_stop(d);
+}
+
+/*
+ * The stream of the test below: addTool of "bad" to sid over its own
+ * connection, one after the other, until told to stop (a byte on stop);
+ * one byte on ready after the first is answered, then the count at its
+ * end, or -1 if a call failed.
+ */
+static void
+reload_stream(struct daemon *d, const char *sid, int attempt, int stop,
+    int ready)
+{
+	struct client *w = c_open(d);
+	struct pollfd pfd = { stop, POLLIN, 0 };
+	char line[512];
+	int n = 0;
+	json_t *r;
+
+	while (poll(&pfd, 1, 0) == 0) {
+		snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":%d,"
+		    "\"method\":\"addTool\",\"params\":{\"sessionId\":\"%s\","
+		    "\"toolUse\":{\"id\":\"b%d-%d\",\"name\":\"bad\","
+		    "\"input\":{}}}}", n + 1, sid, attempt, n);
+		c_send_raw(w, line);
+		if ((r = c_response(w, SLOW)) == NULL ||
+		    json_object_get(r, "result") == NULL) {
+			json_decref(r);
+			n = -1;
+			break;
+		}
+		json_decref(r);
+		if (n++ == 0 && write(ready, "r", 1) != 1)
+			_exit(1);
+	}
+	if (write(ready, &n, sizeof n) != (ssize_t)sizeof n)
+		_exit(1);
+	_exit(0);
+}
+
+/* Lines of the daemon's log that contain what. */
+static int
+log_count(struct daemon *d, const char *what)
+{
+	char *text = e2e_read_file(d->log, NULL), *p;
+	int n = 0;
+
+	for (p = text; p != NULL && (p = strstr(p, what)) != NULL; p++)
+		n++;
+	free(text);
+	return n;
+}
+
+/*
+ * A tool started beside a running one does not wait for its exec (the
+ * child shares the daemon's memory until then and reports a failure
+ * there). One whose exec fails, started a moment before a reload, still
+ * gets spawn_failed with its step, never the exit 127 the next image would
+ * see: the reload waits for such children to pass their exec and hands
+ * a failure over as the tool's error. The moment is microseconds wide: a
+ * stream of such tools goes on through reloads until the daemon's log
+ * says one was caught in it.
+ */
+Test(reload, a_failure_just_before_the_exec_is_still_spawn_failed,
+    .timeout = 240)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *hold_j = c_session(c, NULL), *sid_j, *list, *r;
+	const char *sid;
+	char bad[128], def[300], *before, got;
+	int attempt, hits = 0, total = 0, n, fd, stop[2], ready[2];
+	size_t i, results;
+	pid_t w;
+
+	snprintf(bad, sizeof bad, "%s/not-a-program", d->dir);
+	fd = open(bad, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	cr_assert(fd != -1);
+	cr_assert_eq(write(fd, "no magic, no #!\n", 16), 16);
+	close(fd);
+	snprintf(def, sizeof def, "{\"name\":\"bad\",\"command\":[\"%s\"],"
+	    "\"concurrencySafe\":true}", bad);
+	sid_j = c_session(c, json_pack("{s:[o], s:i}", "tools", e2e_json(def),
+	    "maxParallel", 256));
+	sid = json_string_value(sid_j);
+	/* Running through it all: every spawn of the stream is launched. */
+	json_decref(c_add(c, json_string_value(hold_j), "hold", "bash",
+	    "{\"command\":\"sleep 600\"}"));
+	json_decref(c_wait(c, "tool_status", SLOW));
+
+	for (attempt = 0; attempt < 40 && hits == 0; attempt++) {
+		cr_assert_eq(pipe2(stop, O_CLOEXEC), 0);
+		cr_assert_eq(pipe2(ready, O_CLOEXEC), 0);
+		before = instance_of(c);
+		if ((w = fork()) == 0)
+			reload_stream(d, sid, attempt, stop[0], ready[1]);
+		cr_assert(w > 0);
+		close(ready[1]);
+		cr_assert_eq(read(ready[0], &got, 1), 1, "no addTool answered");
+		kill(d->pid, SIGHUP);
+		wait_new_image(d, before, SLOW);
+		free(before);
+		cr_assert_eq(write(stop[1], "s", 1), 1);
+		cr_assert_eq(read(ready[0], &n, sizeof n), (ssize_t)sizeof n);
+		cr_assert_eq(waitpid(w, NULL, 0), w);
+		close(stop[0]);
+		close(stop[1]);
+		close(ready[0]);
+		cr_assert_geq(n, 1, "an addTool of the stream failed");
+		total += n;
+
+		/* Every one of them: its failure, whichever image read it. */
+		json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId",
+		    sid)));
+		list = c_until_only(c, "turn_end", "tool_result", SLOW);
+		results = 0;
+		json_array_foreach(list, i, r) {
+			if (strcmp(e2e_str(r, "sessionId"), sid) != 0)
+				continue;
+			results++;
+			cr_assert_str_eq(e2e_reason(r), "spawn_failed",
+			    "%s: %s (reload %d)", e2e_str(r, "toolUseId"),
+			    e2e_content(r), attempt + 1);
+			cr_assert_not_null(strstr(e2e_content(r),
+			    "Exec format error"), "%s", e2e_content(r));
+		}
+		json_decref(list);
+		cr_assert_eq(results, (size_t)n, "%zu results of %d tools",
+		    results, n);
+		hits = log_count(d, "failed before its exec, handed over");
+	}
+	fprintf(stderr, "reload: %d reload(s) caught %d tool(s) failing "
+	    "before their exec (%d tools in all)\n", attempt, hits, total);
+	cr_assert_gt(hits, 0, "no reload came in the moment before an exec "
+	    "(%d reloads, %d tools)", attempt, total);
+	json_decref(sid_j);
+	json_decref(hold_j);
 	c_close(c);
 	d_stop(d);
 }

@@ -196,6 +196,66 @@ def metrics(d):
             (p.returncode, p.stderr))
 
 
+def started(d):
+    """stats' toolsStarted and stexec_tools_started_total count the same
+    starts: a process whose execve happened. A tool whose exec fails is
+    none, whether its spawn waited for the exec (nothing else ran) or not
+    (started beside a running tool); one started beside a running tool
+    that exec'd counts before it writes or ends anything."""
+    bad = os.path.join(d.tmp, "not-a-program")
+    with open(bad, "w") as f:
+        f.write("no magic, no #!\n")
+    os.chmod(bad, 0o755)
+    r = Rpc(d.sock)
+    hold = r.call("createSession")["sessionId"]
+    sid = r.call("createSession", tools=[
+        {"name": "bad", "command": [bad]},
+        {"name": "quiet", "command": ["/bin/sleep", "30"]}])["sessionId"]
+
+    def counts():
+        m, _, _ = scrape(d)
+        return (r.call("stats")["toolsStarted"],
+                m.get(("stexec_tools_started_total", ()), 0))
+
+    seen = [0]
+
+    def reason(tool):
+        """Its result's reason, read from where the last read ended."""
+        got = r.call("events", sessionId=sid, since=seen[0])
+        seen[0] = got["lastSeq"]
+        for n in got["notifications"]:
+            p = n["params"]
+            if n["method"] == "tool_result" and p["toolUseId"] == tool:
+                return p["meta"]["reason"]
+        return None
+
+    s0, m0 = counts()
+    r.call("addTool", sessionId=sid, toolUse={
+        "id": "w1", "name": "bad", "input": {}})
+    r.call("drain", sessionId=sid)
+    T.eq(reason("w1"), "spawn_failed", "a waited spawn whose exec fails")
+    r.call("addTool", sessionId=hold, toolUse={
+        "id": "h1", "name": "bash", "input": {"command": "sleep 30"}})
+    r.call("addTool", sessionId=sid, toolUse={
+        "id": "l1", "name": "bad", "input": {}})
+    r.call("drain", sessionId=sid)
+    T.eq(reason("l1"), "spawn_failed", "a launched spawn whose exec fails")
+    s1, m1 = counts()
+    T.eq((s1 - s0, m1 - m0), (1, 1),
+         "started (stats, metric): only the running tool, no failed exec")
+    r.call("addTool", sessionId=sid, toolUse={
+        "id": "l2", "name": "quiet", "input": {}})
+    deadline = time.time() + 10
+    while counts()[0] == s1 and time.time() < deadline:
+        time.sleep(0.01)
+    s2, m2 = counts()
+    T.eq((s2 - s0, m2 - m0), (2, 2),
+         "started (stats, metric): a launched tool once it exec'd")
+    r.call("closeSession", sessionId=sid)
+    r.call("closeSession", sessionId=hold)
+    r.close()
+
+
 def screen_rows(data):
     """The lines of the frames, escape sequences taken out."""
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "\n", data)
@@ -423,6 +483,7 @@ def main():
         while not os.path.exists(d.sock) and time.time() < deadline:
             time.sleep(0.02)
         metrics(d)
+        started(d)
         top(d)
         logs_text(d)
         reload(d)

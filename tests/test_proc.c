@@ -48,6 +48,8 @@ struct result {
 	int nchunks;
 	struct timespec spawned;
 	struct timespec ended;
+	int nstarted;             /* started callbacks */
+	struct timespec started;  /* the start they named */
 	/* Things to do from inside callbacks. */
 	bool kill_on_line;
 	bool pause_on_chunk;
@@ -66,6 +68,14 @@ ms_between(const struct timespec *a, const struct timespec *b)
 {
 	return (int64_t)(b->tv_sec - a->tv_sec) * 1000 +
 	    (b->tv_nsec - a->tv_nsec) / 1000000;
+}
+
+/* Whether a is not after b. */
+static bool
+ts_le(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec &&
+	    a->tv_nsec <= b->tv_nsec);
 }
 
 static int64_t
@@ -253,7 +263,17 @@ t_exit(void *arg, const struct proc_exit *e)
 	cr_assert(proc_pid(r->p) == 0);
 }
 
-static const struct proc_ops t_ops = { t_line, t_chunk, t_exit, NULL };
+static void
+t_started(void *arg, const struct timespec *at)
+{
+	struct result *r = arg;
+
+	cr_assert(!r->done, "started after its exit callback");
+	r->nstarted++;
+	r->started = *at;
+}
+
+static const struct proc_ops t_ops = { t_line, t_chunk, t_exit, t_started };
 
 /* Also after a failed assertion: no test leaves processes behind. */
 TestSuite(proc, .fini = finish);
@@ -444,6 +464,9 @@ Test(proc, spawn_not_executable, .timeout = 30)
 	cr_assert(run_until(&r.done, 5000));
 	cr_assert_eq(r.end, PROC_SPAWN_FAILED);
 	cr_assert_str_eq(r.error, "cannot run /etc/passwd: Permission denied");
+	/* Its execve failed: it never started. */
+	cr_assert_eq(r.nstarted, 0);
+	cr_assert_eq(proc_started(), 0);
 	result_free(&r);
 	finish();
 }
@@ -488,10 +511,90 @@ Test(proc, launched_beside_a_running_tool, .timeout = 30)
 	in_call = false;
 	cr_assert(run_until(&a.done, 5000));
 	cr_assert_eq(a.end, PROC_KILLED);
+	/*
+	 * Started means exec'd, as for a waited spawn: c never was, d may
+	 * have been killed before (its TERM waits in its blocked signals).
+	 */
+	cr_assert_eq(a.nstarted, 1);
+	cr_assert_eq(b.nstarted, 1);
+	cr_assert_eq(c.nstarted, 0, "failed before its exec, counted started");
+	cr_assert_leq(d.nstarted, 1);
+	cr_assert_eq(proc_started(), 2 + (uint64_t)d.nstarted);
+	/* Its start is its spawn's, even when learnt later. */
+	cr_assert(ts_le(&b.spawned, &b.started) && ts_le(&b.started,
+	    &b.ended));
 	result_free(&a);
 	result_free(&b);
 	result_free(&c);
 	result_free(&d);
+	finish();
+}
+
+/* Turn the loop until p's exec is known (proc_execd looks each time). */
+static bool
+run_until_execd(struct proc *p, int timeout_ms)
+{
+	struct timespec t0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!proc_execd(p)) {
+		if (ms_since(&t0) > timeout_ms)
+			return false;
+		event_base_loop(base, EVLOOP_ONCE);
+	}
+	return true;
+}
+
+/*
+ * A launched tool that says nothing and runs on is started once its exec
+ * is known, without an event of its own; one whose execve fails (a file
+ * the kernel cannot execute: ENOEXEC) never is, nor counted.
+ */
+Test(proc, launched_starts_once_its_exec_is_known, .timeout = 30)
+{
+	struct result a = { 0 }, b = { 0 }, c = { 0 };
+	struct proc_spec aspec = sh_spec(&a, "sleep 10");
+	struct proc_spec bspec = sh_spec(&b, "exec sleep 10");
+	struct proc_spec cspec = sh_spec(&c, "");
+	char bad[128], want[200];
+	int fd;
+
+	start(0, 0, 0);
+	snprintf(bad, sizeof bad, "%s/not-a-program", outdir);
+	fd = open(bad, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	cr_assert(fd != -1);
+	cr_assert_eq(write(fd, "no magic, no #!\n", 16), 16);
+	close(fd);
+	spawn(&a, &aspec);
+	cr_assert_eq(a.nstarted, 1, "a waited spawn starts at its return");
+	spawn(&b, &bspec);
+	c.argv[0] = bad;
+	c.argv[1] = NULL;
+	spawn(&c, &cspec);
+	cr_assert_eq(proc_launched(), 2);
+	cr_assert(!proc_execd(c.p));
+	cr_assert(run_until_execd(b.p, 5000));
+	cr_assert_eq(b.nstarted, 1);
+	cr_assert(ts_le(&b.spawned, &b.started));
+	cr_assert(run_until(&c.done, 5000));
+	cr_assert_eq(c.end, PROC_SPAWN_FAILED);
+	snprintf(want, sizeof want, "cannot run %s: Exec format error", bad);
+	cr_assert_str_eq(c.error, want);
+	cr_assert_eq(c.nstarted, 0, "failed before its exec, counted started");
+	cr_assert_eq(proc_started(), 2);
+	in_call = true;
+	proc_kill(a.p);
+	proc_kill(b.p);
+	in_call = false;
+	cr_assert(run_until(&a.done, 5000));
+	cr_assert(run_until(&b.done, 5000));
+	cr_assert_eq(a.nstarted, 1);
+	cr_assert_eq(b.nstarted, 1);
+	cr_assert_eq(proc_started(), 2);
+	unlink(bad);
+	result_free(&a);
+	result_free(&b);
+	result_free(&c);
 	finish();
 }
 

@@ -661,6 +661,7 @@ methods_rss(void)
 static void
 methods_stats(struct call *call)
 {
+	session_tools_check();
 	conn_reply(call->c, call->id, json_pack("{s:i, s:I, s:i, s:i, s:i, "
 	    "s:I, s:I, s:I}", "pid", (int)getpid(), "uptimeMs",
 	    (json_int_t)(methods_now_ms() - methods_cfg.start_ms), "sessions",
@@ -675,6 +676,7 @@ methods_stats(struct call *call)
 static void
 methods_metrics(struct call *call)
 {
+	session_tools_check();
 	conn_reply(call->c, call->id, gauges_json(conn_uid(call->c),
 	    methods_cfg.enforcement, methods_now_ms() - methods_cfg.start_ms));
 }

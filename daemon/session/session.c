@@ -153,7 +153,7 @@ static void	session_sub_send(struct sub *, bool);
 static void	session_idle_cb(evutil_socket_t, short, void *);
 static void	session_proc_line(void *, const char *, size_t);
 static void	session_proc_chunk(void *, int, const char *, size_t);
-static void	session_proc_started(void *);
+static void	session_proc_started(void *, const struct timespec *);
 static struct proc *session_proc(struct exec_tool *);
 static void	session_tool_done(struct exec_tool *, bool);
 static void	session_proc_exit(void *, const struct proc_exit *);
@@ -218,6 +218,12 @@ session_count(void)
 	return session_n;
 }
 
+void
+session_tools_check(void)
+{
+	proc_count_execs();
+}
+
 uint64_t
 session_tools_started(void)
 {
@@ -256,6 +262,8 @@ session_tool_describe(struct exec_tool *t, json_t *o)
 	if ((pid = session_tool_pid(t)) <= 0)
 		return;
 	json_object_set_new(o, "pid", json_integer(pid));
+	/* Its start is stamped once its exec is known. */
+	(void)proc_execd(st->proc);
 	if (exec_tool_stamp(t, EXEC_STAMP_STARTED) != 0)
 		json_object_set_new(o, "elapsedMs", json_integer((json_int_t)
 		    ((metrics_now() - exec_tool_stamp(t, EXEC_STAMP_STARTED)) /
@@ -880,7 +888,6 @@ session_spawn(struct session *s, struct exec_tool *t,
 	buf_free(&vars);
 
 	session_running_add(s, t);
-	session_started++;
 	session_idle_update(s);
 }
 
@@ -975,19 +982,25 @@ session_proc_line(void *arg, const char *line, size_t len)
 	exec_progress_line(arg, line, len);
 }
 
-/* Its process started: how long since addTool (none for restored tools). */
+/*
+ * Its process started (its execve happened, maybe learnt later: proc.h),
+ * at: how long since addTool (none for restored tools). stats and the
+ * metric count the same starts.
+ */
 static void
-session_proc_started(void *arg)
+session_proc_started(void *arg, const struct timespec *at)
 {
 	struct exec_tool *t = arg;
 	struct session *s = exec_arg(exec_tool_exec(t));
+	uint64_t stamp = metrics_stamp(at);
 
+	session_started++;
 	metrics_count(METRICS_TOOLS_STARTED);
-	metrics_observe(METRICS_START_DELAY, exec_tool_stamp(t,
-	    EXEC_STAMP_ADDED));
+	metrics_observe_until(METRICS_START_DELAY, exec_tool_stamp(t,
+	    EXEC_STAMP_ADDED), stamp);
 	log_about(LOG_LEVEL_DEBUG, s->id, exec_tool_id(t), exec_tool_name(t),
 	    "started");
-	exec_tool_set_stamp(t, EXEC_STAMP_STARTED, metrics_now());
+	exec_tool_set_stamp(t, EXEC_STAMP_STARTED, stamp);
 }
 
 static struct proc *
@@ -1056,8 +1069,11 @@ session_yield_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (!exec_tool_detachable(t))
 		return;
-	/* Still waiting for a --max-procs slot: a job is a process. */
-	if (proc_pid(st->proc) == 0) {
+	/*
+	 * Still waiting for a --max-procs slot, or for its exec: a job is a
+	 * process that started (one that fails before gets its result).
+	 */
+	if (proc_pid(st->proc) == 0 || !proc_execd(st->proc)) {
 		evtimer_add(st->yield, &soon);
 		return;
 	}

@@ -172,7 +172,15 @@ unsigned session_jobs_running(void);
  */
 void session_jobs_yield_now(void);
 
-/* Tools started, completed, running: for stats. */
+/*
+ * Learn which tools' processes have exec'd since (proc_count_execs):
+ * before session_tools_started or the metrics are read.
+ */
+void session_tools_check(void);
+/*
+ * For stats: tool processes started (their exec happened, as the metric
+ * counts them) and tools ended since this image started, and running now.
+ */
 uint64_t session_tools_started(void);
 uint64_t session_tools_completed(void);
 unsigned session_tools_running(void);

@@ -113,7 +113,9 @@ struct proc {
 	                          argv and envp, which its child reads */
 	pid_t pid;          /* main, while it runs */
 	pid_t pgid;         /* the group, until it is known empty */
-	bool started;
+	bool started;       /* has a process (launched: maybe not exec'd yet) */
+	bool execd;         /* its execve is known to have happened: counted
+	                       in proc_nstarted, ops.started called */
 	bool slot;          /* holds a max_procs slot */
 	bool detached;      /* a job: no timeout, no slot (proc_detach) */
 	int in_fd;
@@ -168,6 +170,9 @@ static void proc_signal_group(struct proc *, int);
 static void proc_write_cb(evutil_socket_t, short, void *);
 static void proc_close_stdin(struct proc *);
 static bool proc_launches(void);
+static void proc_exec_happened(struct proc *);
+static void proc_check_exec(struct proc *);
+static void proc_check_execs(void);
 static void proc_append(struct proc *, const char *, size_t, bool);
 static void proc_read_cb(evutil_socket_t, short, void *);
 static void proc_read(struct proc_pipe *, size_t, bool);
@@ -192,6 +197,7 @@ static void proc_new_instance(void);
 static void proc_forget_group(struct proc *);
 static void proc_replay_groups(void);
 static bool proc_take_handover(const char *);
+static void proc_save_spawn(struct proc *, json_t *);
 
 static struct event_base *proc_base;
 static struct proc_config proc_cfg;
@@ -205,6 +211,8 @@ static unsigned proc_nrunning;
 static unsigned proc_nslots;
 static uint64_t proc_nstarted;
 static uint64_t proc_nlaunched;
+/* Launched, not known yet to have exec'd (p->run is theirs still). */
+static unsigned proc_nlaunching;
 static uint64_t proc_next_token;
 /* "<16 hex digits>-": this daemon's tokens start with it. */
 static char proc_instance[24];
@@ -273,6 +281,7 @@ proc_init(struct event_base *base, const struct proc_config *cfg, char *err,
 	proc_base = base;
 	proc_nrunning = proc_nslots = 0;
 	proc_nstarted = proc_nlaunched = 0;
+	proc_nlaunching = 0;
 	return 0;
 }
 
@@ -755,8 +764,50 @@ proc_spawn_done(struct proc *p)
 	p->argv = NULL;
 	proc_free_strv(p->envp);
 	p->envp = NULL;
+	if (p->run != NULL)
+		proc_nlaunching--;
 	spawn_run_free(p->run);
 	p->run = NULL;
+}
+
+/*
+ * Its execve happened: now it counts as started (a tool that never exec'd
+ * is not), with the time of its spawn as its start.
+ */
+static void
+proc_exec_happened(struct proc *p)
+{
+	p->execd = true;
+	proc_nstarted++;
+	if (p->ops.started != NULL)
+		p->ops.started(p->arg, &p->start);
+}
+
+/*
+ * A launched child's execve is known from the memory it shares with us
+ * (spawn_run_state), so the loop is never woken for it: looked at when
+ * something of the tool happens (output, its reap), when the counts are
+ * read, and before a reload. One that failed is left to its reap.
+ */
+static void
+proc_check_exec(struct proc *p)
+{
+	if (p->run != NULL && !p->execd &&
+	    spawn_run_state(p->run, 0) == SPAWN_RUN_EXECD) {
+		proc_exec_happened(p);
+		proc_spawn_done(p);
+	}
+}
+
+static void
+proc_check_execs(void)
+{
+	struct proc *p;
+
+	if (proc_nlaunching == 0)
+		return;
+	TAILQ_FOREACH(p, &proc_all, all_entry)
+		proc_check_exec(p);
 }
 
 static void
@@ -844,12 +895,14 @@ proc_start(struct proc *p)
 		p->slot = true;
 		proc_nslots++;
 	}
-	proc_nstarted++;
-	if (p->run != NULL)
-		proc_nlaunched++;
 	clock_gettime(CLOCK_MONOTONIC, &p->start);
-	if (p->ops.started != NULL)
-		p->ops.started(p->arg);
+	/* A waited spawn returns after the exec; a launched one may not yet. */
+	if (p->run == NULL)
+		proc_exec_happened(p);
+	else {
+		proc_nlaunched++;
+		proc_nlaunching++;
+	}
 	reaper_add(pid, proc_exited, p);
 	p->capture = capture_create(p->max_output, proc_output_dir, p->name,
 	    (long)pid, p->token);
@@ -1019,6 +1072,7 @@ proc_read_cb(evutil_socket_t fd, short events, void *arg)
 
 	(void)fd;
 	(void)events;
+	proc_check_exec(pp->p);
 	proc_read(pp, PROC_READ_BURST, false);
 }
 
@@ -1208,7 +1262,9 @@ proc_exited(pid_t pid, int status, void *arg)
 	p->pid = 0;
 	/* Launched without waiting: it may have failed before its exec. */
 	if (p->run != NULL) {
-		if ((error = spawn_run_error(p->run, &step)) != 0)
+		if (spawn_run_state(p->run, 0) == SPAWN_RUN_EXECD)
+			proc_exec_happened(p);
+		else if ((error = spawn_run_error(p->run, &step)) != 0)
 			p->error = proc_spawn_error(p, step, error);
 		proc_spawn_done(p);
 	}
@@ -1451,6 +1507,8 @@ proc_free(struct proc *p, bool keep_file)
 	 * execve: they go once it is reaped (at shutdown reaper_kill_all has
 	 * reaped them all; one that would not die, in the kernel, keeps them).
 	 */
+	if (p->run != NULL)
+		proc_nlaunching--;
 	if (p->run == NULL || p->pid <= 0 ||
 	    waitpid(p->pid, NULL, WNOHANG) != 0) {
 		proc_free_strv(p->argv);
@@ -1658,7 +1716,21 @@ proc_running(void)
 uint64_t
 proc_started(void)
 {
+	proc_check_execs();
 	return proc_nstarted;
+}
+
+void
+proc_count_execs(void)
+{
+	proc_check_execs();
+}
+
+bool
+proc_execd(struct proc *p)
+{
+	proc_check_exec(p);
+	return p->execd;
 }
 
 uint64_t
@@ -1748,8 +1820,33 @@ proc_detach(struct proc *p)
 void
 proc_rebind(struct proc *p, const struct proc_ops *ops, void *arg)
 {
+	/* A start that already happened goes to the ops it happened under. */
+	proc_check_exec(p);
 	p->ops = *ops;
 	p->arg = arg;
+}
+
+void
+proc_await_execs(int64_t ms)
+{
+	struct timespec t0, now;
+	struct proc *p;
+	int64_t ns;
+
+	if (proc_nlaunching == 0)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	TAILQ_FOREACH(p, &proc_all, all_entry) {
+		if (p->run == NULL || p->execd)
+			continue;
+		/* ms in all: what is left of it. */
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		ns = ms * 1000000 - ((int64_t)(now.tv_sec - t0.tv_sec) *
+		    1000000000 + (now.tv_nsec - t0.tv_nsec));
+		if (spawn_run_state(p->run, ns > 0 ? ns : 0) ==
+		    SPAWN_RUN_EXECD)
+			proc_check_exec(p);
+	}
 }
 
 bool
@@ -1783,6 +1880,39 @@ proc_timer_left(struct event *ev)
 	ms = (int64_t)(at.tv_sec - now.tv_sec) * 1000 +
 	    (at.tv_usec - now.tv_usec) / 1000;
 	return ms < 0 ? 0 : ms;
+}
+
+/*
+ * A launched child's failure before its exec is in this image's memory
+ * only: it goes along as the tool's error (proc_await_execs has waited for
+ * those still before their exec).
+ */
+static void
+proc_save_spawn(struct proc *p, json_t *o)
+{
+	enum spawn_run_state st;
+	const char *step;
+	char *msg;
+	int error;
+
+	proc_check_exec(p);
+	if (p->run == NULL)
+		return;
+	if ((st = spawn_run_state(p->run, 0)) == SPAWN_RUN_BEFORE) {
+		log_warn("reload: tool %s (pid %ld) is still before its exec: "
+		    "should that fail, the next image reports exit 127",
+		    p->name, (long)p->pid);
+		return;
+	}
+	if (st == SPAWN_RUN_FAILED &&
+	    (error = spawn_run_error(p->run, &step)) != 0) {
+		msg = proc_spawn_error(p, step, error);
+		log_debug("reload: tool %s (pid %ld) failed before its exec, "
+		    "handed over with its error: %s", p->name, (long)p->pid,
+		    msg);
+		json_object_set_new(o, "spawnError", json_string(msg));
+		free(msg);
+	}
 }
 
 void
@@ -1819,6 +1949,7 @@ proc_save(struct proc *p, struct handover_rec *r, json_t *o)
 	    "stream", p->stdin_stream, "eof", p->stdin_eof, "tty", p->tty,
 	    "cols", (int)p->cols, "rows", (int)p->rows));
 	json_object_set_new(o, "detached", json_boolean(p->detached));
+	proc_save_spawn(p, o);
 	handover_keep_fd(p->in_fd);
 	handover_put(r, o, "input", p->input != NULL ? p->input +
 	    p->input_off : NULL, p->input_len - p->input_off);
@@ -1962,6 +2093,11 @@ proc_adopt(const struct handover_in *in, const json_t *o,
 	proc_events(p);
 	p->state = PROC_RUNNING;
 	p->started = true;
+	/* Counted by the image before; a failure before its exec is carried. */
+	p->execd = true;
+	if (json_string_value(json_object_get(o, "spawnError")) != NULL)
+		p->error = xstrdup(json_string_value(json_object_get(o,
+		    "spawnError")));
 	proc_nrunning++;
 	if (!p->detached) {
 		p->slot = true;

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "output.h"
 #include "supervisor/sandbox.h"
@@ -118,10 +119,15 @@ struct proc_ops {
 	 */
 	void (*exit)(void *arg, const struct proc_exit *);
 	/*
-	 * The process started (NULL: not wanted): from inside proc_spawn,
-	 * or later when a max_procs slot came. It may not call proc_*.
+	 * The process started, at (CLOCK_MONOTONIC: its spawn), once its
+	 * execve is known to have happened (NULL: not wanted): from inside
+	 * proc_spawn, or later when a max_procs slot came; for a child
+	 * started beside running tools without waiting for its execve, later
+	 * still, at the first sign of it (its output, its end, proc_execd,
+	 * the counts read, a reload). Never for one that failed before. It
+	 * may not call proc_*.
 	 */
-	void (*started)(void *arg);
+	void (*started)(void *arg, const struct timespec *at);
 };
 
 struct proc_config {
@@ -197,7 +203,7 @@ int proc_resize(struct proc *, unsigned cols, unsigned rows);
  * holds no max_procs slot (queued, it still waits for one to start).
  */
 void proc_detach(struct proc *);
-/* Later callbacks go to these ops and arg. */
+/* Later callbacks go to these ops and arg (a start known now, to the old). */
 void proc_rebind(struct proc *, const struct proc_ops *, void *arg);
 /* Stop (true) or resume (false) reading the process's pipes. */
 void proc_pause(struct proc *, bool);
@@ -226,6 +232,13 @@ bool proc_idle(void);
  * callback (those take a moment; running and queued ones are fine).
  */
 bool proc_settled(void);
+/*
+ * Before the handover: wait (up to ms in all) for every child started
+ * without waiting for its execve that is still before it, so that a
+ * failure before its exec, read from this image's memory, is handed over
+ * as its error (proc_save); one still before it then is logged there.
+ */
+void proc_await_execs(int64_t ms);
 /* Whether p runs and can be handed over (queued ones are not). */
 bool proc_carried(const struct proc *);
 /*
@@ -261,9 +274,19 @@ const char *proc_instance_token(void);
 unsigned proc_kill_instance(const char *token, const char *cgroup,
     long pid);
 
-/* Processes running and started since proc_init, for stats. */
+/*
+ * Processes running, and started since proc_init (their execve happened;
+ * a spawn that failed is not one), for stats.
+ */
 unsigned proc_running(void);
 uint64_t proc_started(void);
+/*
+ * Count the children known to have exec'd since (ops.started): before the
+ * counts are read.
+ */
+void proc_count_execs(void);
+/* Whether p's execve is known to have happened (checked now). */
+bool proc_execd(struct proc *);
 /* Of those, started without waiting for their execve (spawn_launch). */
 uint64_t proc_launched(void);
 

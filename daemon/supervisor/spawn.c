@@ -18,12 +18,14 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <linux/capability.h>
+#include <linux/futex.h>
 #include <linux/securebits.h>
 #include <linux/mount.h>
 #include <linux/sched.h>
@@ -50,6 +52,7 @@ struct spawn_child {
 	const struct spawn_req *req;
 	int error;
 	const char *step;
+	bool at_exec;            /* past every step: in its execve, or beyond */
 };
 
 #define SPAWN_STACK (64 * 1024)
@@ -63,10 +66,14 @@ static char spawn_stack[SPAWN_STACK] __attribute__((aligned(64)));
 /*
  * A child of spawn_launch runs while we go on: its own stack, and a copy of
  * the request, its path and groups, which it reads until its execve; kept
- * until it is reaped.
+ * until it is reaped, or known to have exec'd. tid is not 0 until the
+ * child's execve or its end: the kernel clears it then, in the memory we
+ * share (CLONE_CHILD_CLEARTID, as it does a thread's for pthread_join),
+ * and wakes a futex waiter on it.
  */
 struct spawn_run {
 	struct spawn_child c;
+	pid_t tid;
 	struct spawn_req req;
 	char stack[SPAWN_STACK] __attribute__((aligned(64)));
 	gid_t groups[];          /* then the path */
@@ -79,7 +86,7 @@ static long spawn_stat(const char *, struct stat *);
 static long spawn_chrooted(const struct spawn_ns *, const struct mount_attr *);
 static long spawn_drop_caps(void);
 static void spawn_learn(void);
-static pid_t spawn_clone3(struct spawn_child *, char *, bool);
+static pid_t spawn_clone3(struct spawn_child *, char *, pid_t *);
 
 /*
  * A system call as the child makes it: the result, or -errno, and errno
@@ -219,6 +226,7 @@ spawn_child(void *arg)
 		goto fail;
 
 	c->step = "cannot run";
+	c->at_exec = true;
 	rc = SPAWN_SYS3(SYS_execve, r->path, r->argv, r->envp);
 fail:
 	c->error = (int)-rc;
@@ -411,16 +419,19 @@ spawn_learn(void)
  * clone3 has no libc wrapper that takes a function: the child comes back
  * from the system call on the empty stack, so it must call the function
  * before touching the stack, and never return. Into the request's cgroup
- * if it names one; waiting for the child's execve or not.
+ * if it names one; waiting for the child's execve, or not (tid: cleared
+ * by the kernel at the child's execve or end).
  */
 __attribute__((no_sanitize_address)) static pid_t
-spawn_clone3(struct spawn_child *c, char *stack, bool wait)
+spawn_clone3(struct spawn_child *c, char *stack, pid_t *tid)
 {
 	struct clone_args ca;
 	long ret;
 
 	memset(&ca, 0, sizeof ca);
-	ca.flags = CLONE_VM | (wait ? CLONE_VFORK : 0);
+	ca.flags = CLONE_VM | (tid == NULL ? CLONE_VFORK :
+	    CLONE_CHILD_CLEARTID);
+	ca.child_tid = (uintptr_t)tid;
 	if (c->req->cgroup_fd != -1) {
 		ca.flags |= CLONE_INTO_CGROUP;
 		ca.cgroup = (uint64_t)c->req->cgroup_fd;
@@ -452,11 +463,11 @@ spawn_clone3(struct spawn_child *c, char *stack, bool wait)
 }
 #else
 static pid_t
-spawn_clone3(struct spawn_child *c, char *stack, bool wait)
+spawn_clone3(struct spawn_child *c, char *stack, pid_t *tid)
 {
 	(void)c;
 	(void)stack;
-	(void)wait;
+	(void)tid;
 	errno = ENOSYS;
 	return -1;
 }
@@ -465,7 +476,7 @@ spawn_clone3(struct spawn_child *c, char *stack, bool wait)
 pid_t
 spawn_start(const struct spawn_req *req, const char **step)
 {
-	struct spawn_child c = { req, 0, NULL };
+	struct spawn_child c = { req, 0, NULL, false };
 	struct spawn_req joined;
 	sigset_t all, old;
 	pid_t pid = -1;
@@ -477,7 +488,7 @@ spawn_start(const struct spawn_req *req, const char **step)
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
 	if (req->cgroup_fd != -1) {
-		pid = spawn_clone3(&c, spawn_stack, true);
+		pid = spawn_clone3(&c, spawn_stack, NULL);
 		if (pid == -1 && errno == ENOSYS) {
 			/* No clone3 here: the child moves itself in. */
 			joined = *req;
@@ -543,6 +554,8 @@ spawn_launch(const struct spawn_req *req, struct spawn_run **out,
 	run->c.req = &run->req;
 	run->c.error = 0;
 	run->c.step = NULL;
+	run->c.at_exec = false;
+	run->tid = -1;
 	if (req->ngroups > 0)
 		memcpy(run->groups, req->groups, req->ngroups *
 		    sizeof *run->groups);
@@ -550,7 +563,7 @@ spawn_launch(const struct spawn_req *req, struct spawn_run **out,
 	run->req.path = memcpy(run->groups + req->ngroups, req->path, len);
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
-	pid = spawn_clone3(&run->c, run->stack, false);
+	pid = spawn_clone3(&run->c, run->stack, &run->tid);
 	error = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (pid == -1) {
@@ -566,6 +579,39 @@ spawn_launch(const struct spawn_req *req, struct spawn_run **out,
 	setpgid(pid, pid);
 	*out = run;
 	return pid;
+}
+
+enum spawn_run_state
+spawn_run_state(struct spawn_run *run, int64_t wait_ns)
+{
+	struct timespec now, until = { 0, 0 }, left;
+	int64_t ns;
+	pid_t tid;
+
+	if (wait_ns > 0 && clock_gettime(CLOCK_MONOTONIC, &until) == 0) {
+		ns = (int64_t)until.tv_nsec + wait_ns;
+		until.tv_sec += (time_t)(ns / 1000000000);
+		until.tv_nsec = (long)(ns % 1000000000);
+	}
+	/* The child wrote its error and at_exec before the kernel cleared tid. */
+	while ((tid = __atomic_load_n(&run->tid, __ATOMIC_ACQUIRE)) != 0 &&
+	    wait_ns > 0 && clock_gettime(CLOCK_MONOTONIC, &now) == 0) {
+		ns = (int64_t)(until.tv_sec - now.tv_sec) * 1000000000 +
+		    (until.tv_nsec - now.tv_nsec);
+		if (ns <= 0)
+			break;
+		left.tv_sec = (time_t)(ns / 1000000000);
+		left.tv_nsec = (long)(ns % 1000000000);
+		/* Not FUTEX_PRIVATE: the kernel's wake at the exec is not one. */
+		if (syscall(SYS_futex, &run->tid, FUTEX_WAIT, tid, &left, NULL,
+		    0) == -1 && errno != EAGAIN && errno != EINTR &&
+		    errno != ETIMEDOUT)
+			break;
+	}
+	if (tid != 0)
+		return SPAWN_RUN_BEFORE;
+	return run->c.error == 0 && run->c.at_exec ? SPAWN_RUN_EXECD :
+	    SPAWN_RUN_FAILED;
 }
 
 int

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 
@@ -88,14 +89,30 @@ pid_t spawn_start(const struct spawn_req *, const char **step);
  * Where clone3 is wired, for a request without a mount namespace, a
  * terminal or cgroup files to join; else -1 with ENOSYS, and spawn_start
  * does it. The request is copied with its path and groups, but its argv
- * and envp must live until the child is reaped, and so must *run: then
- * spawn_run_error says whether the child failed before its exec (an errno,
- * and the step), and spawn_run_free lets it go. Never free a run whose
- * child has not been reaped: it may still be running on its stack.
+ * and envp must live until the child is reaped or spawn_run_state says it
+ * exec'd, and so must *run: then spawn_run_error says whether the child
+ * failed before its exec (an errno, and the step), and spawn_run_free lets
+ * it go. Never free a run whose child may still be before its exec: it
+ * may be running on its stack.
  */
 struct spawn_run;
 pid_t spawn_launch(const struct spawn_req *, struct spawn_run **,
     const char **step);
+
+/*
+ * Where a launched child is, read from the memory it shares with us (the
+ * kernel marks its execve and its end there): no system call, no wake-up.
+ * EXECD: its execve happened (past the point where it can return an
+ * error); FAILED: it ended before, by an error of a step (spawn_run_error)
+ * or killed by a signal. wait_ns > 0: wait up to that long while it is
+ * BEFORE (a futex the kernel wakes at either).
+ */
+enum spawn_run_state {
+	SPAWN_RUN_BEFORE,
+	SPAWN_RUN_EXECD,
+	SPAWN_RUN_FAILED,
+};
+enum spawn_run_state spawn_run_state(struct spawn_run *, int64_t wait_ns);
 int spawn_run_error(const struct spawn_run *, const char **step);
 void spawn_run_free(struct spawn_run *);
 

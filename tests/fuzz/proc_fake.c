@@ -71,6 +71,19 @@ proc_started(void)
 	return proc_n_started;
 }
 
+/* A fake process has no exec to wait for: it starts at once. */
+void
+proc_count_execs(void)
+{
+}
+
+bool
+proc_execd(struct proc *p)
+{
+	(void)p;
+	return true;
+}
+
 struct proc *
 proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
     void *arg)

@@ -660,6 +660,39 @@ def reload_carries(d, fx):
         srv.server_close()
 
 
+def job_keeps_proxy(d, fx):
+    """A call that becomes a job keeps its way out: its proxy goes with it
+    (a job fetches after its result, once the test says so)."""
+    with case("a background job keeps its proxy after its result"):
+        c = Conn(d.sock)
+        go = os.path.join(fx.tmp, "go-job")
+        bg = dict(tooldef(fx, {"allow": ["www.test"]}, "bg"),
+                  background=True, yieldMs=0)
+        sid = session(c, fx, {"allow": ["www.test"]}, [bg])
+        NEXT[0] += 1
+        c.ok("addTool", sessionId=sid, toolUse={
+            "id": "n%d" % NEXT[0], "name": "bg", "input": {"cmd": wrap(
+                "while [ ! -e %s ]; do sleep 0.01; done; %s" % (
+                    go, curl("https://www.test/hello")))}})
+        c.ok("drain", sessionId=sid)
+        res = [n["params"] for n in c.ok("events", sessionId=sid)[
+            "notifications"] if n["method"] == "tool_result"]
+        T.check(res and res[-1]["meta"].get("reason") == "background",
+                "the call became a job: %r" % (res[-1]["meta"] if res
+                                               else None))
+        jid = res[-1]["meta"]["job"]["jobId"] if res else None
+        open(go, "w").close()
+        text, deadline = "", time.monotonic() + 60
+        while jid and "[rc=" not in text and time.monotonic() < deadline:
+            text = c.ok("readJob", sessionId=sid, jobId=jid, since=0,
+                        waitMs=1000)["text"]
+        T.check("hello from" in text and rc_of(text) == 0,
+                "the job fetched through its proxy after its result: "
+                + text)
+        c.ok("closeSession", sessionId=sid)
+        c.close()
+
+
 def operator_flags(path, fx):
     with case("operator flags --network-deny and --network-allow-max"):
         d = start(path, ["--network-hosts", fx.hosts, "--network-deny",
@@ -755,6 +788,7 @@ def body(path, fx):
             dev_server(d, fx, True, "localhost:PORT reaches a dev server "
                        "job, no other port")
             reload_carries(d, fx)
+            job_keeps_proxy(d, fx)
         else:
             for name in ("clients through the proxy to allowed hosts",
                          "the same clients refused for evil.test",
@@ -763,6 +797,7 @@ def body(path, fx):
                          "port",
                          "a reload carries the proxy's port and an open "
                          "tunnel",
+                         "a background job keeps its proxy after its result",
                          "operator flags --network-deny and "
                          "--network-allow-max"):
                 not_run(name, why)

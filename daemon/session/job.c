@@ -15,6 +15,7 @@
 #include "handover.h"
 #include "log.h"
 #include "net/conn.h"
+#include "net/proxy.h"
 #include "session/journal.h"
 #include "session/outdir.h"
 #include "session/session_int.h"
@@ -56,6 +57,7 @@ struct job {
 	char *name;
 	json_t *command;
 	struct proc *proc;      /* while it runs */
+	struct proxy_tool *proxy; /* network rules: its way out, while it runs */
 	pid_t pid;
 	int64_t started_at;     /* ms since the epoch */
 	bool tty;
@@ -193,6 +195,7 @@ job_free(struct job *j)
 	}
 	if (j->note_ev != NULL)
 		event_free(j->note_ev);
+	proxy_tool_free(j->proxy);
 	free(j->killers);
 	free(j->ring);
 	json_decref(j->command);
@@ -361,6 +364,12 @@ job_note_cb(evutil_socket_t fd, short what, void *arg)
 	job_note(arg, true);
 }
 
+void
+job_take_proxy(struct job *j, struct proxy_tool *proxy)
+{
+	j->proxy = proxy;
+}
+
 json_t *
 job_attach(struct job *j, struct proc *p, size_t max, char **content)
 {
@@ -465,6 +474,9 @@ job_exit(void *arg, const struct proc_exit *px)
 	char *text;
 
 	j->proc = NULL;
+	/* Its connections end with it. */
+	proxy_tool_free(j->proxy);
+	j->proxy = NULL;
 	j->status = j->killing || px->end == PROC_KILLED ? JOB_KILLED :
 	    JOB_EXITED;
 	json_decref(j->exit_code);

@@ -60,6 +60,9 @@ void job_output(struct job *, const char *, size_t);
  * result's, with the output so far: at most max bytes of it).
  */
 json_t *job_attach(struct job *, struct proc *, size_t max, char **content);
+/* Network rules: the call's proxy is the job's now, until it ends. */
+struct proxy_tool;
+void job_take_proxy(struct job *, struct proxy_tool *);
 /* Its process ended before it became one: it never was. */
 void job_free(struct job *);
 

@@ -1080,6 +1080,8 @@ session_yield_cb(evutil_socket_t fd, short what, void *arg)
 	session_running_del(s, t);
 	st->job = NULL;
 	meta = job_attach(job, st->proc, st->max_output, &content);
+	job_take_proxy(job, st->proxy);
+	st->proxy = NULL;
 	session_tool_done(t, true);
 	exec_detach(t, content, meta);
 	session_idle_update(s);

@@ -920,6 +920,7 @@ class Scenario:
         self.check_order(A)
         self.drain_under_pressure()
         self.jobs()
+        self.network()
 
     def drain_under_pressure(self):
         """S12 on a connection with a lot queued: the drain answer must
@@ -1435,6 +1436,101 @@ class Scenario:
                 " ".join(methods))
             t.expect(ok is not None, "tool %s: notifications in the order "
                      "%s" % (tid, methods))
+
+    def network(self):
+        """Network by name (PROTOCOL.md §7.2): ToolDefs and a session's
+        sandbox with rules against the schemas, refusals at createSession,
+        and where initialize reports networkRules, a tool's meta.network
+        with a reached and a refused host."""
+        t = self.t
+        N = Conn(t, "N")
+        rules = {"allow": ["localhost:1-65535", "*.pythonhosted.org",
+                           "[2001:db8::]/32"], "deny": ["evil.test"]}
+        for net in (True, False, rules, {}, {"allow": None}):
+            d = sh_tool("n", sandbox={"mode": "read-only", "network": net})
+            t.validate("tooldef", d, "a ToolDef with network %r (schema "
+                       "bug)" % (net,))
+        for net in ({"allow": "a.test"}, {"allow": [1]}, {"permit": []},
+                    {"allow": ["a.test"] * 257}, {"allow": [""]}):
+            d = sh_tool("n", sandbox={"mode": "read-only", "network": net})
+            t.expect(t.schemas.errors("tooldef", d) != [],
+                     "tooldef.schema.json accepts network %s" %
+                     json.dumps(net)[:80])
+        N.call_error("createSession", {"sandbox": {
+            "mode": "read-only", "network": {"allow": ["http://a.test"]}}},
+            -32602, field="sandbox")
+        N.call_error("createSession", {"tools": [sh_tool("n", sandbox={
+            "mode": "none", "network": {"allow": ["a.test"]}})]}, -32602,
+            field="tools[0]")
+        init = N.call("initialize") or {}
+        sb = init.get("capabilities", {}).get("enforcement", {}).get(
+            "sandbox", {})
+        t.expect(isinstance(sb.get("networkRules"), bool),
+                 "initialize: sandbox.networkRules %r" %
+                 (sb.get("networkRules"),))
+        if sb.get("networkRules") is not True:
+            t.expect(isinstance(sb.get("whyNot", {}).get("networkRules"),
+                                str), "initialize: networkRules false and "
+                     "no whyNot.networkRules: %r" % (sb,))
+            print("network: meta.network not checked: %s" %
+                  sb.get("whyNot", {}).get("networkRules"))
+            return
+
+        # A server on the daemon's loopback the tool may reach.
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)
+        port = srv.getsockname()[1]
+        served = threading.Thread(target=lambda: [
+            c.sendall(c.recv(100)) or c.close()
+            for c in [srv.accept()[0]]], daemon=True)
+        served.start()
+        probe = (
+            "import os, socket\n"
+            "port = int(os.environ['HTTP_PROXY'].rsplit(':', 1)[1])\n"
+            "def connect(target, word):\n"
+            "    s = socket.create_connection(('127.0.0.1', port))\n"
+            "    s.sendall(b'CONNECT ' + target + b' HTTP/1.1\\r\\n\\r\\n')\n"
+            "    head = b''\n"
+            "    while b'\\r\\n\\r\\n' not in head:\n"
+            "        head += s.recv(1)\n"
+            "    s.sendall(word)\n"
+            "    print(head.split(b'\\r\\n')[0].decode(), s.recv(100))\n"
+            "connect(b'localhost:PORT', b'ping')\n"
+            "connect(b'evil.test:443', b'')\n").replace("PORT", str(port))
+        cs = N.call("createSession", {
+            "tools": [{"name": "py", "command": [sys.executable, "-c",
+                                                 probe]}],
+            "sandbox": {"mode": "read-only", "network": {
+                "allow": ["localhost:%d" % port, "LOCALHOST:%d" % port],
+                "deny": ["evil.test"]}}})
+        if cs is None:
+            srv.close()
+            return
+        sid = cs["sessionId"]
+        t.expect(N.call("subscribe", {"sessionId": sid, "since": 0}) ==
+                 {"lastSeq": 0}, "subscribe on the network session")
+        N.seq[sid] = 1
+        self.add(N, sid, "net1", "py", {})
+        self.drain(N, sid, 1, 1)
+        p = N.result_of("net1")
+        self.check_result(p, "ok")
+        net = p["meta"].get("network", {})
+        t.expect([(e.get("host"), e.get("port"), e.get("connections"),
+                   e.get("bytesOut"), e.get("bytesIn"))
+                  for e in net.get("reached", [])] ==
+                 [("localhost", port, 1, 4, 4)],
+                 "meta.network.reached: %r" % net)
+        t.expect([(e.get("host"), e.get("port"), e.get("connections"))
+                  for e in net.get("refused", [])] ==
+                 [("evil.test", 443, 1)] and "deny rule \"evil.test\"" in
+                 net["refused"][0].get("why", ""),
+                 "meta.network.refused: %r" % net)
+        t.expect(" 403 " in p["result"]["content"],
+                 "the refused CONNECT got 403: %r" % p["result"]["content"])
+        N.call("closeSession", {"sessionId": sid})
+        served.join(10)
+        srv.close()
 
 
 def main():

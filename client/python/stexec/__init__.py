@@ -611,7 +611,9 @@ class Client:
         the daemon's; ``env``: on top of the daemon's, None unsets;
         ``sandbox``: the profile of its tools that have none
         ("read-only", "workspace-write", "none" or {mode, writableRoots,
-        network})."""
+        network}); ``network`` is True, False or rules {"allow": [RULE],
+        "deny": [RULE]} (PROTOCOL.md §7.2): the hosts its tools that give
+        no network of their own reach through the daemon's proxy."""
         sid = self.request("createSession", _session_params(
             tools, max_parallel, cwd, env, sandbox))["sessionId"]
         with self._cond:

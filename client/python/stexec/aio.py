@@ -318,7 +318,8 @@ class Client:
                              sandbox: Any = None) -> str:
         """Create a session; returns its id. ``tools``: ToolDefs added to
         the daemon's; ``env``: on top of the daemon's, None unsets;
-        ``sandbox``: the profile of its tools that have none."""
+        ``sandbox``: the profile of its tools that have none, as for
+        the blocking client (``network`` rules included)."""
         sid = (await self.request("createSession", _session_params(
             tools, max_parallel, cwd, env, sandbox)))["sessionId"]
         self._seqs.created(sid)

@@ -459,16 +459,29 @@ proxy_decide(struct proxy_conn *c)
 	struct netpolicy_addr addr;
 	struct evdns_getaddrinfo_request *req;
 	struct evutil_addrinfo *ai = NULL;
+	struct timeval tv;
 	char why[512];
 	bool is_ip;
+	size_t i;
 	int rc;
 
 	bufferevent_disable(c->c, EV_READ);
+	/* From the head on, the bound is resolving and connecting's. */
+	tv.tv_sec = proxy_cfg.connect_timeout_ms / 1000;
+	tv.tv_usec = (proxy_cfg.connect_timeout_ms % 1000) * 1000;
+	evtimer_add(c->deadline, &tv);
 	if (!netpolicy_check_name(c->tool->policy, c->target.host,
 	    c->target.port, c->norm, sizeof c->norm, &is_ip, &addr, why,
 	    sizeof why)) {
-		if (c->norm[0] == '\0')
-			snprintf(c->norm, sizeof c->norm, "%s", c->target.host);
+		/* Not a name: as the client wrote it, printable ASCII only. */
+		if (c->norm[0] == '\0') {
+			for (i = 0; c->target.host[i] != '\0' &&
+			    i + 1 < sizeof c->norm; i++)
+				c->norm[i] = c->target.host[i] > ' ' &&
+				    c->target.host[i] < 0x7f ?
+				    c->target.host[i] : '?';
+			c->norm[i] = '\0';
+		}
 		proxy_refuse(c, 403, 2, why);
 		return;
 	}

@@ -136,6 +136,12 @@ static void	session_spawn(struct session *, struct exec_tool *,
 		    const struct exec_spawn *);
 static bool	session_our_var(const char *);
 static char	**session_env_strings(struct session *);
+/* Each client reads its own spelling (curl: only http_proxy). */
+static const char *const proxy_vars[] = { "HTTP_PROXY", "http_proxy",
+    "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY",
+    "no_proxy" };
+
+static bool	session_proxy_var(const char *, uint16_t);
 static char	**session_envp(struct session *, struct exec_tool *,
 		    const json_t *, struct buf *, uint16_t);
 static void	session_pressure(struct session *);
@@ -712,19 +718,30 @@ session_env_strings(struct session *s)
  * top, and our variables; vars holds the strings that are made here.
  * Free the vector (not its strings) and vars afterwards.
  */
+/*
+ * With network rules (a proxy port), the proxy variables are the daemon's:
+ * var is "NAME" or "NAME=value".
+ */
+static bool
+session_proxy_var(const char *var, uint16_t proxy_port)
+{
+	size_t i, k = strcspn(var, "=");
+
+	for (i = 0; proxy_port != 0 && i < nitems(proxy_vars); i++)
+		if (strlen(proxy_vars[i]) == k &&
+		    strncmp(proxy_vars[i], var, k) == 0)
+			return true;
+	return false;
+}
+
 static char **
 session_envp(struct session *s, struct exec_tool *t, const json_t *tenv,
     struct buf *vars, uint16_t proxy_port)
 {
-	/* Each client reads its own spelling (curl: only http_proxy). */
-	static const char *const proxy_vars[] = { "HTTP_PROXY", "http_proxy",
-	    "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy",
-	    "NO_PROXY", "no_proxy" };
 	const json_t *v;
 	char **base = session_env_strings(s), **envp;
 	size_t n = 0, i, j, k, *offs, nvars = 0;
 	const char *key;
-	bool ours;
 
 	for (i = 0; base[i] != NULL; i++)
 		;
@@ -738,17 +755,13 @@ session_envp(struct session *s, struct exec_tool *t, const json_t *tenv,
 		json_object_foreach((json_t *)tenv, key, v)
 			if (strlen(key) == k && strncmp(key, base[i], k) == 0)
 				break;
-		/* With network rules, the proxy variables are the daemon's. */
-		for (ours = false, j = 0; proxy_port != 0 &&
-		    j < nitems(proxy_vars); j++)
-			ours = ours || (strlen(proxy_vars[j]) == k &&
-			    strncmp(proxy_vars[j], base[i], k) == 0);
-		if (key == NULL && !ours)
+		if (key == NULL && !session_proxy_var(base[i], proxy_port))
 			envp[n++] = base[i];
 	}
 	/* Offsets, not pointers: vars may move while it grows. */
 	json_object_foreach((json_t *)tenv, key, v)
-		if (json_is_string(v) && !session_our_var(key)) {
+		if (json_is_string(v) && !session_our_var(key) &&
+		    !session_proxy_var(key, proxy_port)) {
 			offs[nvars++] = vars->len;
 			buf_printf(vars, "%s=%s", key, json_string_value(v));
 			buf_add(vars, "", 1);

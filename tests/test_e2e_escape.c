@@ -411,6 +411,58 @@ Test(escape, no_call_acts_on_a_process_outside_the_tool)
 	world_stop(&w);
 }
 
+/*
+ * Network rules need a network namespace the daemon can make: a root
+ * daemon says it can, and runs such a tool in one where nothing but its
+ * proxy answers; one that cannot (not root) says why, and refuses the
+ * tool, never running it with the network open or shut.
+ */
+Test(escape, network_rules_run_only_where_they_hold)
+{
+	struct world w;
+	json_t *caps, *sb, *tools, *sid, *r;
+	const char *why;
+	bool rules;
+
+	world_start(&w);
+	if (world_skip(&w))
+		return;
+	caps = c_call(w.c, "initialize", json_object());
+	sb = json_object_get(json_object_get(json_object_get(caps,
+	    "capabilities"), "enforcement"), "sandbox");
+	rules = json_is_true(json_object_get(sb, "networkRules"));
+	why = e2e_str(json_object_get(sb, "whyNot"), "networkRules");
+	cr_assert_eq(rules, geteuid() == 0, "networkRules: %d as uid %ld",
+	    rules, (long)geteuid());
+	cr_assert(rules || (why != NULL && *why != '\0'), "whyNot says why");
+	tools = json_array();
+	json_array_append_new(tools, tool("named", "{\"mode\":\"read-only\","
+	    "\"network\":{\"allow\":[\"example.test\"]}}"));
+	sid = c_session(w.c, json_pack("{s:o, s:s}", "tools", tools, "cwd",
+	    w.ws));
+	json_decref(w.sid);
+	w.sid = sid;
+	r = run(&w, "named", "env | grep -c '^HTTP_PROXY=http://127.0.0.1:'; "
+	    "python3 -c 'import socket; socket.create_connection("
+	    "(\"127.0.0.1\", 9), 2)' 2>&1 | tail -1");
+	if (rules) {
+		cr_assert_str_neq(e2e_reason(r), "spawn_failed", "%s",
+		    e2e_content(r));
+		cr_assert_not_null(strstr(e2e_content(r), "1\n"), "the proxy "
+		    "variables: %s", e2e_content(r));
+		cr_assert_not_null(strstr(e2e_content(r), "Connection refused"),
+		    "a direct connect meets an empty namespace: %s",
+		    e2e_content(r));
+	} else {
+		cr_assert_str_eq(e2e_reason(r), "spawn_failed");
+		cr_assert_not_null(strstr(e2e_content(r), why), "%s",
+		    e2e_content(r));
+	}
+	json_decref(r);
+	json_decref(caps);
+	world_stop(&w);
+}
+
 /* Whether a connection came to the listening socket within ms. */
 static bool
 accepted(int fd, int ms)

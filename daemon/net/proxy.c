@@ -24,11 +24,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "core/netpolicy.h"
 #include "handover.h"
 #include "log.h"
 #include "metrics.h"
 #include "net/proxy_parse.h"
+#include "utf8.h"
 #include "util.h"
 
 /* Relaying: what one direction may hold before its reader is paused. */
@@ -102,6 +104,7 @@ static void proxy_read(struct bufferevent *, void *);
 static void proxy_event(struct bufferevent *, short, void *);
 static void proxy_deadline(evutil_socket_t, short, void *);
 static void proxy_decide(struct proxy_conn *);
+static void proxy_name_text(char *, size_t, const char *);
 static void proxy_resolved(int, struct evutil_addrinfo *, void *);
 static void proxy_connect_next(struct proxy_conn *, const char *);
 static void proxy_upstream_event(struct bufferevent *, short, void *);
@@ -440,6 +443,24 @@ proxy_event(struct bufferevent *bev, short what, void *arg)
 		proxy_conn_free(c);
 }
 
+/*
+ * A name that is not one, as the tally keeps it: valid UTF-8 (it goes
+ * into meta.network's JSON), cut to fit.
+ */
+static void
+proxy_name_text(char *out, size_t outlen, const char *host)
+{
+	struct buf b = { 0 };
+	size_t n;
+
+	utf8_repair(&b, host, strlen(host));
+	n = b.data != NULL ? utf8_cut(b.data, b.len, outlen - 1) : 0;
+	if (n > 0)
+		memcpy(out, b.data, n);
+	out[n] = '\0';
+	buf_free(&b);
+}
+
 /* Step 1 on the name, then resolution (or the literal's own step 2). */
 static void
 proxy_decide(struct proxy_conn *c)
@@ -448,6 +469,7 @@ proxy_decide(struct proxy_conn *c)
 	struct netpolicy_addr addr;
 	struct evdns_getaddrinfo_request *req;
 	struct evutil_addrinfo *ai = NULL;
+	struct timeval tv;
 	char why[512];
 	bool is_ip;
 	int rc;
@@ -457,10 +479,14 @@ proxy_decide(struct proxy_conn *c)
 	    c->target.port, c->norm, sizeof c->norm, &is_ip, &addr, why,
 	    sizeof why)) {
 		if (c->norm[0] == '\0')
-			snprintf(c->norm, sizeof c->norm, "%s", c->target.host);
+			proxy_name_text(c->norm, sizeof c->norm, c->target.host);
 		proxy_refuse(c, 403, 2, why);
 		return;
 	}
+	/* The deadline was the head's: now resolution and connect get theirs. */
+	tv.tv_sec = proxy_cfg.connect_timeout_ms / 1000;
+	tv.tv_usec = (proxy_cfg.connect_timeout_ms % 1000) * 1000;
+	evtimer_add(c->deadline, &tv);
 	c->state = PROXY_RESOLVE;
 	memset(&hints, 0, sizeof hints);
 	hints.ai_family = AF_UNSPEC;

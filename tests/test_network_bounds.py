@@ -12,8 +12,10 @@ none can be made, or when the daemon cannot enforce allow-lists).
   name that is not UTF-8 is tallied in valid UTF-8;
 - a 64 MiB download read slowly through a tunnel: the daemon's peak RSS
   (VmHWM, reset by clear_refs) grows far less than the body;
-- a tunnel whose tool end outlives the tool (its descriptor handed to the
-  test): the server sees it closed once the tool's result is out.
+- a tunnel whose tool end outlives the tool (its descriptor taken by the
+  test): the server sees it closed once the tool's result is out;
+- five tools of one session at once, 64 tunnels each: 256 held, 64
+  closed at once.
 
   STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_network_bounds.py
 """
@@ -366,6 +368,80 @@ def tool_end(d, fx):
         srv.server_close()
 
 
+# --- 256 per session ---------------------------------------------------
+
+SESSION_TOOL = r"""
+import json
+socks = [proxy() for _ in range(64)]
+for s in socks:
+    s.sendall(b"CONNECT www.test:%d HTTP/1.1\r\n\r\n")
+tunnels = closed = 0
+for s in socks:
+    got = b""
+    while b"\r\n\r\n" not in got:
+        try:
+            chunk = s.recv(4096)
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            break
+        got += chunk
+    if b" 200 " in got.split(b"\r\n")[0]:
+        tunnels += 1
+    elif got == b"":
+        closed += 1
+os.write(3, (json.dumps({"progress": "counted"}) + "\n").encode())
+# Every tool holds its tunnels until all have counted.
+while not os.path.exists(%r):
+    time.sleep(0.01)
+print("tunnels %%d closed %%d" %% (tunnels, closed))
+"""
+
+
+def session_bound(d, fx):
+    with case("five tools of one session: 256 tunnels held, 64 closed"):
+        srv = serve(Hold)
+        srv.closed = threading.Event()
+        port = srv.server_address[1]
+        go = os.path.join(fx.tmp, "go-session")
+        c = Conn(d.sock)
+        sh = tn.tooldef(fx, {"allow": ["www.test:%d" % port]}, "par")
+        sh["concurrencySafe"] = True
+        sid = tn.session(c, fx, {"allow": ["www.test:%d" % port]}, [sh])
+        cmd = fx.script("session.py", SESSION_TOOL % (port, go))
+        for i in range(5):
+            tn.NEXT[0] += 1
+            c.ok("addTool", sessionId=sid, toolUse={
+                "id": "n%d" % tn.NEXT[0], "name": "par",
+                "input": {"cmd": cmd}})
+        counted = 0
+        guard = time.monotonic() + 120
+        try:
+            while counted < 5 and time.monotonic() < guard:
+                counted = sum(n["method"] == "progress" for n in c.ok(
+                    "events", sessionId=sid)["notifications"])
+                time.sleep(0.02)
+        finally:
+            open(go, "w").close()
+        c.ok("drain", sessionId=sid)
+        outs = [n["params"]["result"]["content"] for n in c.ok(
+            "events", sessionId=sid)["notifications"]
+            if n["method"] == "tool_result"]
+        tunnels = closed = 0
+        for out in outs:
+            words = out.split()
+            if "tunnels" in words and "closed" in words:
+                tunnels += int(words[words.index("tunnels") + 1])
+                closed += int(words[words.index("closed") + 1])
+        T.eq((len(outs), tunnels, closed), (5, 256, 64),
+             "(results, tunnels held, connections closed at once): %r"
+             % outs)
+        c.ok("closeSession", sessionId=sid)
+        c.close()
+        srv.shutdown()
+        srv.server_close()
+
+
 # --- the daemon --------------------------------------------------------
 
 WORLD = []
@@ -406,6 +482,7 @@ def body(path, fx):
         heads(d, fx)
         backpressure(d, fx)
         tool_end(d, fx)
+        session_bound(d, fx)
         T.eq(d.leftovers(), [], "no tool process is left")
         www.shutdown()
         www.server_close()

@@ -24,12 +24,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "core/netpolicy.h"
 #include "handover.h"
 #include "log.h"
 #include "metrics.h"
 #include "net/proxy_parse.h"
 #include "net/relay.h"
+#include "utf8.h"
 #include "util.h"
 
 /* Relaying: what one direction may hold before its reader is paused. */
@@ -104,6 +106,7 @@ static void proxy_read(struct bufferevent *, void *);
 static void proxy_event(struct bufferevent *, short, void *);
 static void proxy_deadline(evutil_socket_t, short, void *);
 static void proxy_decide(struct proxy_conn *);
+static void proxy_name_text(char *, size_t, const char *);
 static void proxy_resolved(int, struct evutil_addrinfo *, void *);
 static void proxy_connect_next(struct proxy_conn *, const char *);
 static void proxy_upstream_event(struct bufferevent *, short, void *);
@@ -451,6 +454,24 @@ proxy_event(struct bufferevent *bev, short what, void *arg)
 		proxy_conn_free(c);
 }
 
+/*
+ * A name that is not one, as the tally keeps it: valid UTF-8 (it goes
+ * into meta.network's JSON), cut to fit.
+ */
+static void
+proxy_name_text(char *out, size_t outlen, const char *host)
+{
+	struct buf b = { 0 };
+	size_t n;
+
+	utf8_repair(&b, host, strlen(host));
+	n = b.data != NULL ? utf8_cut(b.data, b.len, outlen - 1) : 0;
+	if (n > 0)
+		memcpy(out, b.data, n);
+	out[n] = '\0';
+	buf_free(&b);
+}
+
 /* Step 1 on the name, then resolution (or the literal's own step 2). */
 static void
 proxy_decide(struct proxy_conn *c)
@@ -462,29 +483,21 @@ proxy_decide(struct proxy_conn *c)
 	struct timeval tv;
 	char why[512];
 	bool is_ip;
-	size_t i;
 	int rc;
 
 	bufferevent_disable(c->c, EV_READ);
-	/* From the head on, the bound is resolving and connecting's. */
-	tv.tv_sec = proxy_cfg.connect_timeout_ms / 1000;
-	tv.tv_usec = (proxy_cfg.connect_timeout_ms % 1000) * 1000;
-	evtimer_add(c->deadline, &tv);
 	if (!netpolicy_check_name(c->tool->policy, c->target.host,
 	    c->target.port, c->norm, sizeof c->norm, &is_ip, &addr, why,
 	    sizeof why)) {
-		/* Not a name: as the client wrote it, printable ASCII only. */
-		if (c->norm[0] == '\0') {
-			for (i = 0; c->target.host[i] != '\0' &&
-			    i + 1 < sizeof c->norm; i++)
-				c->norm[i] = c->target.host[i] > ' ' &&
-				    c->target.host[i] < 0x7f ?
-				    c->target.host[i] : '?';
-			c->norm[i] = '\0';
-		}
+		if (c->norm[0] == '\0')
+			proxy_name_text(c->norm, sizeof c->norm, c->target.host);
 		proxy_refuse(c, 403, 2, why);
 		return;
 	}
+	/* The deadline was the head's: now resolution and connect get theirs. */
+	tv.tv_sec = proxy_cfg.connect_timeout_ms / 1000;
+	tv.tv_usec = (proxy_cfg.connect_timeout_ms % 1000) * 1000;
+	evtimer_add(c->deadline, &tv);
 	c->state = PROXY_RESOLVE;
 	memset(&hints, 0, sizeof hints);
 	hints.ai_family = AF_UNSPEC;

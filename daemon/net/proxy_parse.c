@@ -9,18 +9,21 @@
 #include "buf.h"
 #include "util.h"
 
-/* Headers the proxy drops: hop-by-hop, its own, and the client's Host. */
+/* Headers the proxy drops: hop-by-hop, and the client's Host. */
 static const char *const proxy_dropped[] = {
-	"host", "connection", "keep-alive", "proxy-connection",
-	"proxy-authorization", "proxy-authenticate", "te", "upgrade",
+	"host", "connection", "keep-alive", "te", "upgrade",
 };
 
 static bool proxy_authority(const char *, size_t, uint16_t,
     struct proxy_target *, char *, size_t);
 static bool proxy_port(const char *, size_t, uint16_t *);
+static bool proxy_token(const char *, size_t);
+static bool proxy_text(const char *, size_t, bool);
+static bool proxy_drop(const char *, size_t);
 static const char *proxy_eol(const char *, const char *);
 static void proxy_quote(char *, size_t, const char *, const char *,
     const char *, size_t);
+static enum proxy_parse proxy_too_long(int *, char *, size_t);
 
 /* The end of the line at p (its '\n'), or NULL before end. */
 static const char *
@@ -48,8 +51,67 @@ proxy_quote(char *err, size_t errlen, const char *before, const char *after,
 			o += (size_t)snprintf(q + o, sizeof q - o, "\\x%02x", ch);
 	}
 	q[o] = '\0';
-	snprintf(err, errlen, "%s\"%s%s\"%s", before, q, n > 64 ? "..." : "",
+	snprintf(err, errlen, "%s\"%s%s\"%s", before, q, i < n ? "..." : "",
 	    after);
+}
+
+static enum proxy_parse
+proxy_too_long(int *status, char *err, size_t errlen)
+{
+	*status = 431;
+	snprintf(err, errlen, "the request head is longer than %d bytes",
+	    PROXY_HEAD_MAX);
+	return PROXY_PARSE_ERROR;
+}
+
+/* RFC 9110's token: a method, a header's name. */
+static bool
+proxy_token(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') ||
+		    (s[i] >= 'A' && s[i] <= 'Z') ||
+		    (s[i] >= '0' && s[i] <= '9') ||
+		    strchr("!#$%&'*+-.^_`|~", s[i]) != NULL) || s[i] == '\0')
+			return false;
+	return true;
+}
+
+/*
+ * No control byte (a CR or NUL one reader takes for a line's end and
+ * another does not); blanks where space says so (a header's value).
+ */
+static bool
+proxy_text(const char *s, size_t n, bool space)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if ((ch == ' ' || ch == '\t') ? !space : ch < 0x20 || ch == 0x7f)
+			return false;
+	}
+	return true;
+}
+
+/* A header never sent upstream: hop-by-hop, and Proxy-*. */
+static bool
+proxy_drop(const char *name, size_t n)
+{
+	size_t i;
+
+	if (n >= 6 && strncasecmp(name, "proxy-", 6) == 0)
+		return true;
+	for (i = 0; i < nitems(proxy_dropped); i++)
+		if (strlen(proxy_dropped[i]) == n &&
+		    strncasecmp(name, proxy_dropped[i], n) == 0)
+			return true;
+	return false;
 }
 
 static bool
@@ -73,7 +135,7 @@ proxy_port(const char *s, size_t n, uint16_t *port)
 
 /*
  * host[:port] or [v6][:port] (n bytes at s, userinfo already gone); dflt
- * 0: the port must be given.
+ * 0: the port must be given. Brackets hold an IPv6 literal, nothing else.
  */
 static bool
 proxy_authority(const char *s, size_t n, uint16_t dflt,
@@ -87,6 +149,8 @@ proxy_authority(const char *s, size_t n, uint16_t dflt,
 			goto bad;
 		host = s + 1;
 		hlen = (size_t)(close - host);
+		if (memchr(host, ':', hlen) == NULL)
+			goto bad;
 		if (close + 1 < s + n) {
 			if (close[1] != ':')
 				goto bad;
@@ -94,7 +158,8 @@ proxy_authority(const char *s, size_t n, uint16_t dflt,
 		}
 	} else if ((colon = memchr(s, ':', n)) != NULL)
 		hlen = (size_t)(colon - s);
-	if (hlen == 0 || hlen >= sizeof t->host || memchr(host, '\0', hlen))
+	if (hlen == 0 || hlen >= sizeof t->host || memchr(host, '\0', hlen) ||
+	    memchr(host, '[', hlen) || memchr(host, ']', hlen))
 		goto bad;
 	if (colon != NULL) {
 		if (!proxy_port(colon + 1, (size_t)(s + n - colon - 1),
@@ -115,10 +180,9 @@ proxy_parse_http(const char *buf, size_t len, struct proxy_http *out,
     int *status, char *err, size_t errlen)
 {
 	const char *end = buf + len, *p, *eol, *sp1, *sp2, *url, *auth, *at,
-	    *path, *colon;
-	size_t i, n, mlen, auth_len, name_len;
+	    *path, *frag, *colon;
+	size_t n, mlen, auth_len;
 	struct buf head = { 0 };
-	bool drop;
 
 	memset(out, 0, sizeof *out);
 	*status = 400;
@@ -126,21 +190,12 @@ proxy_parse_http(const char *buf, size_t len, struct proxy_http *out,
 	for (p = buf; (eol = proxy_eol(p, end)) != NULL; p = eol + 1)
 		if (eol == p || (eol == p + 1 && *p == '\r'))
 			break;
-	if (eol == NULL) {
-		if (len < PROXY_HEAD_MAX)
-			return PROXY_PARSE_MORE;
-		*status = 431;
-		snprintf(err, errlen, "the request head is longer than %d "
-		    "bytes", PROXY_HEAD_MAX);
-		return PROXY_PARSE_ERROR;
-	}
+	if (eol == NULL)
+		return len < PROXY_HEAD_MAX ? PROXY_PARSE_MORE :
+		    proxy_too_long(status, err, errlen);
 	out->consumed = (size_t)(eol + 1 - buf);
-	if (out->consumed > PROXY_HEAD_MAX) {
-		*status = 431;
-		snprintf(err, errlen, "the request head is longer than %d "
-		    "bytes", PROXY_HEAD_MAX);
-		return PROXY_PARSE_ERROR;
-	}
+	if (out->consumed > PROXY_HEAD_MAX)
+		return proxy_too_long(status, err, errlen);
 
 	/* METHOD SP TARGET SP HTTP/1.x */
 	eol = proxy_eol(buf, end);
@@ -150,7 +205,9 @@ proxy_parse_http(const char *buf, size_t len, struct proxy_http *out,
 	sp1 = memchr(buf, ' ', n);
 	sp2 = sp1 != NULL ? memchr(sp1 + 1, ' ', (size_t)(buf + n - sp1 -
 	    1)) : NULL;
-	if (sp1 == NULL || sp2 == NULL || sp1 == buf || sp2 == sp1 + 1 ||
+	if (sp1 == NULL || sp2 == NULL || !proxy_token(buf,
+	    (size_t)(sp1 - buf)) || sp2 == sp1 + 1 ||
+	    !proxy_text(sp1 + 1, (size_t)(sp2 - sp1 - 1), false) ||
 	    (size_t)(buf + n - sp2 - 1) != 8 ||
 	    (strncmp(sp2 + 1, "HTTP/1.1", 8) != 0 &&
 	    strncmp(sp2 + 1, "HTTP/1.0", 8) != 0)) {
@@ -160,6 +217,26 @@ proxy_parse_http(const char *buf, size_t len, struct proxy_http *out,
 	}
 	mlen = (size_t)(sp1 - buf);
 	url = sp1 + 1;
+	/* Every header line well formed, kept or not. */
+	for (p = eol + 1; p < buf + out->consumed; p = eol + 1) {
+		eol = proxy_eol(p, end);
+		n = (size_t)(eol - p);
+		if (n > 0 && p[n - 1] == '\r')
+			n--;
+		if (n == 0)
+			break;
+		/*
+		 * A folded line, or blanks before the colon, hide a header
+		 * from one reader and not another.
+		 */
+		if ((colon = memchr(p, ':', n)) == NULL ||
+		    !proxy_token(p, (size_t)(colon - p)) ||
+		    !proxy_text(colon + 1, (size_t)(p + n - colon - 1), true)) {
+			proxy_quote(err, errlen, "a malformed header line: ",
+			    "", p, n);
+			return PROXY_PARSE_ERROR;
+		}
+	}
 	if (mlen == 7 && memcmp(buf, "CONNECT", 7) == 0) {
 		out->connect = true;
 		return proxy_authority(url, (size_t)(sp2 - url), 0,
@@ -178,11 +255,12 @@ proxy_parse_http(const char *buf, size_t len, struct proxy_http *out,
 			    "host:port; not ", "", url, (size_t)(sp2 - url));
 		return PROXY_PARSE_ERROR;
 	}
-	/* http://[userinfo@]authority[/path]: the last '@' ends userinfo. */
+	/* http://[userinfo@]authority[/path][?query][#fragment] */
 	auth = url + 7;
 	for (path = auth; path < sp2 && *path != '/' && *path != '?' &&
 	    *path != '#'; path++)
 		;
+	/* The last '@' ends userinfo. */
 	at = NULL;
 	for (p = auth; p < path; p++)
 		if (*p == '@')
@@ -192,38 +270,30 @@ proxy_parse_http(const char *buf, size_t len, struct proxy_http *out,
 	auth_len = (size_t)(path - auth);
 	if (!proxy_authority(auth, auth_len, 80, &out->target, err, errlen))
 		return PROXY_PARSE_ERROR;
+	/* A fragment is the client's own: never sent. */
+	if ((frag = memchr(path, '#', (size_t)(sp2 - path))) == NULL)
+		frag = sp2;
 
 	/* The request line in origin form, then the headers kept. */
 	buf_add(&head, buf, mlen);
 	buf_add(&head, " ", 1);
-	if (path == sp2 || *path != '/')
+	if (path == frag || *path != '/')
 		buf_add(&head, "/", 1);
-	buf_add(&head, path, (size_t)(sp2 - path));
+	buf_add(&head, path, (size_t)(frag - path));
 	buf_add(&head, sp2, 9);
 	buf_add(&head, "\r\nHost: ", 8);
 	buf_add(&head, auth, auth_len);
 	buf_add(&head, "\r\nConnection: close\r\n", 21);
-	for (p = eol + 1; p < buf + out->consumed; p = eol + 1) {
+	for (p = proxy_eol(buf, end) + 1; p < buf + out->consumed;
+	    p = eol + 1) {
 		eol = proxy_eol(p, end);
 		n = (size_t)(eol - p);
 		if (n > 0 && p[n - 1] == '\r')
 			n--;
 		if (n == 0)
 			break;
-		/* Folded lines hide a header from one reader, not another. */
-		if (p[0] == ' ' || p[0] == '\t' ||
-		    (colon = memchr(p, ':', n)) == NULL || colon == p) {
-			buf_free(&head);
-			proxy_quote(err, errlen, "a malformed header line: ",
-			    "", p, n);
-			return PROXY_PARSE_ERROR;
-		}
-		name_len = (size_t)(colon - p);
-		drop = false;
-		for (i = 0; i < nitems(proxy_dropped); i++)
-			drop = drop || (strlen(proxy_dropped[i]) == name_len &&
-			    strncasecmp(p, proxy_dropped[i], name_len) == 0);
-		if (!drop) {
+		colon = memchr(p, ':', n);
+		if (!proxy_drop(p, (size_t)(colon - p))) {
 			buf_add(&head, p, n);
 			buf_add(&head, "\r\n", 2);
 		}

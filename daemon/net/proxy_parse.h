@@ -33,8 +33,8 @@ struct proxy_http {
 	bool connect;      /* CONNECT: a tunnel; else one plain request */
 	/*
 	 * Plain HTTP: the head to send upstream, malloc'd: the request line
-	 * in origin form, the client's headers less the hop-by-hop and proxy
-	 * ones, Host set to the URL's authority (the URL decides, never a
+	 * in origin form (less the URL's fragment), the client's headers less
+	 * the hop-by-hop and Proxy-* ones, Host set to the URL's authority (the URL decides, never a
 	 * Host header) and Connection: close (one request per connection,
 	 * so that no later request reaches this server under another name).
 	 */
@@ -45,7 +45,10 @@ struct proxy_http {
 
 /*
  * An HTTP request head at the start of buf (len bytes so far). DONE fills
- * out (free out->head); ERROR sets err and *status (400, 405, 431, 501).
+ * out (free out->head); ERROR sets err and *status (400, 431, 501). A
+ * head is refused whole when a line is ambiguous: a method or header name
+ * that is not a token, a control byte (a bare CR, a NUL) anywhere, a
+ * folded header line.
  */
 enum proxy_parse proxy_parse_http(const char *buf, size_t len,
     struct proxy_http *out, int *status, char *err, size_t errlen);

@@ -76,6 +76,7 @@ struct proxy_tool {
 	struct proxy_host *hosts;
 	size_t nhosts;
 	unsigned more_reached, more_refused; /* past PROXY_MAX_HOSTS */
+	unsigned over;               /* connections refused over a bound */
 };
 
 struct proxy_conn {
@@ -215,6 +216,10 @@ proxy_tool_free(struct proxy_tool *t)
 
 	if (t == NULL)
 		return;
+	if (t->over > 1)
+		log_about(LOG_LEVEL_WARN, t->sid, t->tid, t->name, "network: %u "
+		    "connections in all were refused over a connection bound",
+		    t->over);
 	while (t->conns != NULL)
 		proxy_conn_free(t->conns);
 	if (t->lis != NULL)
@@ -292,10 +297,14 @@ proxy_accept(struct evconnlistener *lis, evutil_socket_t fd,
 
 	if (t->nconns >= proxy_cfg.max_conns_tool ||
 	    t->quota->conns >= proxy_cfg.max_conns_session) {
-		log_about(LOG_LEVEL_WARN, t->sid, t->tid, t->name, "network: "
-		    "a connection refused: %u open of at most %u for the tool, "
-		    "%u for the session", t->nconns, proxy_cfg.max_conns_tool,
-		    proxy_cfg.max_conns_session);
+		/* One line a tool: a loop of connects must not flood the log. */
+		if (t->over++ == 0)
+			log_about(LOG_LEVEL_WARN, t->sid, t->tid, t->name,
+			    "network: a connection refused: %u open of at most "
+			    "%u for the tool, %u for the session (more are "
+			    "counted when it ends)", t->nconns,
+			    proxy_cfg.max_conns_tool,
+			    proxy_cfg.max_conns_session);
 		metrics_count(METRICS_NET_REFUSED);
 		close(fd);
 		return;

@@ -1217,6 +1217,11 @@ class Scenario:
                                        "data": "\nsecond\n"}) ==
                  {"written": 8}, "writeStdin result")
         self.add(J, sid, "w2", "two", {})
+        # w2 is not concurrency-safe: it waits for w1 to end, and a queued
+        # tool has no stdin yet; write once it runs, whenever that is.
+        J.note(lambda me, p: me == "tool_status" and
+               p.get("toolUseId") == "w2" and p.get("status") == "executing",
+               start=mark, what="w2 executing")
         J.call("writeStdin", {"sessionId": sid, "toolUseId": "w2",
                               "data": "\n", "eof": True})
         J.call_error("writeStdin", {"sessionId": sid, "toolUseId": "w2",

@@ -139,7 +139,9 @@ class Test:
         self.log = open(os.path.join(self.tmp, "daemon.log"), "wb")
         self.proc = subprocess.Popen(
             [self.daemon, "--socket", self.sock, "--output-dir", self.outdir,
-             "--state-dir", self.outdir + ".state"],
+             "--state-dir", self.outdir + ".state",
+             # Room over the 50 ms default, which a loaded machine can overrun.
+             "--pattern-deadline-ms", "10000"],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
             cwd=self.tmp, env=env)
         deadline = time.monotonic() + 10

@@ -937,9 +937,14 @@ class Scenario:
         sid = cs["sessionId"]
         D.call("subscribe", {"sessionId": sid, "since": 0})
         D.seq[sid] = 1
+        # A second client sees the turn end while D does not read.
+        W = Conn(t, "W")
+        W.call("subscribe", {"sessionId": sid, "since": 0})
         self.add(D, sid, "big1", "big", {})
         rid = D.send("drain", {"sessionId": sid})
-        time.sleep(2)  # the turn ends while the client does not read
+        W.note(lambda me, p: me == "turn_end" and p.get("sessionId") == sid,
+               what="turn_end on the watcher")
+        W.close()
         D.response(rid, "drain")
         methods = [m.get("method") for m in D.msgs]
         i = next(i for i, m in enumerate(D.msgs) if m.get("id") == rid)

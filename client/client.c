@@ -268,13 +268,15 @@ client_connect_error(char *buf, size_t len, const char *path,
 /*
  * With no path the daemon's own rule decides; when it is the
  * $XDG_RUNTIME_DIR one and nothing listens there, a system daemon on
- * /run/stexec is the next best guess (doc/design.md §3: look in that order).
+ * /run/stexec (or $STEXEC_FALLBACK_SOCKET) is the next best guess
+ * (doc/design.md §3: look in that order).
  */
 struct stexec *
 stexec_connect(const char *path, char *err, size_t errlen)
 {
 	char def[sizeof ((struct sockaddr_un *)0)->sun_path * 2];
 	const char *env = getenv(STEXEC_SOCKET_ENV), *also = NULL;
+	const char *fallback = socket_path_fallback();
 	struct stexec *c;
 	bool by_default = path == NULL;
 	int fd = -1, error = 0, first_error;
@@ -290,10 +292,10 @@ stexec_connect(const char *path, char *err, size_t errlen)
 	if (client_open(path, &fd) != 0) {
 		error = first_error = errno;
 		if (by_default && (env == NULL || *env == '\0') &&
-		    strcmp(path, SOCKET_PATH_SYSTEM) != 0 &&
+		    strcmp(path, fallback) != 0 &&
 		    (error == ENOENT || error == ECONNREFUSED ||
 		    error == ENOTDIR)) {
-			also = SOCKET_PATH_SYSTEM;
+			also = fallback;
 			if (client_open(also, &fd) == 0) {
 				path = also;
 				error = 0;

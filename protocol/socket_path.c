@@ -21,3 +21,11 @@ socket_path_default(char *buf, size_t len)
 		n = snprintf(buf, len, "%s", SOCKET_PATH_SYSTEM);
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
+
+const char *
+socket_path_fallback(void)
+{
+	const char *env = getenv("STEXEC_FALLBACK_SOCKET");
+
+	return env != NULL && *env != '\0' ? env : SOCKET_PATH_SYSTEM;
+}

@@ -18,4 +18,12 @@
  */
 int socket_path_default(char *buf, size_t len);
 
+/*
+ * Where a client tries next when the default is the $XDG_RUNTIME_DIR socket
+ * and nothing listens there: $STEXEC_FALLBACK_SOCKET if set and not empty
+ * (for tests, which must never meet the machine's system daemon), else
+ * SOCKET_PATH_SYSTEM.
+ */
+const char *socket_path_fallback(void);
+
 #endif

@@ -99,6 +99,11 @@ d_spawn(struct daemon *d, const char *const *wrapper, const char *arg,
 
 	args[n++] = "--log-level";
 	args[n++] = "debug";
+	/* A pattern compiles aside under a deadline (50 ms by default) that a
+	 * sanitized daemon's fork on a loaded machine can overrun; tests give
+	 * it room, and those about the deadline set their own after this. */
+	args[n++] = "--pattern-deadline-ms";
+	args[n++] = "10000";
 	for (; arg != NULL && n < 95; arg = va_arg(ap, const char *))
 		args[n++] = arg;
 	args[n] = NULL;

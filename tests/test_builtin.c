@@ -19,6 +19,8 @@
 #include "core/tooldef.h"
 #include "util.h"
 
+extern char **environ;
+
 /* What one run of the tool gave. */
 struct result {
 	int status; /* the exit status, or 128 + the signal */
@@ -141,13 +143,17 @@ run_argv(char *const argv[], const char *input, size_t len, bool as_nobody)
 		    redirect(out, O_WRONLY | O_CREAT | O_TRUNC, 1) != 0 ||
 		    redirect(err, O_WRONLY | O_CREAT | O_TRUNC, 2) != 0)
 			_exit(126);
+		/* Opened while root: nobody may not reach the build tree (a
+		 * checkout in a 0700 home), only execute the binary itself. */
+		if ((fd = open(argv[0], O_RDONLY | O_CLOEXEC)) == -1)
+			_exit(127);
 		if (as_nobody && getuid() == 0 &&
 		    (setgroups(0, NULL) != 0 || setgid(65534) != 0 ||
 		    setuid(65534) != 0))
 			_exit(126);
 		if (chdir(work) != 0)
 			_exit(126);
-		execv(argv[0], argv);
+		fexecve(fd, argv, environ);
 		_exit(127);
 	}
 	cr_assert_eq(waitpid(pid, &status, 0), pid);

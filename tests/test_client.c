@@ -157,6 +157,33 @@ Test(client, connect_errors_say_what_to_do)
 	cr_assert(strstr(err, "Connection refused — the socket is stale") !=
 	    NULL, "%s", err);
 	unlink(path);
+
+	/*
+	 * Nothing at $XDG_RUNTIME_DIR's socket: the system daemon's is tried
+	 * next, here one of the test's own ($STEXEC_FALLBACK_SOCKET), so that
+	 * a daemon serving the machine's /run/stexec cannot answer.
+	 */
+	unsetenv("STEXEC_SOCKET");
+	setenv("XDG_RUNTIME_DIR", "/nonexistent/run", 1);
+	snprintf(path, sizeof path, "%s/system.sock", dir);
+	setenv("STEXEC_FALLBACK_SOCKET", path, 1);
+	c = stexec_connect(NULL, err, sizeof err);
+	cr_assert_null(c, "connected to %s", c != NULL ? stexec_path(c) : "");
+	cr_assert(strstr(err, "cannot connect to /nonexistent/run/stexec/"
+	    "stexecd.sock (nor ") != NULL && strstr(err, path) != NULL &&
+	    strstr(err, "Start it with: stexecd") != NULL, "%s", err);
+	/* And reached when a daemon listens there. */
+	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	cr_assert(bind(fd, (struct sockaddr *)&sun, sizeof sun) == 0);
+	cr_assert(listen(fd, 1) == 0);
+	c = stexec_connect(NULL, err, sizeof err);
+	cr_assert_not_null(c, "%s", err);
+	cr_assert_str_eq(stexec_path(c), path);
+	stexec_close(c);
+	close(fd);
+	unlink(path);
+	unsetenv("STEXEC_FALLBACK_SOCKET");
 	rmdir(dir);
 
 	/* The default rules of doc/design.md §3. */
@@ -167,14 +194,6 @@ Test(client, connect_errors_say_what_to_do)
 	setenv("XDG_RUNTIME_DIR", "/nonexistent/run", 1);
 	cr_assert_eq(stexec_default_socket(path, sizeof path), 0);
 	cr_assert_str_eq(path, "/nonexistent/run/stexec/stexecd.sock");
-	c = stexec_connect(NULL, err, sizeof err);
-	if (c == NULL)
-		cr_assert(strstr(err, "cannot connect to /nonexistent/run/"
-		    "stexec/stexecd.sock (nor /run/stexec/stexecd.sock): ") !=
-		    NULL && strstr(err, "Start it with: stexecd") != NULL,
-		    "%s", err);
-	else
-		stexec_close(c); /* a system daemon happens to run here */
 	/* A relative XDG_RUNTIME_DIR is ignored, by daemon and client alike. */
 	setenv("XDG_RUNTIME_DIR", "relative/run", 1);
 	cr_assert_eq(stexec_default_socket(path, sizeof path), 0);

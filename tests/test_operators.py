@@ -415,18 +415,33 @@ def journal_fields():
         "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "STEXEC_SOCKET")}
     env["JOURNAL_STREAM"] = "%d:%d" % (st.st_dev, st.st_ino)
     sock = os.path.join(tmp, "s.sock")
-    # A private /run in which /run/systemd/journal is the test's.
-    setup = ('mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/journal && '
+    # A private /run in which /run/systemd/journal is the test's. The new
+    # namespace's mounts are made private before anything is mounted, so
+    # that nothing reaches the machine's: all of them from /, or, in a
+    # chroot (whose / is no mount point, which unshare's own "--propagation
+    # private" refuses), the chroot's own /run.
+    setup = ('if ! mount --make-rprivate / 2>/dev/null; then '
+             'mountpoint -q /run || { echo "neither / nor /run is a mount '
+             'point: no private /run" >&2; exit 97; }; '
+             'mount --make-rprivate /run || exit 97; fi && '
+             'mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/journal && '
              'mount --bind "$0" /run/systemd/journal && exec "$@"')
     p = subprocess.Popen(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c", setup,
+        ["unshare", "--mount", "--propagation", "unchanged", "sh", "-c", setup,
          jdir, os.environ["STEXEC_DAEMON"], "--socket", sock, "--state-dir=",
          "--output-dir", os.path.join(tmp, "out")],
         stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
     try:
         deadline = time.time() + 10
-        while not os.path.exists(sock) and time.time() < deadline:
+        while (not os.path.exists(sock) and time.time() < deadline
+               and p.poll() is None):
             time.sleep(0.02)
+        if p.poll() is not None:
+            log.flush()
+            with open(os.path.join(tmp, "stream.log"), "rb") as f:
+                T.check(False, "the journald daemon did not start: %r" %
+                        f.read().decode("utf-8", "replace")[-500:])
+            return
         r = Rpc(sock)
         sid = r.call("createSession")["sessionId"]
         r.call("addTool", sessionId=sid, toolUse={

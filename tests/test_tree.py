@@ -3,9 +3,9 @@
 (a sibling folder of the checkout, a design document that is not here), every relative Markdown link
 points at a file of the tree, and no code comment cites an issue number
 (comments cite rules of doc/design.md, which a reader of the tree has)."""
+import fnmatch
 import os
 import re
-import subprocess
 import sys
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -17,17 +17,72 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 ISSUE = re.compile(r"\b[Ii]ssues? #?\d+\b|\(#\d+\)")
 
 
+def ignore_rules(top, rel):
+    """The patterns of DIR/.gitignore as (anchored, dir_only, glob): the tree
+    is walked without git (a release tarball has no .git), honouring the same
+    .gitignore files so that a checkout and its archive read the same files."""
+    try:
+        with open(os.path.join(top, rel, ".gitignore"), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return []
+    rules = []
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("!"):
+            sys.exit(f"{rel}/.gitignore: negated patterns are not supported")
+        dir_only = line.endswith("/")
+        line = line.rstrip("/")
+        anchored = "/" in line
+        rules.append((anchored, dir_only, os.path.join(rel, line.lstrip("/"))
+                      if anchored else line))
+    return rules
+
+
+def ignored(rules, path, is_dir):
+    name = os.path.basename(path)
+    for anchored, dir_only, glob in rules:
+        if dir_only and not is_dir:
+            continue
+        if fnmatch.fnmatchcase(path if anchored else name, glob):
+            return True
+    return False
+
+
 def tracked():
-    out = subprocess.run(["git", "ls-files"], cwd=TOP, check=True,
-                         capture_output=True, text=True).stdout
-    for path in out.splitlines():
-        if SKIP.search(path) or path == "tests/test_tree.py":
-            continue
-        try:
-            with open(os.path.join(TOP, path), encoding="utf-8") as f:
-                yield path, f.read().splitlines()
-        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
-            continue
+    """Every file of the tree as git ls-files lists it in a clean checkout,
+    found without git: .git, build directories (a meson build directory,
+    wherever it is, holds meson-private/) and what .gitignore names are
+    left out."""
+    stack = [("", [])]
+    while stack:
+        rel, rules = stack.pop()
+        rules = rules + ignore_rules(TOP, rel)
+        entries = sorted(os.scandir(os.path.join(TOP, rel)),
+                         key=lambda e: e.name, reverse=True)
+        for e in entries:
+            path = os.path.join(rel, e.name)
+            if e.name == ".git":  # a directory, or a worktree's file
+                continue
+            if e.is_dir(follow_symlinks=False):
+                if (ignored(rules, path, True)
+                        or os.path.isdir(os.path.join(e.path, "meson-private"))):
+                    continue
+                stack.append((path, rules))
+            elif not ignored(rules, path, False):
+                yield from read_file(path)
+
+
+def read_file(path):
+    if SKIP.search(path) or path == "tests/test_tree.py":
+        return
+    try:
+        with open(os.path.join(TOP, path), encoding="utf-8") as f:
+            yield path, f.read().splitlines()
+    except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+        return
 
 
 def check_outside(files):

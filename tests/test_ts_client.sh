@@ -1,17 +1,10 @@
 #!/bin/sh
-# client/typescript: `npm test` (generate the types, build, node --test)
-# against the daemon in $STEXEC_DAEMON. Installs the devDependencies from
-# package-lock.json first when they are missing or the lock changed.
+# client/typescript: its node --test suites (what `npm test` runs) against
+# the daemon in $STEXEC_DAEMON, once ts_build.sh has built the tree.
 set -eu
-cd "$(dirname "$0")/../client/typescript"
-# test_examples_ts.sh builds the same tree: one at a time (-o: the daemons
-# the tests start do not inherit the lock).
-if [ -z "${STEXEC_TS_LOCKED:-}" ]; then
-	mkdir -p dist
-	STEXEC_TS_LOCKED=1 exec flock -o dist/.build-lock "$0" "$@"
-fi
-if [ ! -f node_modules/.package-lock.json ] ||
-	[ package-lock.json -nt node_modules/.package-lock.json ]; then
-	npm ci --no-audit --no-fund
-fi
-exec npm test
+top=$(cd "$(dirname "$0")/.." && pwd)
+"$top/tests/ts_build.sh"
+cd "$top/client/typescript"
+# Shared: test_examples_ts.sh may run beside it; no build meanwhile.
+exec flock -s -o dist/.build-lock node --test --test-reporter=tap \
+	dist/test/*.test.js

@@ -139,7 +139,9 @@ class Test:
         self.log = open(os.path.join(self.tmp, "daemon.log"), "wb")
         self.proc = subprocess.Popen(
             [self.daemon, "--socket", self.sock, "--output-dir", self.outdir,
-             "--state-dir", self.outdir + ".state"],
+             "--state-dir", self.outdir + ".state",
+             # Room over the 50 ms default, which a loaded machine can overrun.
+             "--pattern-deadline-ms", "10000"],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
             cwd=self.tmp, env=env)
         deadline = time.monotonic() + 10
@@ -936,9 +938,14 @@ class Scenario:
         sid = cs["sessionId"]
         D.call("subscribe", {"sessionId": sid, "since": 0})
         D.seq[sid] = 1
+        # A second client sees the turn end while D does not read.
+        W = Conn(t, "W")
+        W.call("subscribe", {"sessionId": sid, "since": 0})
         self.add(D, sid, "big1", "big", {})
         rid = D.send("drain", {"sessionId": sid})
-        time.sleep(2)  # the turn ends while the client does not read
+        W.note(lambda me, p: me == "turn_end" and p.get("sessionId") == sid,
+               what="turn_end on the watcher")
+        W.close()
         D.response(rid, "drain")
         methods = [m.get("method") for m in D.msgs]
         i = next(i for i, m in enumerate(D.msgs) if m.get("id") == rid)
@@ -1218,6 +1225,11 @@ class Scenario:
                                        "data": "\nsecond\n"}) ==
                  {"written": 8}, "writeStdin result")
         self.add(J, sid, "w2", "two", {})
+        # w2 is not concurrency-safe: it waits for w1 to end, and a queued
+        # tool has no stdin yet; write once it runs, whenever that is.
+        J.note(lambda me, p: me == "tool_status" and
+               p.get("toolUseId") == "w2" and p.get("status") == "executing",
+               start=mark, what="w2 executing")
         J.call("writeStdin", {"sessionId": sid, "toolUseId": "w2",
                               "data": "\n", "eof": True})
         J.call_error("writeStdin", {"sessionId": sid, "toolUseId": "w2",

@@ -38,7 +38,7 @@ const missing = new Set(["ENOENT", "ECONNREFUSED", "ENOTDIR"]);
 /**
  * Connect to `path`, or with none to the default socket; when that is the
  * $XDG_RUNTIME_DIR one and nothing listens there, to a system daemon on
- * /run/stexec. Throws ConnectError saying what to do.
+ * /run/stexec ($STEXEC_FALLBACK_SOCKET instead when set). Throws ConnectError saying what to do.
  */
 export async function connectSocket(
   path?: string,
@@ -46,15 +46,17 @@ export async function connectSocket(
 ): Promise<{ socket: net.Socket; path: string }> {
   const byDefault = path === undefined;
   const first = path ?? defaultSocketPath(env);
+  // $STEXEC_FALLBACK_SOCKET: for tests, which must not meet a system daemon.
+  const fallback = env.STEXEC_FALLBACK_SOCKET || RUN_SOCKET;
   try {
     return { socket: await open(first), path: first };
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (byDefault && !env.STEXEC_SOCKET && first !== RUN_SOCKET && code !== undefined && missing.has(code)) {
+    if (byDefault && !env.STEXEC_SOCKET && first !== fallback && code !== undefined && missing.has(code)) {
       try {
-        return { socket: await open(RUN_SOCKET), path: RUN_SOCKET };
+        return { socket: await open(fallback), path: fallback };
       } catch {
-        throw connectError(first, RUN_SOCKET, err as NodeJS.ErrnoException, true);
+        throw connectError(first, fallback, err as NodeJS.ErrnoException, true);
       }
     }
     throw connectError(first, undefined, err as NodeJS.ErrnoException, byDefault || first === env.STEXEC_SOCKET);

@@ -2,6 +2,7 @@
 // classes, and that the client keeps up with the schemas' method list.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import * as net from "node:net";
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -40,13 +41,26 @@ test("connect errors say what to do", async () => {
       assert.match(e.message, new RegExp(`^cannot connect to ${missing}: ENOENT — is stexecd running\\? Start it with: stexecd --socket ${missing}$`));
       return true;
     });
-    // By default from $XDG_RUNTIME_DIR, the system daemon is tried next.
-    await assert.rejects(connectSocket(undefined, { XDG_RUNTIME_DIR: dir }), (e: unknown) => {
+    // By default from $XDG_RUNTIME_DIR, the system daemon is tried next:
+    // here at a path of the test's own, never the machine's /run/stexec.
+    const system = join(dir, "system.sock");
+    const env = { XDG_RUNTIME_DIR: dir, STEXEC_FALLBACK_SOCKET: system };
+    await assert.rejects(connectSocket(undefined, env), (e: unknown) => {
       assert.ok(e instanceof ConnectError);
       assert.equal(e.path, `${dir}/stexec/stexecd.sock`);
-      assert.match(e.message, /\(nor \/run\/stexec\/stexecd\.sock\): ENOENT .* Start it with: stexecd$/);
+      assert.match(e.message, new RegExp(`\\(nor ${system}\\): ENOENT .* Start it with: stexecd$`));
       return true;
     });
+    // And reached when a daemon listens there.
+    const server = net.createServer((s) => s.end());
+    await new Promise<void>((resolve) => server.listen(system, resolve));
+    try {
+      const got = await connectSocket(undefined, env);
+      assert.equal(got.path, system);
+      got.socket.destroy();
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
     // $STEXEC_SOCKET is final: no fallback.
     const fromEnv = join(dir, "env.sock");
     await assert.rejects(connectSocket(undefined, { STEXEC_SOCKET: fromEnv }), (e: unknown) => {

@@ -21,9 +21,28 @@ static bool proxy_token(const char *, size_t);
 static bool proxy_text(const char *, size_t, bool);
 static bool proxy_drop(const char *, size_t);
 static const char *proxy_eol(const char *, const char *);
+static const char *proxy_line(const char **, const char *, size_t *);
 static void proxy_quote(char *, size_t, const char *, const char *,
     const char *, size_t);
 static enum proxy_parse proxy_too_long(int *, char *, size_t);
+
+/*
+ * The header line at *hp (its length less its line end in *n) and *hp
+ * past it; NULL at the empty line that ends the head, or at end.
+ */
+static const char *
+proxy_line(const char **hp, const char *end, size_t *n)
+{
+	const char *line = *hp, *eol;
+
+	if (line >= end || (eol = proxy_eol(line, end)) == NULL)
+		return NULL;
+	*n = (size_t)(eol - line);
+	if (*n > 0 && line[*n - 1] == '\r')
+		--*n;
+	*hp = eol + 1;
+	return *n > 0 ? line : NULL;
+}
 
 /* The end of the line at p (its '\n'), or NULL before end. */
 static const char *
@@ -180,7 +199,7 @@ proxy_parse_http(const char *buf, size_t len, struct proxy_http *out,
     int *status, char *err, size_t errlen)
 {
 	const char *end = buf + len, *p, *eol, *sp1, *sp2, *url, *auth, *at,
-	    *path, *frag, *colon;
+	    *path, *frag, *colon, *hp;
 	size_t n, mlen, auth_len;
 	struct buf head = { 0 };
 
@@ -218,13 +237,8 @@ proxy_parse_http(const char *buf, size_t len, struct proxy_http *out,
 	mlen = (size_t)(sp1 - buf);
 	url = sp1 + 1;
 	/* Every header line well formed, kept or not. */
-	for (p = eol + 1; p < buf + out->consumed; p = eol + 1) {
-		eol = proxy_eol(p, end);
-		n = (size_t)(eol - p);
-		if (n > 0 && p[n - 1] == '\r')
-			n--;
-		if (n == 0)
-			break;
+	for (hp = eol + 1; (p = proxy_line(&hp, buf + out->consumed, &n)) !=
+	    NULL;) {
 		/*
 		 * A folded line, or blanks before the colon, hide a header
 		 * from one reader and not another.
@@ -284,14 +298,8 @@ proxy_parse_http(const char *buf, size_t len, struct proxy_http *out,
 	buf_add(&head, "\r\nHost: ", 8);
 	buf_add(&head, auth, auth_len);
 	buf_add(&head, "\r\nConnection: close\r\n", 21);
-	for (p = proxy_eol(buf, end) + 1; p < buf + out->consumed;
-	    p = eol + 1) {
-		eol = proxy_eol(p, end);
-		n = (size_t)(eol - p);
-		if (n > 0 && p[n - 1] == '\r')
-			n--;
-		if (n == 0)
-			break;
+	for (hp = proxy_eol(buf, end) + 1; (p = proxy_line(&hp, buf +
+	    out->consumed, &n)) != NULL;) {
 		colon = memchr(p, ':', n);
 		if (!proxy_drop(p, (size_t)(colon - p))) {
 			buf_add(&head, p, n);

@@ -88,6 +88,17 @@ handover_fd_named(int fd)
 	return handover_in_list(fd, NULL);
 }
 
+int
+handover_take_fd(const json_t *v)
+{
+	int fd = (int)json_integer_value(v);
+
+	if (!json_is_integer(v) || fd < 0 || !handover_fd_named(fd))
+		return -1;
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	return fd;
+}
+
 void
 handover_put(struct handover_rec *r, json_t *obj, const char *key,
     const void *data, size_t len)

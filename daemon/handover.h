@@ -44,6 +44,11 @@ const char *handover_kept(void);
 void handover_close_others(const char *list, const int *extra);
 /* Whether fd was named in the list the image was given. */
 bool handover_fd_named(int fd);
+/*
+ * The descriptor a record's value names, if the image before named it:
+ * close-on-exec again; else -1.
+ */
+int handover_take_fd(const json_t *);
 
 /* bytes under key in obj, an object of the record's JSON. */
 void handover_put(struct handover_rec *, json_t *obj, const char *key,

@@ -918,18 +918,6 @@ proxy_tool_save(struct proxy_tool *t, struct handover_rec *r)
 	return o;
 }
 
-/* A descriptor the image before named, close-on-exec again; else -1. */
-static int
-proxy_adopt_fd(const json_t *v)
-{
-	int fd = (int)json_integer_value(v);
-
-	if (!json_is_integer(v) || fd < 0 || !handover_fd_named(fd))
-		return -1;
-	evutil_make_socket_closeonexec(fd);
-	return fd;
-}
-
 struct proxy_tool *
 proxy_tool_adopt(const struct handover_in *in, const json_t *o,
     struct proxy_quota *quota, const char *sid, const char *tid,
@@ -945,7 +933,7 @@ proxy_tool_adopt(const struct handover_in *in, const json_t *o,
 	size_t i, n;
 	int fd, ufd;
 
-	if ((fd = proxy_adopt_fd(json_object_get(o, "fd"))) == -1 ||
+	if ((fd = handover_take_fd(json_object_get(o, "fd"))) == -1 ||
 	    (policy = netpolicy_parse_json(json_object_get(o, "policy"),
 	    "policy", err, sizeof err)) == NULL)
 		return NULL;
@@ -970,8 +958,8 @@ proxy_tool_adopt(const struct handover_in *in, const json_t *o,
 	t->more_reached = (unsigned)json_integer_value(json_array_get(more, 0));
 	t->more_refused = (unsigned)json_integer_value(json_array_get(more, 1));
 	json_array_foreach(json_object_get(o, "conns"), i, v) {
-		fd = proxy_adopt_fd(json_object_get(v, "c"));
-		ufd = proxy_adopt_fd(json_object_get(v, "u"));
+		fd = handover_take_fd(json_object_get(v, "c"));
+		ufd = handover_take_fd(json_object_get(v, "u"));
 		if (fd == -1 || ufd == -1) {
 			if (fd != -1)
 				close(fd);

@@ -116,9 +116,9 @@ session_net_adopt(struct session *s, const json_t *policy, const json_t *v)
 	struct netpolicy *p;
 	char err[256];
 	size_t i;
-	int fd = (int)json_integer_value(v);
+	int fd = handover_take_fd(v);
 
-	if (!json_is_integer(v) || fd < 0 || !handover_fd_named(fd))
+	if (fd == -1)
 		return -1;
 	for (i = 0; i < s->nnetns; i++)
 		if (s->netns[i].fd == fd)
@@ -128,7 +128,6 @@ session_net_adopt(struct session *s, const json_t *policy, const json_t *v)
 		close(fd);
 		return -1;
 	}
-	fcntl(fd, F_SETFD, FD_CLOEXEC);
 	s->netns = xreallocarray(s->netns, s->nnetns + 1, sizeof *s->netns);
 	s->netns[s->nnetns].policy = p;
 	s->netns[s->nnetns++].fd = fd;

@@ -2014,17 +2014,6 @@ proc_take_handover(const char *text)
 	return true;
 }
 
-static int
-proc_adopt_fd(const json_t *v)
-{
-	int fd = (int)json_integer_value(v);
-
-	if (!json_is_integer(v) || fd < 0 || !handover_fd_named(fd))
-		return -1;
-	fcntl(fd, F_SETFD, FD_CLOEXEC);
-	return fd;
-}
-
 struct proc *
 proc_adopt(const struct handover_in *in, const json_t *o,
     const struct proc_ops *ops, void *arg)
@@ -2061,7 +2050,7 @@ proc_adopt(const struct handover_in *in, const json_t *o,
 		p->tmpdir = xstrdup(json_string_value(json_object_get(o,
 		    "tmpdir")));
 	p->tmpdir_made = json_is_true(json_object_get(o, "tmpdirMade"));
-	p->in_fd = proc_adopt_fd(json_object_get(o, "inFd"));
+	p->in_fd = handover_take_fd(json_object_get(o, "inFd"));
 	stdin_o = json_object_get(o, "stdin");
 	p->stdin_stream = json_is_true(json_object_get(stdin_o, "stream"));
 	p->stdin_eof = json_is_true(json_object_get(stdin_o, "eof"));
@@ -2080,7 +2069,7 @@ proc_adopt(const struct handover_in *in, const json_t *o,
 	for (i = 0; i < nitems(p->pipes); i++) {
 		p->pipes[i].p = p;
 		p->pipes[i].which = (int)i + 1;
-		p->pipes[i].fd = proc_adopt_fd(json_array_get(json_object_get(o,
+		p->pipes[i].fd = handover_take_fd(json_array_get(json_object_get(o,
 		    "pipes"), i));
 	}
 	data = handover_get(in, o, "line", &n);

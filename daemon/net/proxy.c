@@ -95,6 +95,7 @@ struct proxy_conn {
 	size_t host;                 /* its index in the tally, once reached */
 	bool counted;
 	struct relay *relay;         /* relaying by splice (else c and u) */
+	size_t own;                  /* the proxy's reply, not the host's */
 };
 
 static struct proxy_config proxy_cfg;
@@ -632,9 +633,10 @@ proxy_upstream_event(struct bufferevent *bev, short what, void *arg)
 	}
 	metrics_count(METRICS_NET_ALLOWED);
 	if (c->socks)
-		bufferevent_write(c->c, socks_ok, sizeof socks_ok);
+		bufferevent_write(c->c, socks_ok, c->own = sizeof socks_ok);
 	else if (c->tunnel)
-		bufferevent_write(c->c, established, sizeof established - 1);
+		bufferevent_write(c->c, established, c->own =
+		    sizeof established - 1);
 	else
 		bufferevent_write(c->u, c->head, c->head_len);
 	proxy_relay_start(c);
@@ -683,9 +685,12 @@ proxy_spliced(void *arg, int from, size_t n)
 {
 	struct proxy_conn *c = arg;
 	struct proxy_host *h = c->counted ? &c->tool->hosts[c->host] : NULL;
+	size_t own = from == 1 && c->own < n ? c->own : from == 1 ? n : 0;
 
+	/* The reply that opened the tunnel goes first, and is not the host's. */
+	c->own -= own;
 	if (h != NULL)
-		*(from == 0 ? &h->out : &h->in) += n;
+		*(from == 0 ? &h->out : &h->in) += n - own;
 }
 
 static void

@@ -5,7 +5,6 @@
  * policies never share one), and a proxy port per tool.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -42,6 +42,14 @@ netns_init(void)
 		close(ns);
 }
 
+void
+netns_shutdown(void)
+{
+	if (netns_self != -1)
+		close(netns_self);
+	netns_self = -1;
+}
+
 bool
 netns_available(void)
 {

@@ -16,6 +16,7 @@
 bool netns_available(void);
 const char *netns_error(void);
 void netns_init(void);
+void netns_shutdown(void);
 /* A new namespace with `lo` up: its fd (CLOEXEC), or -1 and err. */
 int netns_new(char *err, size_t errlen);
 /*

@@ -266,6 +266,7 @@ proc_init(struct event_base *base, const struct proc_config *cfg, char *err,
 	if (proc_cfg.guard && sentinel_start(base, proc_instance,
 	    proc_replay_groups, !proc_cfg.no_cgroup, err, errlen) != 0) {
 		sandbox_shutdown();
+		netns_shutdown();
 		reaper_free();
 		free(proc_output_dir);
 		proc_output_dir = NULL;
@@ -310,6 +311,7 @@ proc_shutdown(void)
 	proc_done_ev = NULL;
 	reaper_free();
 	sandbox_shutdown();
+	netns_shutdown();
 	tmpdir_shutdown();
 	toolcg_shutdown();
 	free(proc_output_dir);
@@ -945,6 +947,11 @@ proc_add_timer(struct event *ev, int64_t ms)
 
 	tv.tv_sec = (time_t)(ms / 1000);
 	tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
+	/*
+	 * From now, not from the loop pass's cached time: a busy pass made a
+	 * timeout (S16) or a kill grace fire early by what it had spent.
+	 */
+	event_base_update_cache_time(proc_base);
 	evtimer_add(ev, &tv);
 }
 

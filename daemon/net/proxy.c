@@ -107,6 +107,7 @@ static void proxy_conn_free(struct proxy_conn *);
 static void proxy_read(struct bufferevent *, void *);
 static void proxy_event(struct bufferevent *, short, void *);
 static void proxy_deadline(evutil_socket_t, short, void *);
+static void proxy_arm(struct event *, unsigned);
 static void proxy_decide(struct proxy_conn *);
 static void proxy_name_text(char *, size_t, const char *);
 static void proxy_resolved(int, struct evutil_addrinfo *, void *);
@@ -294,7 +295,6 @@ proxy_accept(struct evconnlistener *lis, evutil_socket_t fd,
 {
 	struct proxy_tool *t = arg;
 	struct proxy_conn *c;
-	struct timeval tv;
 
 	if (t->nconns >= proxy_cfg.max_conns_tool ||
 	    t->quota->conns >= proxy_cfg.max_conns_session) {
@@ -316,9 +316,7 @@ proxy_accept(struct evconnlistener *lis, evutil_socket_t fd,
 	bufferevent_setwatermark(c->c, EV_READ, 0, PROXY_HEAD_MAX + 1);
 	bufferevent_enable(c->c, EV_READ);
 	c->deadline = evtimer_new(proxy_cfg.base, proxy_deadline, c);
-	tv.tv_sec = proxy_cfg.head_timeout_ms / 1000;
-	tv.tv_usec = (proxy_cfg.head_timeout_ms % 1000) * 1000;
-	evtimer_add(c->deadline, &tv);
+	proxy_arm(c->deadline, proxy_cfg.head_timeout_ms);
 }
 
 /* A connection of the tool's on fd, its side's bufferevent made. */
@@ -370,6 +368,16 @@ proxy_conn_free(struct proxy_conn *c)
 	relay_free(c->relay);
 	free(c->head);
 	free(c);
+}
+
+/* A connection's deadline, ms from now. */
+static void
+proxy_arm(struct event *ev, unsigned ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000),
+	    (suseconds_t)(ms % 1000) * 1000 };
+
+	evtimer_add(ev, &tv);
 }
 
 /* The request took too long: a slow client holds nothing of ours. */
@@ -490,7 +498,6 @@ proxy_decide(struct proxy_conn *c)
 	struct netpolicy_addr addr;
 	struct evdns_getaddrinfo_request *req;
 	struct evutil_addrinfo *ai = NULL;
-	struct timeval tv;
 	char why[512];
 	bool is_ip;
 	int rc;
@@ -505,9 +512,7 @@ proxy_decide(struct proxy_conn *c)
 		return;
 	}
 	/* The deadline was the head's: now resolution and connect get theirs. */
-	tv.tv_sec = proxy_cfg.connect_timeout_ms / 1000;
-	tv.tv_usec = (proxy_cfg.connect_timeout_ms % 1000) * 1000;
-	evtimer_add(c->deadline, &tv);
+	proxy_arm(c->deadline, proxy_cfg.connect_timeout_ms);
 	c->state = PROXY_RESOLVE;
 	memset(&hints, 0, sizeof hints);
 	hints.ai_family = AF_UNSPEC;
@@ -766,6 +771,8 @@ proxy_relay_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	c->state = PROXY_CLOSING;
+	if (c->deadline != NULL)
+		proxy_arm(c->deadline, proxy_cfg.head_timeout_ms);
 	bufferevent_disable(bev, EV_READ | EV_WRITE);
 	bufferevent_disable(other, EV_READ);
 	bufferevent_setwatermark(other, EV_WRITE, 0, 0);
@@ -836,7 +843,9 @@ proxy_reply_end(struct proxy_conn *c, int status, uint8_t socks,
 		    texts[status] != NULL ? texts[status] : "Error",
 		    strlen(why) + 9, why);
 	c->state = PROXY_CLOSING;
-	evtimer_del(c->deadline);
+	/* A reader that never takes the reply keeps it no longer than a head. */
+	if (c->deadline != NULL)
+		proxy_arm(c->deadline, proxy_cfg.head_timeout_ms);
 	bufferevent_disable(c->c, EV_READ);
 	bufferevent_setwatermark(c->c, EV_WRITE, 0, 0);
 	bufferevent_setcb(c->c, NULL, proxy_closed, proxy_event, c);

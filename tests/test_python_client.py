@@ -227,6 +227,12 @@ def jobs_real(d):
                 "job_output to the end: %r" % text)
         T.eq((it.last["status"], it.last["exitCode"]), ("exited", 0),
              "the job exited once its stdin closed")
+        # Terminated once it has said it is ready, not before it could.
+        seen = ""
+        for chunk in c.job_output(sid, two, wait_ms=2000):
+            seen += chunk
+            if "ready\n" in seen:
+                break
         c.signal_job(sid, two, "terminate")
         it = c.job_output(sid, two, wait_ms=2000)
         T.check("".join(it).startswith("ready\n"),

@@ -14,7 +14,7 @@ fi
 root=$(mktemp -d /tmp/stexec-chroot.XXXXXX)
 trap 'rm -rf "$root"' EXIT
 build=$(cd "$(dirname "$STEXEC_DAEMON")/.." && pwd)
-mkdir -p "$root"/{usr,etc,proc,dev,tmp,run,ws,outside} "$root$build"
+mkdir -p "$root"/{usr,etc,proc,dev,tmp,run,ws,outside}
 for l in bin lib lib64 sbin; do
 	[ -e "/$l" ] && ln -s "usr/$l" "$root/$l"
 done
@@ -56,9 +56,10 @@ if unshare -m --propagation private bash -c '
 	set -e
 	r=$1 b=$2
 	mount --rbind /usr "$r/usr"; mount --rbind /etc "$r/etc"
-	mount --rbind "$b" "$r$b"; mount -t proc proc "$r/proc"
-	mount --rbind /dev "$r/dev"; mount -t tmpfs tmpfs "$r/tmp"
-	mount -t tmpfs tmpfs "$r/run"
+	mount -t proc proc "$r/proc"; mount --rbind /dev "$r/dev"
+	mount -t tmpfs tmpfs "$r/tmp"; mount -t tmpfs tmpfs "$r/run"
+	# After /tmp: the build tree may be under it.
+	mkdir -p "$r$b"; mount --rbind "$b" "$r$b"
 	exec chroot "$r" /bin/sh -c "$3"' - "$root" "$build" "$inside"; then
 	[ -f "$root/ws/in" ] && [ ! -e "$root/outside/x" ] &&
 		[ -f "$root/outside/y" ] && passed=1 || failed=1

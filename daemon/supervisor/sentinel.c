@@ -153,6 +153,7 @@ sentinel_start(struct event_base *base, const char *token_prefix,
 static int
 sentinel_spawn(char *err, size_t errlen)
 {
+	char name[16] = "";
 	int fds[2], error;
 	pid_t pid;
 
@@ -167,7 +168,16 @@ sentinel_spawn(char *err, size_t errlen)
 	    PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sentinel_shared == MAP_FAILED)
 		sentinel_shared = NULL;
-	if ((pid = fork()) == -1) {
+	/*
+	 * Born with its name, not renamed once it runs: until then a look at
+	 * /proc would take it for one more daemon, or a tool's leftover.
+	 */
+	prctl(PR_GET_NAME, name);
+	prctl(PR_SET_NAME, "stexec-sentinel");
+	pid = fork();
+	if (pid != 0)
+		prctl(PR_SET_NAME, name);
+	if (pid == -1) {
 		error = errno;
 		sentinel_unshare();
 		close(fds[0]);

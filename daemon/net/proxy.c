@@ -445,7 +445,7 @@ proxy_read(struct bufferevent *bev, void *arg)
 			return;
 		p = evbuffer_pullup(in, -1);
 		len = evbuffer_get_length(in);
-		/* FALLTHROUGH */
+		__attribute__((fallthrough));
 	case PROXY_SOCKS_REQ:
 		r = proxy_parse_socks_request(p, len, &used, &c->target,
 		    &reply, err, sizeof err);

@@ -11,7 +11,17 @@ if [ "$(id -u)" -ne 0 ] || ! command -v unshare >/dev/null; then
 	exit 77
 fi
 : "${STEXEC_DAEMON:?}" "${STEXEC_CLI:?}"
-root=$(mktemp -d /tmp/stexec-chroot.XXXXXX)
+# The test's mounts go in a namespace of its own, below a mount made
+# private there, so that none reaches the machine: "/", or, when this runs
+# in a chroot already (where "/" is no mount point), /run.
+priv=/ base=/tmp
+if ! mountpoint -q /; then
+	priv=/run base=/run
+	mountpoint -q /run || { echo "in a chroot without a /run mount: the" \
+	    "chroot suite was not run"; exit 77; }
+fi
+root=$(mktemp -d "$base/stexec-chroot.XXXXXX")
+# Removed once the namespace, and so every mount in it, is gone.
 trap 'rm -rf "$root"' EXIT
 build=$(cd "$(dirname "$STEXEC_DAEMON")/.." && pwd)
 mkdir -p "$root"/{usr,etc,proc,dev,tmp,run,ws,outside}
@@ -25,8 +35,7 @@ cat >"$root/tools.json" <<'EOF'
   "inputSchema": {"type": "object"}, "sandbox": "none"}]
 EOF
 
-# Inside: the daemon on a private socket, then three tools. Private
-# propagation, so that none of these mounts reaches this machine.
+# Inside: the daemon on a private socket, then three tools.
 inside='
 set -eu
 "$STEXEC_DAEMON" --socket /run/s.sock >/tmp/daemon.log 2>&1 &
@@ -52,15 +61,16 @@ kill $d; wait $d || true
 exit $rc
 '
 passed=0 failed=0
-if unshare -m --propagation private bash -c '
+if unshare -m --propagation unchanged bash -c '
 	set -e
 	r=$1 b=$2
+	mount --make-rprivate "$4"
 	mount --rbind /usr "$r/usr"; mount --rbind /etc "$r/etc"
 	mount -t proc proc "$r/proc"; mount --rbind /dev "$r/dev"
 	mount -t tmpfs tmpfs "$r/tmp"; mount -t tmpfs tmpfs "$r/run"
 	# After /tmp: the build tree may be under it.
 	mkdir -p "$r$b"; mount --rbind "$b" "$r$b"
-	exec chroot "$r" /bin/sh -c "$3"' - "$root" "$build" "$inside"; then
+	exec chroot "$r" /bin/sh -c "$3"' - "$root" "$build" "$inside" "$priv"; then
 	[ -f "$root/ws/in" ] && [ ! -e "$root/outside/x" ] &&
 		[ -f "$root/outside/y" ] && passed=1 || failed=1
 else

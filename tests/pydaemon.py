@@ -4,8 +4,10 @@ temporary directory, with a tag in its environment by which leftover tool
 processes are found (tools inherit it, as in tests/e2e.c); and a counter of
 checks that prints what failed.
 """
+import json
 import os
 import shutil
+import socket
 import signal
 import subprocess
 import sys
@@ -29,6 +31,38 @@ class Checks:
     def eq(self, got, want, what):
         return self.check(got == want, "%s: got %r, want %r"
                           % (what, got, want))
+
+
+class Conn:
+    """A JSON-RPC client on the daemon's socket, one call at a time."""
+
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.connect(path)
+        self.f = self.s.makefile("rwb")
+        self.rid = 0
+
+    def call(self, method, **params):
+        """The whole response (result or error); notifications skipped."""
+        self.rid += 1
+        self.f.write((json.dumps({"jsonrpc": "2.0", "id": self.rid,
+                                  "method": method, "params": params})
+                      + "\n").encode())
+        self.f.flush()
+        while True:
+            msg = json.loads(self.f.readline())
+            if msg.get("id") == self.rid:
+                return msg
+
+    def ok(self, method, **params):
+        msg = self.call(method, **params)
+        if "error" in msg:
+            raise AssertionError("%s: %s" % (method, msg["error"]))
+        return msg["result"]
+
+    def close(self):
+        self.f.close()
+        self.s.close()
 
 
 class Daemon:

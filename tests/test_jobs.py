@@ -22,39 +22,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import pydaemon  # noqa: E402
-from pydaemon import Checks  # noqa: E402
+from pydaemon import Checks, Conn  # noqa: E402
 
 T = Checks()
-
-
-class Conn:
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX)
-        self.s.connect(path)
-        self.f = self.s.makefile("rwb")
-        self.rid = 0
-
-    def call(self, method, **params):
-        """The whole response (result or error); notifications skipped."""
-        self.rid += 1
-        self.f.write((json.dumps({"jsonrpc": "2.0", "id": self.rid,
-                                  "method": method, "params": params})
-                      + "\n").encode())
-        self.f.flush()
-        while True:
-            msg = json.loads(self.f.readline())
-            if msg.get("id") == self.rid:
-                return msg
-
-    def ok(self, method, **params):
-        msg = self.call(method, **params)
-        if "error" in msg:
-            raise AssertionError("%s: %s" % (method, msg["error"]))
-        return msg["result"]
-
-    def close(self):
-        self.f.close()
-        self.s.close()
 
 
 NEXT = [0]

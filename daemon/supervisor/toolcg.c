@@ -304,7 +304,12 @@ toolcg_init(void)
 		 * a reload, and the tools handed over are in it still.
 		 */
 		rmdir(dir);
-		if (mkdir(dir, 0755) == 0 || errno == EEXIST) {
+		/*
+		 * One left by an earlier daemon of this pid, of another uid,
+		 * exists but is not ours: only one we may write is used.
+		 */
+		if ((mkdir(dir, 0755) == 0 || errno == EEXIST) &&
+		    access(dir, W_OK | X_OK) == 0) {
 			toolcg_v1_dir[c] = dir;
 			toolcg_via[c] = VIA_V1;
 		} else {
@@ -522,10 +527,18 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
 	for (c = 0; c < CTL_N; c++) {
 		if (!toolcg_value(l, c, toolcg_via[c] == VIA_V2, value,
 		    sizeof value)) {
-			/* No limit: a v1 memory group only to measure it. */
+			/*
+			 * No limit: a v1 memory group only to measure it; a
+			 * tool that cannot have one runs unmeasured.
+			 */
 			if (c == CTL_MEMORY && toolcg_via[c] == VIA_V1 &&
-			    toolcg_v1_new(cg, c, name, NULL, launch, req) != 0)
-				goto fail_limit;
+			    toolcg_v1_new(cg, c, name, NULL, launch, req) != 0 &&
+			    cg->v1[c] != NULL) {
+				rmdir(cg->v1[c]);
+				free(cg->v1[c]);
+				cg->v1[c] = NULL;
+				cg->v1_move = false;
+			}
 			continue;
 		}
 		switch (toolcg_via[c]) {

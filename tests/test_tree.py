@@ -52,6 +52,12 @@ def ignored(rules, path, is_dir):
 
 
 def tracked():
+    """The text of every file of the tree (tree_files) the checks read."""
+    for path in tree_files():
+        yield from read_file(path)
+
+
+def tree_files():
     """Every file of the tree as git ls-files lists it in a clean checkout,
     found without git: .git, build directories (a meson build directory,
     wherever it is, holds meson-private/) and what .gitignore names are
@@ -72,7 +78,7 @@ def tracked():
                     continue
                 stack.append((path, rules))
             elif not ignored(rules, path, False):
-                yield from read_file(path)
+                yield path
 
 
 def read_file(path):
@@ -133,4 +139,10 @@ def main():
 
 
 if __name__ == "__main__":
+    # --list: the tree's files, NUL-ended, for a copy of the tree as a
+    # release has it (tests/chroot-run).
+    if sys.argv[1:] == ["--list"]:
+        for path in tree_files():
+            sys.stdout.write(path + "\0")
+        sys.exit(0)
     sys.exit(main())

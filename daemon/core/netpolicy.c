@@ -3,7 +3,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +39,6 @@ struct netpolicy {
 	struct netpolicy_list allow, deny;
 };
 
-static void	netpolicy_fail(char *, size_t, const char *, ...)
-    __attribute__((format(printf, 3, 4)));
 static void	netpolicy_quote(const char *, char *);
 static int	netpolicy_digit(char, int);
 static bool	netpolicy_ip4_parse(const char *, size_t, uint8_t *);
@@ -101,18 +98,6 @@ static const char *const netpolicy_class_names[] = {
 	[NETPOLICY_BROADCAST] = "broadcast",
 	[NETPOLICY_RESERVED] = "reserved",
 };
-
-static void
-netpolicy_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	utf8_vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /*
  * s in double quotes for a message: at most NETPOLICY_QUOTE_BYTES of it,
@@ -599,14 +584,14 @@ netpolicy_host_normalize(const char *in, char *out, size_t outlen,
 		netpolicy_addr_format(&a, name, sizeof name);
 	else if (!netpolicy_name(in, name, reason)) {
 		netpolicy_quote(in, q);
-		netpolicy_fail(err, errlen, "%s is not a host name: %s", q,
+		utf8_snprintf(err, errlen, "%s is not a host name: %s", q,
 		    reason);
 		if (outlen > 0)
 			out[0] = '\0';
 		return false;
 	}
 	if (strlen(name) >= outlen) {
-		netpolicy_fail(err, errlen, "no room for the host name");
+		utf8_snprintf(err, errlen, "no room for the host name");
 		if (outlen > 0)
 			out[0] = '\0';
 		return false;
@@ -875,7 +860,7 @@ netpolicy_rule_parse(const char *s, struct netpolicy_rule *out, char *err,
 	if (netpolicy_rule_reason(s, out, reason))
 		return true;
 	netpolicy_quote(s, q);
-	netpolicy_fail(err, errlen, "%s: %s", q, reason);
+	utf8_snprintf(err, errlen, "%s: %s", q, reason);
 	return false;
 }
 
@@ -1060,30 +1045,30 @@ netpolicy_list_parse(struct netpolicy_list *l, const json_t *obj,
 	if (v == NULL || json_is_null(v))
 		return true;
 	if (!json_is_array(v)) {
-		netpolicy_fail(err, errlen, "%s.%s: must be an array of rules "
+		utf8_snprintf(err, errlen, "%s.%s: must be an array of rules "
 		    "(\"registry.npmjs.org\", \"*.pythonhosted.org:443\", "
 		    "\"10.0.0.0/8\")", field, key);
 		return false;
 	}
 	if (json_array_size(v) > NETPOLICY_LIST_MAX) {
-		netpolicy_fail(err, errlen, "%s.%s: at most %d rules (it has "
+		utf8_snprintf(err, errlen, "%s.%s: at most %d rules (it has "
 		    "%zu)", field, key, NETPOLICY_LIST_MAX, json_array_size(v));
 		return false;
 	}
 	json_array_foreach(v, i, x) {
 		if (!json_is_string(x)) {
-			netpolicy_fail(err, errlen, "%s.%s[%zu]: must be a "
+			utf8_snprintf(err, errlen, "%s.%s[%zu]: must be a "
 			    "string", field, key, i);
 			return false;
 		}
 		if (strlen(json_string_value(x)) != json_string_length(x)) {
-			netpolicy_fail(err, errlen, "%s.%s[%zu]: must not "
+			utf8_snprintf(err, errlen, "%s.%s[%zu]: must not "
 			    "contain NUL", field, key, i);
 			return false;
 		}
 		if (!netpolicy_rule_parse(json_string_value(x), &e.rule, why,
 		    sizeof why)) {
-			netpolicy_fail(err, errlen, "%s.%s[%zu]: %s", field, key,
+			utf8_snprintf(err, errlen, "%s.%s[%zu]: %s", field, key,
 			    i, why);
 			return false;
 		}
@@ -1105,14 +1090,14 @@ netpolicy_parse_json(const json_t *v, const char *field, char *err,
 	if (field == NULL)
 		field = "sandbox.network";
 	if (!json_is_object(v)) {
-		netpolicy_fail(err, errlen, "%s: must be an object {\"allow\": "
+		utf8_snprintf(err, errlen, "%s: must be an object {\"allow\": "
 		    "[RULE...], \"deny\": [RULE...]}", field);
 		return NULL;
 	}
 	json_object_foreach((json_t *)v, key, x) {
 		if (strcmp(key, "allow") != 0 && strcmp(key, "deny") != 0) {
 			netpolicy_quote(key, q);
-			netpolicy_fail(err, errlen, "%s: unknown field %s "
+			utf8_snprintf(err, errlen, "%s: unknown field %s "
 			    "(known: allow, deny)", field, q);
 			return NULL;
 		}
@@ -1205,7 +1190,7 @@ netpolicy_within(const struct netpolicy *p, const struct netpolicy *max,
 			    &max->allow.v[k].rule))
 				break;
 		if (k == max->allow.n) {
-			netpolicy_fail(err, errlen, "the allow rule \"%s\" is "
+			utf8_snprintf(err, errlen, "the allow rule \"%s\" is "
 			    "not inside any rule the operator allows "
 			    "(--network-allow-max)", p->allow.v[i].text);
 			return false;
@@ -1262,7 +1247,7 @@ netpolicy_check_name(const struct netpolicy *p, const char *host,
 		netpolicy_addr_format(&a, norm, sizeof norm);
 	} else if (!netpolicy_name(host, norm, reason)) {
 		netpolicy_quote(host, q);
-		netpolicy_fail(why, whylen, "%s (port %u) is not allowed: it is "
+		utf8_snprintf(why, whylen, "%s (port %u) is not allowed: it is "
 		    "not a host name: %s", q, port, reason);
 		return false;
 	}
@@ -1278,7 +1263,7 @@ netpolicy_check_name(const struct netpolicy *p, const char *host,
 		snprintf(wrote, sizeof wrote, " (written %s)", q);
 	}
 	if (port == 0) {
-		netpolicy_fail(why, whylen, "%s%s is not allowed: port 0 is no "
+		utf8_snprintf(why, whylen, "%s%s is not allowed: port 0 is no "
 		    "port one can connect to", target, wrote);
 		return false;
 	}
@@ -1291,7 +1276,7 @@ netpolicy_check_name(const struct netpolicy *p, const char *host,
 		    (loop && netpolicy_is_localhost(r) &&
 		    netpolicy_port_ok(r, port)) :
 		    netpolicy_name_matches(r, norm, port)) {
-			netpolicy_fail(why, whylen, "%s%s is refused by the "
+			utf8_snprintf(why, whylen, "%s%s is refused by the "
 			    "deny rule \"%s\"", target, wrote,
 			    p->deny.v[i].text);
 			return false;
@@ -1315,15 +1300,15 @@ netpolicy_check_name(const struct netpolicy *p, const char *host,
 	}
 	netpolicy_suggest(norm, v6, port, add, sizeof add);
 	if (near != SIZE_MAX)
-		netpolicy_fail(why, whylen, "%s%s is not allowed: the allow "
+		utf8_snprintf(why, whylen, "%s%s is not allowed: the allow "
 		    "rule \"%s\" does not cover port %u (%s)", target, wrote,
 		    p->allow.v[near].text, port, add);
 	else if (ip)
-		netpolicy_fail(why, whylen, "%s%s is not allowed: an address is "
+		utf8_snprintf(why, whylen, "%s%s is not allowed: an address is "
 		    "matched only by IP and CIDR rules, and no rule of "
 		    NETPOLICY_ALLOW_FIELD " names it (%s)", target, wrote, add);
 	else
-		netpolicy_fail(why, whylen, "%s is not allowed: no rule of "
+		utf8_snprintf(why, whylen, "%s is not allowed: no rule of "
 		    NETPOLICY_ALLOW_FIELD " matches it (%s)", target, add);
 	return false;
 }
@@ -1365,7 +1350,7 @@ netpolicy_check_addr(const struct netpolicy *p, const char *norm_host,
 		if (netpolicy_addr_matches(r, &a, port) ||
 		    (cls == NETPOLICY_LOOPBACK && netpolicy_is_localhost(r) &&
 		    netpolicy_port_ok(r, port))) {
-			netpolicy_fail(why, whylen, "%s refused by the deny rule "
+			utf8_snprintf(why, whylen, "%s refused by the deny rule "
 			    "\"%s\"", subject, p->deny.v[i].text);
 			return false;
 		}
@@ -1389,7 +1374,7 @@ netpolicy_check_addr(const struct netpolicy *p, const char *norm_host,
 			    p->allow.v[i].text, netpolicy_class_name(cls));
 	}
 	netpolicy_suggest(astr, a.family == AF_INET6, port, add, sizeof add);
-	netpolicy_fail(why, whylen, "%s %s %s address: refused unless a rule "
+	utf8_snprintf(why, whylen, "%s %s %s address: refused unless a rule "
 	    "names that address (%s%s)", subject, netpolicy_article(cls),
 	    netpolicy_class_name(cls), add, wide);
 	return false;

@@ -75,7 +75,7 @@ struct proxy_tool {
 	unsigned nconns;
 	struct proxy_host *hosts;
 	size_t nhosts;
-	unsigned more_reached, more_refused; /* past PROXY_MAX_HOSTS */
+	unsigned more;               /* connections past PROXY_MAX_HOSTS */
 	unsigned over;               /* connections refused over a bound */
 };
 
@@ -258,9 +258,8 @@ proxy_tool_json(const struct proxy_tool *t)
 			    (json_int_t)h->out, "bytesIn", (json_int_t)h->in));
 	}
 	o = json_pack("{s:o, s:o}", "reached", reached, "refused", refused);
-	if (t->more_reached + t->more_refused > 0)
-		json_object_set_new(o, "moreHosts", json_integer(
-		    t->more_reached + t->more_refused));
+	if (t->more > 0)
+		json_object_set_new(o, "moreHosts", json_integer(t->more));
 	return o;
 }
 
@@ -277,7 +276,7 @@ proxy_tally(struct proxy_tool *t, const char *host, uint16_t port,
 		    strcmp(t->hosts[i].host, host) == 0)
 			return &t->hosts[i];
 	if (t->nhosts == PROXY_MAX_HOSTS) {
-		++*(refused ? &t->more_refused : &t->more_reached);
+		t->more++;
 		return NULL;
 	}
 	if (t->hosts == NULL)
@@ -901,8 +900,7 @@ proxy_tool_save(struct proxy_tool *t, struct handover_rec *r)
 		json_array_append_new(hosts, h);
 	}
 	json_object_set_new(o, "hosts", hosts);
-	json_object_set_new(o, "more", json_pack("[i, i]", t->more_reached,
-	    t->more_refused));
+	json_object_set_new(o, "more", json_integer(t->more));
 	for (c = t->conns; c != NULL; c = c->next) {
 		if (c->state != PROXY_RELAY)
 			continue;
@@ -969,8 +967,7 @@ proxy_tool_adopt(const struct handover_in *in, const json_t *o,
 			h->why = xstrdup(json_string_value(json_object_get(v,
 			    "why")));
 	}
-	t->more_reached = (unsigned)json_integer_value(json_array_get(more, 0));
-	t->more_refused = (unsigned)json_integer_value(json_array_get(more, 1));
+	t->more = (unsigned)json_integer_value(more);
 	json_array_foreach(json_object_get(o, "conns"), i, v) {
 		fd = handover_take_fd(json_object_get(v, "c"));
 		ufd = handover_take_fd(json_object_get(v, "u"));

@@ -126,7 +126,7 @@ static int	make_dirs(const char *);
 static void	main_share_outdir(const char *);
 static void	on_signal(evutil_socket_t, short, void *);
 static int	activated_socket(void);
-static int	connection_cap(unsigned, unsigned *);
+static int	connection_cap(unsigned, unsigned *, unsigned *);
 static json_t	*main_enforcement(const struct options *);
 static char	*default_state_dir(void);
 static void	main_journal(const char *, int, const char *);
@@ -1135,7 +1135,7 @@ activated_socket(void)
  * spawn fail. The cap, or -1 when the limit leaves no room at all.
  */
 static int
-connection_cap(unsigned wanted, unsigned *cap)
+connection_cap(unsigned wanted, unsigned *cap, unsigned *fds_room)
 {
 	struct rlimit rl;
 	rlim_t reserve = proc_fds_needed() + MAIN_FDS_BASE, room;
@@ -1159,6 +1159,7 @@ connection_cap(unsigned wanted, unsigned *cap)
 	room = rl.rlim_cur == RLIM_INFINITY ? UINT_MAX : rl.rlim_cur - reserve;
 	if (room > UINT_MAX)
 		room = UINT_MAX;
+	*fds_room = (unsigned)room;
 	*cap = wanted;
 	if (wanted == 0 || wanted > room) {
 		*cap = (unsigned)room;
@@ -1213,7 +1214,7 @@ main(int argc, char **argv)
 	char *supervisor = NULL;
 	const char *path;
 	bool activated;
-	unsigned max_conns;
+	unsigned max_conns, fds_room;
 	size_t i;
 	int fd = -1;
 
@@ -1297,7 +1298,7 @@ main(int argc, char **argv)
 		log_error("%s", err);
 		return 1;
 	}
-	if (connection_cap(o.max_conns, &max_conns) != 0)
+	if (connection_cap(o.max_conns, &max_conns, &fds_room) != 0)
 		return 1;
 
 	tooldef_set_result_ceiling(o.max_result_bytes);
@@ -1332,6 +1333,9 @@ main(int argc, char **argv)
 	session_init(&scfg);
 	xcfg.base = main_base;
 	xcfg.hosts_file = o.network_hosts;
+	/* Clients and proxied connections draw on the same descriptors: the
+	 * proxy may hold half of them, clients all (a client takes one). */
+	xcfg.max_conns_daemon = fds_room / 2 / PROXY_CONN_FDS;
 	if (!proxy_init(&xcfg, err, sizeof err)) {
 		log_error("%s", err);
 		return 1;

@@ -66,9 +66,10 @@ class Conn:
 
 
 class Daemon:
-    def __init__(self, path, args=()):
+    def __init__(self, path, args=(), wrap=()):
         self.path = os.path.abspath(path)
         self.args = list(args)
+        self.wrap = list(wrap)  # a command the daemon runs under (prlimit)
         self.tmp = tempfile.mkdtemp(prefix="stexec-py-")
         self.sock = os.path.join(self.tmp, "s.sock")
         self.tag = "py-%d-%s" % (os.getpid(), os.path.basename(self.tmp))
@@ -82,7 +83,7 @@ class Daemon:
         env["STEXEC_E2E_TAG"] = self.tag
         self.log = open(os.path.join(self.tmp, "daemon.log"), "wb")
         self.proc = subprocess.Popen(
-            [self.path, "--socket", self.sock,
+            self.wrap + [self.path, "--socket", self.sock,
              "--output-dir", os.path.join(self.tmp, "out"),
              "--state-dir", os.path.join(self.tmp, "state")] + self.args,
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,

@@ -694,10 +694,10 @@ def operator_flags(path, fx):
 
 # --- the daemon -------------------------------------------------------
 
-def start(path, args):
+def start(path, args, wrap=()):
     """A daemon on a private socket; None if it exited (an option it does
     not know)."""
-    d = pydaemon.Daemon(path, args)
+    d = pydaemon.Daemon(path, args, wrap)
     d.start()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -15,7 +15,10 @@ none can be made, or when the daemon cannot enforce allow-lists).
 - a tunnel whose tool end outlives the tool (its descriptor taken by the
   test): the server sees it closed once the tool's result is out;
 - five tools of one session at once, 64 tunnels each: 256 held, 64
-  closed at once.
+  closed at once;
+- a daemon with 300 descriptors: the proxy holds 20 connections of all
+  tools (half of what --max-procs leaves, six a connection), closes the
+  rest at once, and still serves clients.
 
   STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_network_bounds.py
 """
@@ -445,6 +448,55 @@ def session_bound(d, fx):
         srv.server_close()
 
 
+# --- the daemon's descriptors -----------------------------------------
+
+# 300 descriptors, 2 tools: 240 left (see connection_cap), half for the
+# proxy at six a connection.
+FEW_FDS = 300
+DAEMON_CAP = 20
+
+FEW = r"""
+import select
+socks = [proxy() for _ in range(30)]
+late = 0
+for s in socks[20:]:
+    late += read_all(s) in (b"", b"[reset]")
+print("closed at once:", late)
+ready, _, _ = select.select(socks[:20], [], [], 0)
+print("held:", 20 - len(ready))
+for s in socks[:20]:
+    s.sendall(b"CONNECT evil.test:443 HTTP/1.1\r\n\r\n")
+served = sum(b" 403 " in read_all(s).split(b"\r\n")[0] for s in socks[:20])
+print("served:", served)
+"""
+
+
+def daemon_bound(path, fx):
+    with case("300 descriptors: 20 connections of all tools, the rest "
+              "closed at once"):
+        d = tn.start(path, ["--network-hosts", fx.hosts, "--max-procs",
+                            "2"], ["prlimit", "--nofile=%d:%d" %
+                                   (FEW_FDS, FEW_FDS), "--"])
+        T.check(d is not None, "the daemon starts with 300 descriptors")
+        if d is None:
+            return
+        try:
+            c = Conn(d.sock)
+            sid = tn.session(c, fx, {"allow": ["www.test"]})
+            (out, meta), = tn.run_tools(c, sid, [fx.script("few.py", FEW)])
+            T.check("closed at once: 10" in out, "the 10 over the "
+                    "daemon's bound read EOF at once: " + out)
+            T.check("held: 20" in out and "served: 20" in out,
+                    "the first 20 are held and served: " + out)
+            T.check("%d for the daemon" % DAEMON_CAP in daemon_log(d),
+                    "the log names the daemon's bound")
+            T.eq(c.ok("ping"), {}, "the daemon still answers")
+            c.ok("closeSession", sessionId=sid)
+            c.close()
+        finally:
+            tn.stop(d)
+
+
 # --- the daemon --------------------------------------------------------
 
 WORLD = []
@@ -487,10 +539,14 @@ def body(path, fx):
         tool_end(d, fx)
         session_bound(d, fx)
         T.eq(d.leftovers(), [], "no tool process is left")
-        www.shutdown()
-        www.server_close()
     finally:
         tn.stop(d)
+    if rules:
+        try:
+            daemon_bound(path, fx)
+        finally:
+            www.shutdown()
+            www.server_close()
 
 
 def main():

@@ -68,6 +68,7 @@ struct proxy_conn;
 
 struct proxy_tool {
 	struct evconnlistener *lis;
+	struct event *resume;        /* accepting again after EMFILE */
 	struct netpolicy *policy;
 	struct proxy_quota *quota;
 	char *sid, *tid, *name;
@@ -100,9 +101,12 @@ struct proxy_conn {
 
 static struct proxy_config proxy_cfg;
 static struct evdns_base *proxy_dns;
+static unsigned proxy_nconns;   /* open connections of every tool */
 
 static void proxy_accept(struct evconnlistener *, evutil_socket_t,
     struct sockaddr *, int, void *);
+static void proxy_accept_error(struct evconnlistener *, void *);
+static void proxy_resume(evutil_socket_t, short, void *);
 static void proxy_conn_free(struct proxy_conn *);
 static void proxy_read(struct bufferevent *, void *);
 static void proxy_event(struct bufferevent *, short, void *);
@@ -208,6 +212,9 @@ proxy_tool_new(int fd, const struct netpolicy *policy,
 	    LEV_OPT_CLOSE_ON_FREE, -1, fd);
 	if (t->lis == NULL)
 		close(fd);
+	else
+		evconnlistener_set_error_cb(t->lis, proxy_accept_error);
+	t->resume = evtimer_new(proxy_cfg.base, proxy_resume, t);
 	return t;
 }
 
@@ -226,6 +233,7 @@ proxy_tool_free(struct proxy_tool *t)
 		proxy_conn_free(t->conns);
 	if (t->lis != NULL)
 		evconnlistener_free(t->lis);
+	event_free(t->resume);
 	for (i = 0; i < t->nhosts; i++)
 		free(t->hosts[i].why);
 	free(t->hosts);
@@ -296,15 +304,18 @@ proxy_accept(struct evconnlistener *lis, evutil_socket_t fd,
 	struct proxy_conn *c;
 
 	if (t->nconns >= proxy_cfg.max_conns_tool ||
-	    t->quota->conns >= proxy_cfg.max_conns_session) {
+	    t->quota->conns >= proxy_cfg.max_conns_session ||
+	    (proxy_cfg.max_conns_daemon > 0 &&
+	    proxy_nconns >= proxy_cfg.max_conns_daemon)) {
 		/* One line a tool: a loop of connects must not flood the log. */
 		if (t->over++ == 0)
 			log_about(LOG_LEVEL_WARN, t->sid, t->tid, t->name,
 			    "network: a connection refused: %u open of at most "
-			    "%u for the tool, %u for the session (more are "
-			    "counted when it ends)", t->nconns,
+			    "%u for the tool, %u for the session, %u for the "
+			    "daemon (more are counted when it ends)", t->nconns,
 			    proxy_cfg.max_conns_tool,
-			    proxy_cfg.max_conns_session);
+			    proxy_cfg.max_conns_session,
+			    proxy_cfg.max_conns_daemon);
 		metrics_count(METRICS_NET_REFUSED);
 		close(fd);
 		return;
@@ -316,6 +327,35 @@ proxy_accept(struct evconnlistener *lis, evutil_socket_t fd,
 	bufferevent_enable(c->c, EV_READ);
 	c->deadline = evtimer_new(proxy_cfg.base, proxy_deadline, c);
 	proxy_arm(c->deadline, proxy_cfg.head_timeout_ms);
+}
+
+/*
+ * Out of descriptors (clients hold the rest): without a pause the listener
+ * stays readable and the loop would spin on accept. The connection waits in
+ * the kernel's backlog meanwhile.
+ */
+static void
+proxy_accept_error(struct evconnlistener *lis, void *arg)
+{
+	struct proxy_tool *t = arg;
+	struct timeval one = { 1, 0 };
+	int e = EVUTIL_SOCKET_ERROR();
+
+	if (e != EMFILE && e != ENFILE && e != ENOBUFS && e != ENOMEM)
+		return;
+	/* At most a line a second: the pause bounds it. */
+	log_about(LOG_LEVEL_WARN, t->sid, t->tid, t->name, "network: accept: "
+	    "%s; pausing for a second", strerror(e));
+	evconnlistener_disable(lis);
+	evtimer_add(t->resume, &one);
+}
+
+static void
+proxy_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy_tool *t = arg;
+
+	evconnlistener_enable(t->lis);
 }
 
 /* A connection of the tool's on fd, its side's bufferevent made. */
@@ -331,6 +371,7 @@ proxy_conn_new(struct proxy_tool *t, int fd)
 	t->conns = c;
 	t->nconns++;
 	t->quota->conns++;
+	proxy_nconns++;
 	evutil_make_socket_nonblocking(fd);
 	c->c = bufferevent_socket_new(proxy_cfg.base, fd,
 	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
@@ -350,6 +391,7 @@ proxy_conn_free(struct proxy_conn *c)
 		c->next->prev = c->prev;
 	t->nconns--;
 	t->quota->conns--;
+	proxy_nconns--;
 	if (c->dns != NULL) {
 		struct evdns_getaddrinfo_request *dns = c->dns;
 

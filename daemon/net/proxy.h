@@ -26,11 +26,15 @@ struct proxy_config {
 	const char *hosts_file;        /* read before DNS (--network-hosts) */
 	unsigned max_conns_tool;       /* open connections of one tool */
 	unsigned max_conns_session;    /* ... of one session's tools */
+	unsigned max_conns_daemon;     /* ... of every tool (0: no bound) */
 	unsigned head_timeout_ms;      /* to send a whole request head */
 	unsigned connect_timeout_ms;   /* name resolved and connected */
 };
 #define PROXY_MAX_CONNS_TOOL 64
 #define PROXY_MAX_CONNS_SESSION 256
+/* A proxied connection's descriptors: the tool's, the host's, and a
+ * splice pipe each way. */
+#define PROXY_CONN_FDS 6
 #define PROXY_HEAD_TIMEOUT_MS 10000
 #define PROXY_CONNECT_TIMEOUT_MS 15000
 

@@ -79,6 +79,22 @@ static const struct http_row http_rows[] = {
 	    "User-Agent: t\r\nAccept: */*\r\n\r\n"), DONE, 0, "www.test", 80,
 	    "GET /hello HTTP/1.1\r\nHost: www.test\r\nConnection: close\r\n"
 	    "User-Agent: t\r\nAccept: */*\r\n\r\n" },
+	/* Headers a Connection header names are hop-by-hop: dropped. */
+	{ S("GET http://www.test/ HTTP/1.1\r\nConnection: X-Secret ,\tx-b\r\n"
+	    "X-Secret: 1\r\nX-Kept: 2\r\nconnection: close\r\nX-B: 3\r\n"
+	    "X-Secrets: 4\r\n\r\n"), DONE, 0, "www.test", 80,
+	    "GET / HTTP/1.1\r\nHost: www.test\r\nConnection: close\r\n"
+	    "X-Kept: 2\r\nX-Secrets: 4\r\n\r\n" },
+	{ S("GET http://www.test/ HTTP/1.1\r\nConnection: ,, ,\r\n\r\n"),
+	    DONE, 0, "www.test", 80,
+	    "GET / HTTP/1.1\r\nHost: www.test\r\nConnection: close\r\n\r\n" },
+	/* Each option costs a comparison per header: a bounded list. */
+	{ S("GET http://www.test/ HTTP/1.1\r\nConnection: a,b,c,d,e,f,g,h\r\n"
+	    "Connection: i,j,k,l,m,n,o,p\r\n\r\n"), DONE, 0, "www.test", 80,
+	    "GET / HTTP/1.1\r\nHost: www.test\r\nConnection: close\r\n\r\n" },
+	{ S("GET http://www.test/ HTTP/1.1\r\nConnection: a,b,c,d,e,f,g,h\r\n"
+	    "Connection: i,j,k,l,m,n,o,p,q\r\n\r\n"), ERROR, 400, NULL, 0,
+	    NULL },
 	{ S("GET http://allowed.test@evil.test/ HTTP/1.1\r\n\r\n"), DONE, 0,
 	    "evil.test", 80,
 	    "GET / HTTP/1.1\r\nHost: evil.test\r\nConnection: close\r\n\r\n" },

@@ -9,6 +9,17 @@
 #include "buf.h"
 #include "util.h"
 
+/*
+ * The names a Connection header lists are hop-by-hop too (RFC 9110 7.6.1).
+ * A bounded list: each header is compared with each name.
+ */
+#define PROXY_OPTIONS_MAX 16
+struct proxy_options {
+	const char *name[PROXY_OPTIONS_MAX];
+	size_t len[PROXY_OPTIONS_MAX];
+	size_t n;
+};
+
 /* Headers the proxy drops: hop-by-hop, and the client's Host. */
 static const char *const proxy_dropped[] = {
 	"host", "connection", "keep-alive", "te", "upgrade",
@@ -20,6 +31,9 @@ static bool proxy_port(const char *, size_t, uint16_t *);
 static bool proxy_token(const char *, size_t);
 static bool proxy_text(const char *, size_t, bool);
 static bool proxy_drop(const char *, size_t);
+static bool proxy_options(const char *, size_t, struct proxy_options *);
+static bool proxy_optioned(const struct proxy_options *, const char *,
+    size_t);
 static const char *proxy_eol(const char *, const char *);
 static const char *proxy_line(const char **, const char *, size_t *);
 static void proxy_quote(char *, size_t, const char *, const char *,
@@ -133,6 +147,42 @@ proxy_drop(const char *name, size_t n)
 	return false;
 }
 
+/* Add a Connection value's comma-separated names; false past the bound. */
+static bool
+proxy_options(const char *v, size_t n, struct proxy_options *o)
+{
+	const char *end = v + n, *comma;
+	size_t len;
+
+	for (; v < end; v = comma + 1) {
+		if ((comma = memchr(v, ',', (size_t)(end - v))) == NULL)
+			comma = end;
+		while (v < comma && (*v == ' ' || *v == '\t'))
+			v++;
+		for (len = (size_t)(comma - v); len > 0 && (v[len - 1] == ' ' ||
+		    v[len - 1] == '\t'); len--)
+			;
+		if (len == 0)
+			continue;
+		if (o->n == PROXY_OPTIONS_MAX)
+			return false;
+		o->name[o->n] = v;
+		o->len[o->n++] = len;
+	}
+	return true;
+}
+
+static bool
+proxy_optioned(const struct proxy_options *o, const char *name, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < o->n; i++)
+		if (o->len[i] == n && strncasecmp(o->name[i], name, n) == 0)
+			return true;
+	return false;
+}
+
 static bool
 proxy_port(const char *s, size_t n, uint16_t *port)
 {
@@ -202,6 +252,7 @@ proxy_parse_http(const char *buf, size_t len, struct proxy_http *out,
 	    *path, *frag, *colon, *hp;
 	size_t n, mlen, auth_len;
 	struct buf head = { 0 };
+	struct proxy_options opts = { .n = 0 };
 
 	memset(out, 0, sizeof *out);
 	*status = 400;
@@ -248,6 +299,13 @@ proxy_parse_http(const char *buf, size_t len, struct proxy_http *out,
 		    !proxy_text(colon + 1, (size_t)(p + n - colon - 1), true)) {
 			proxy_quote(err, errlen, "a malformed header line: ",
 			    "", p, n);
+			return PROXY_PARSE_ERROR;
+		}
+		if (colon - p == 10 && strncasecmp(p, "connection", 10) == 0 &&
+		    !proxy_options(colon + 1, (size_t)(p + n - colon - 1),
+		    &opts)) {
+			snprintf(err, errlen, "more than %d Connection options",
+			    PROXY_OPTIONS_MAX);
 			return PROXY_PARSE_ERROR;
 		}
 	}
@@ -301,7 +359,8 @@ proxy_parse_http(const char *buf, size_t len, struct proxy_http *out,
 	for (hp = proxy_eol(buf, end) + 1; (p = proxy_line(&hp, buf +
 	    out->consumed, &n)) != NULL;) {
 		colon = memchr(p, ':', n);
-		if (!proxy_drop(p, (size_t)(colon - p))) {
+		if (!proxy_drop(p, (size_t)(colon - p)) &&
+		    !proxy_optioned(&opts, p, (size_t)(colon - p))) {
 			buf_add(&head, p, n);
 			buf_add(&head, "\r\n", 2);
 		}

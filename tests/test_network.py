@@ -367,7 +367,7 @@ def table_rules(d, fx, devport):
     with case("attacker's table refused under allow-lists"):
         c = Conn(d.sock)
         pol_a = {"allow": ["www.test", "localhost:%d" % devport,
-                           "rebind.test", "meta.test"]}
+                           "rebind.test", "meta.test", "nosuch.test"]}
         pol_b = {"allow": ["*.www.test"]}
         sid_a = session(c, fx, pol_a)
         sid_b = session(c, fx, pol_b)
@@ -400,6 +400,15 @@ def table_rules(d, fx, devport):
                 c, sid_a, [r[1] for r in raw])):
             T.check(" 403 " in out.split("\n", 1)[0] and loop_free(out),
                     "allow-list: %s is refused: %s\n%s" % (name, cmd, out))
+        # An allowed name that does not resolve: failed, not refused.
+        (out, meta), = run_tools(c, sid_a, [curl("http://nosuch.test/")])
+        failed = (meta.get("network") or {}).get("failed") or []
+        T.check("code=502" in out and [(e["host"], e["port"],
+                e["connections"]) for e in failed] ==
+                [("nosuch.test", 80, 1)] and "cannot resolve" in
+                failed[0]["why"] and not names(meta, "refused"),
+                "allow-list: nosuch.test fails (502) and meta.network.failed "
+                "says why: %s %r" % (out, meta.get("network")))
         # The wildcard lets its sub-domains through (the rows can fail).
         (out, meta), = run_tools(c, sid_b, [curl("http://sub.www.test/hello")])
         T.check("hello from www.test" in out and

@@ -50,10 +50,17 @@ enum proxy_state {
 	PROXY_CLOSING,     /* a last reply going out, then closed */
 };
 
+/* How a tool's connections to a host ended, as meta.network lists them. */
+enum proxy_outcome {
+	PROXY_REACHED,
+	PROXY_REFUSED,     /* by the policy */
+	PROXY_FAILED,      /* allowed, but not resolved or connected */
+};
+
 struct proxy_host {
 	char host[NETPOLICY_HOST_BUFSIZE];
 	uint16_t port;
-	bool refused;
+	enum proxy_outcome outcome;
 	unsigned conns;
 	uint64_t out, in;
 	char *why;
@@ -125,7 +132,9 @@ static void proxy_refuse(struct proxy_conn *, int, uint8_t, const char *);
 static void proxy_fail(struct proxy_conn *, int, uint8_t, const char *);
 static void proxy_reply_end(struct proxy_conn *, int, uint8_t, const char *);
 static struct proxy_host *proxy_tally(struct proxy_tool *, const char *,
-    uint16_t, bool);
+    uint16_t, enum proxy_outcome);
+static void proxy_tally_why(struct proxy_conn *, enum proxy_outcome,
+    const char *);
 static struct proxy_conn *proxy_conn_new(struct proxy_tool *, int);
 static void proxy_relay_start(struct proxy_conn *);
 static void proxy_relay_buffered(struct proxy_conn *);
@@ -248,17 +257,18 @@ proxy_tool_free(struct proxy_tool *t)
 json_t *
 proxy_tool_json(const struct proxy_tool *t)
 {
-	json_t *reached = json_array(), *refused = json_array(), *o;
+	json_t *reached = json_array(), *refused = json_array(),
+	    *failed = json_array(), *o;
 	const struct proxy_host *h;
 	size_t i;
 
 	for (i = 0; i < t->nhosts; i++) {
 		h = &t->hosts[i];
-		if (h->refused)
-			json_array_append_new(refused, json_pack("{s:s, s:i, "
-			    "s:i, s:s}", "host", h->host, "port", h->port,
-			    "connections", h->conns, "why", h->why != NULL ?
-			    h->why : ""));
+		if (h->outcome != PROXY_REACHED)
+			json_array_append_new(h->outcome == PROXY_REFUSED ?
+			    refused : failed, json_pack("{s:s, s:i, s:i, s:s}",
+			    "host", h->host, "port", h->port, "connections",
+			    h->conns, "why", h->why != NULL ? h->why : ""));
 		else
 			json_array_append_new(reached, json_pack("{s:s, s:i, "
 			    "s:i, s:I, s:I}", "host", h->host, "port",
@@ -266,6 +276,10 @@ proxy_tool_json(const struct proxy_tool *t)
 			    (json_int_t)h->out, "bytesIn", (json_int_t)h->in));
 	}
 	o = json_pack("{s:o, s:o}", "reached", reached, "refused", refused);
+	if (json_array_size(failed) > 0)
+		json_object_set_new(o, "failed", failed);
+	else
+		json_decref(failed);
 	if (t->more > 0)
 		json_object_set_new(o, "moreHosts", json_integer(t->more));
 	return o;
@@ -274,13 +288,13 @@ proxy_tool_json(const struct proxy_tool *t)
 /* The tally's entry of host:port, made if there is room; else NULL. */
 static struct proxy_host *
 proxy_tally(struct proxy_tool *t, const char *host, uint16_t port,
-    bool refused)
+    enum proxy_outcome outcome)
 {
 	struct proxy_host *h;
 	size_t i;
 
 	for (i = 0; i < t->nhosts; i++)
-		if (t->hosts[i].port == port && t->hosts[i].refused == refused &&
+		if (t->hosts[i].port == port && t->hosts[i].outcome == outcome &&
 		    strcmp(t->hosts[i].host, host) == 0)
 			return &t->hosts[i];
 	if (t->nhosts == PROXY_MAX_HOSTS) {
@@ -292,8 +306,23 @@ proxy_tally(struct proxy_tool *t, const char *host, uint16_t port,
 	h = &t->hosts[t->nhosts++];
 	snprintf(h->host, sizeof h->host, "%s", host);
 	h->port = port;
-	h->refused = refused;
+	h->outcome = outcome;
 	return h;
+}
+
+/* A connection that ended without reaching its host, tallied with why. */
+static void
+proxy_tally_why(struct proxy_conn *c, enum proxy_outcome outcome,
+    const char *why)
+{
+	struct proxy_host *h = proxy_tally(c->tool, c->norm, c->target.port,
+	    outcome);
+
+	if (h != NULL) {
+		h->conns++;
+		if (h->why == NULL)
+			h->why = xstrdup(why);
+	}
 }
 
 static void
@@ -671,7 +700,7 @@ proxy_upstream_event(struct bufferevent *bev, short what, void *arg)
 	}
 	evtimer_del(c->deadline);
 	bufferevent_set_timeouts(c->u, NULL, NULL);
-	h = proxy_tally(c->tool, c->norm, c->target.port, false);
+	h = proxy_tally(c->tool, c->norm, c->target.port, PROXY_REACHED);
 	if (h != NULL) {
 		h->conns++;
 		c->host = (size_t)(h - c->tool->hosts);
@@ -831,14 +860,7 @@ proxy_closed(struct bufferevent *bev, void *arg)
 static void
 proxy_refuse(struct proxy_conn *c, int status, uint8_t socks, const char *why)
 {
-	struct proxy_host *h = proxy_tally(c->tool, c->norm, c->target.port,
-	    true);
-
-	if (h != NULL) {
-		h->conns++;
-		if (h->why == NULL)
-			h->why = xstrdup(why);
-	}
+	proxy_tally_why(c, PROXY_REFUSED, why);
 	log_about(LOG_LEVEL_WARN, c->tool->sid, c->tool->tid, c->tool->name,
 	    "network: refused: %s", why);
 	metrics_count(METRICS_NET_REFUSED);
@@ -849,6 +871,7 @@ proxy_refuse(struct proxy_conn *c, int status, uint8_t socks, const char *why)
 static void
 proxy_fail(struct proxy_conn *c, int status, uint8_t socks, const char *why)
 {
+	proxy_tally_why(c, PROXY_FAILED, why);
 	log_about(LOG_LEVEL_INFO, c->tool->sid, c->tool->tid, c->tool->name,
 	    "network: %s", why);
 	metrics_count(METRICS_NET_FAILED);
@@ -931,9 +954,11 @@ proxy_tool_save(struct proxy_tool *t, struct handover_rec *r)
 	}
 	json_object_set_new(o, "policy", netpolicy_json(t->policy));
 	for (i = 0; i < t->nhosts; i++) {
-		h = json_pack("{s:s, s:i, s:b, s:i, s:I, s:I}", "host",
+		h = json_pack("{s:s, s:i, s:b, s:b, s:i, s:I, s:I}", "host",
 		    t->hosts[i].host, "port", t->hosts[i].port, "refused",
-		    t->hosts[i].refused, "connections", t->hosts[i].conns,
+		    t->hosts[i].outcome == PROXY_REFUSED, "failed",
+		    t->hosts[i].outcome == PROXY_FAILED, "connections",
+		    t->hosts[i].conns,
 		    "out", (json_int_t)t->hosts[i].out, "in",
 		    (json_int_t)t->hosts[i].in);
 		if (t->hosts[i].why != NULL)
@@ -998,7 +1023,9 @@ proxy_tool_adopt(const struct handover_in *in, const json_t *o,
 		    "host")) != NULL ? json_string_value(json_object_get(v,
 		    "host")) : "", (uint16_t)json_integer_value(
 		    json_object_get(v, "port")), json_is_true(
-		    json_object_get(v, "refused")));
+		    json_object_get(v, "refused")) ? PROXY_REFUSED :
+		    json_is_true(json_object_get(v, "failed")) ? PROXY_FAILED :
+		    PROXY_REACHED);
 		if (h == NULL)
 			continue;
 		h->conns = (unsigned)json_integer_value(json_object_get(v,

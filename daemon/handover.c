@@ -83,9 +83,16 @@ handover_close_others(const char *list, const int *extra)
 }
 
 bool
-handover_fd_named(int fd)
+handover_claim_fd(int fd)
 {
-	return handover_in_list(fd, NULL);
+	size_t i;
+
+	for (i = 0; i < handover_nnamed; i++)
+		if (handover_named[i] == fd && fd >= 0) {
+			handover_named[i] = -1;
+			return true;
+		}
+	return false;
 }
 
 int
@@ -93,10 +100,26 @@ handover_take_fd(const json_t *v)
 {
 	int fd = (int)json_integer_value(v);
 
-	if (!json_is_integer(v) || fd < 0 || !handover_fd_named(fd))
+	if (!json_is_integer(v) || fd < 0 || !handover_claim_fd(fd))
 		return -1;
-	fcntl(fd, F_SETFD, FD_CLOEXEC);
 	return fd;
+}
+
+unsigned
+handover_close_unclaimed(void)
+{
+	unsigned n = 0;
+	size_t i;
+
+	for (i = 0; i < handover_nnamed; i++)
+		if (handover_named[i] >= 0) {
+			close(handover_named[i]);
+			n++;
+		}
+	free(handover_named);
+	handover_named = NULL;
+	handover_nnamed = 0;
+	return n;
 }
 
 void

@@ -42,13 +42,19 @@ const char *handover_kept(void);
  * one of extra, -1 ended) is closed; those in it are close-on-exec again.
  */
 void handover_close_others(const char *list, const int *extra);
-/* Whether fd was named in the list the image was given. */
-bool handover_fd_named(int fd);
 /*
- * The descriptor a record's value names, if the image before named it:
- * close-on-exec again; else -1.
+ * Whether fd was named in the list the image was given and not claimed
+ * yet; true claims it. A corrupt record naming a descriptor twice, or one
+ * another record owns, gets false: one owner each.
  */
+bool handover_claim_fd(int fd);
+/* The descriptor a record's value names, claimed (above); else -1. */
 int handover_take_fd(const json_t *);
+/*
+ * After the records: close what the image before named and no record
+ * claimed (a corrupt or dropped record's), so none leaks; their count.
+ */
+unsigned handover_close_unclaimed(void);
 
 /* bytes under key in obj, an object of the record's JSON. */
 void handover_put(struct handover_rec *, json_t *obj, const char *key,

@@ -728,7 +728,7 @@ main_journal(const char *dir, int handover, const char *socket)
 {
 	struct journal_loaded got;
 	const json_t *inst;
-	unsigned restored, killed = 0;
+	unsigned restored, killed = 0, unclaimed;
 	int64_t started = util_wall_ms();
 	bool open_ok = false;
 	size_t i;
@@ -754,6 +754,9 @@ main_journal(const char *dir, int handover, const char *socket)
 	json_decref(main_instances);
 	restored = session_restore_done();
 	carry_adopt();
+	if ((unclaimed = handover_close_unclaimed()) > 0)
+		log_warn("the reload's handover named %u descriptor(s) that no "
+		    "record claimed: closed", unclaimed);
 	if (got.dropped > 0 || got.torn)
 		log_warn("%s: %u records read, %u corrupt stretch(es) "
 		    "skipped%s", handover != -1 ? "the reload's handover" :

@@ -116,7 +116,7 @@ carry_adopt_one(const struct carry_rec *rec)
 	fd = (int)json_integer_value(json_object_get(o, "fd"));
 	uid = (uid_t)json_integer_value(json_object_get(o, "uid"));
 	/* Only what the image before named came across. */
-	if (fd < 3 || !handover_fd_named(fd))
+	if (fd < 3 || !handover_claim_fd(fd))
 		return;
 	in = handover_get(&rec->in, o, "in", &inlen);
 	out = handover_get(&rec->in, o, "out", &outlen);

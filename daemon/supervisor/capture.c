@@ -612,9 +612,9 @@ capture_load(const struct handover_in *in, const json_t *obj)
 	if ((v = json_object_get(obj, "error")) != NULL)
 		c->error = xstrdup(json_string_value(v));
 	fd = (int)json_integer_value(json_object_get(obj, "outFd"));
-	c->out_fd = fd >= 0 && handover_fd_named(fd) ? fd : -1;
+	c->out_fd = fd >= 0 && handover_claim_fd(fd) ? fd : -1;
 	fd = (int)json_integer_value(json_object_get(obj, "errFd"));
-	c->err_fd = fd >= 0 && handover_fd_named(fd) ? fd : -1;
+	c->err_fd = fd >= 0 && handover_claim_fd(fd) ? fd : -1;
 	capture_load_stream(c, &c->out, in, json_object_get(obj, "out"));
 	capture_load_stream(c, &c->err, in, json_object_get(obj, "err"));
 	return c;

@@ -2013,7 +2013,7 @@ proc_take_handover(const char *text)
 	    "next"));
 	proc_tmpdirs = (uint64_t)json_integer_value(json_object_get(o,
 	    "tmpdirs"));
-	if (spid > 0 && sfd >= 0 && handover_fd_named(sfd))
+	if (spid > 0 && sfd >= 0 && handover_claim_fd(sfd))
 		sentinel_adopt(spid, sfd);
 	if (cg != NULL && parent != NULL && !proc_cfg.no_cgroup)
 		cgroup_adopt(cg, parent);

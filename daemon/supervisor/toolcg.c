@@ -777,7 +777,7 @@ toolcg_load(const json_t *o)
 	if ((s = json_string_value(json_object_get(o, "v2"))) != NULL)
 		cg->v2 = xstrdup(s);
 	fd = (int)json_integer_value(json_object_get(o, "v2fd"));
-	cg->v2fd = fd >= 0 && handover_fd_named(fd) ? fd : -1;
+	cg->v2fd = fd >= 0 && handover_claim_fd(fd) ? fd : -1;
 	cg->eventsfd = cg->cpufd = -1;
 	cg->v2_limited = json_is_true(json_object_get(o, "limited"));
 	cg->cpu_base = (uint64_t)json_integer_value(json_object_get(o,

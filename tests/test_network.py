@@ -594,7 +594,8 @@ def echo_server(addr):
 
 
 def reload_carries(d, fx):
-    with case("a reload carries the proxy's port and an open tunnel"):
+    with case("a reload carries the proxy's port and an open tunnel, of two "
+              "tools sharing the session's namespace"):
         port = free_port()
         srv = echo_server(("198.18.0.13", port))
         go = os.path.join(fx.tmp, "go-reload")
@@ -602,18 +603,22 @@ def reload_carries(d, fx):
         with open(script, "w") as f:
             f.write(RELOAD_TOOL % (port, go))
         c = Conn(d.sock)
-        sid = session(c, fx, {"allow": ["www.test:%d" % port]})
-        NEXT[0] += 1
-        tid = "n%d" % NEXT[0]
-        c.ok("addTool", sessionId=sid, toolUse={
-            "id": tid, "name": "sh", "input": {"cmd": "%s %s" % (PY, script)}})
+        policy = {"allow": ["www.test:%d" % port]}
+        par = tooldef(fx, policy, "par")
+        par["concurrencySafe"] = True
+        sid = session(c, fx, policy, [par])
+        for _ in range(2):
+            NEXT[0] += 1
+            c.ok("addTool", sessionId=sid, toolUse={
+                "id": "n%d" % NEXT[0], "name": "par",
+                "input": {"cmd": "%s %s" % (PY, script)}})
         deadline = time.monotonic() + 60
-        ready = False
-        while not ready and time.monotonic() < deadline:
-            ready = any(n["method"] == "progress" for n in
+        ready = 0
+        while ready < 2 and time.monotonic() < deadline:
+            ready = sum(n["method"] == "progress" for n in
                         c.ok("events", sessionId=sid)["notifications"])
             time.sleep(0.02)
-        T.check(ready, "the tool's tunnel is open before the reload")
+        T.eq(ready, 2, "both tools' tunnels are open before the reload")
         before = c.ok("initialize")["server"].get("instance")
         d.proc.send_signal(signal.SIGHUP)
         while time.monotonic() < deadline and \
@@ -625,15 +630,15 @@ def reload_carries(d, fx):
         c.ok("drain", sessionId=sid)
         res = [n["params"] for n in c.ok("events", sessionId=sid)[
             "notifications"] if n["method"] == "tool_result"]
-        T.eq(len(res), 1, "one result")
-        out = res[0]["result"]["content"] if res else ""
-        T.check("one two three" in out, "the same tunnel and the same port "
-                "served after the reload: " + out)
-        reached = [e for e in (res[0]["meta"].get("network") or {}).get(
-            "reached", [])] if res else []
-        T.check([(e["host"], e["port"], e["connections"]) for e in reached]
-                == [("www.test", port, 2)],
-                "the tally went on across the reload: %r" % reached)
+        T.eq(len(res), 2, "two results")
+        for r in res:
+            out = r["result"]["content"]
+            T.check("one two three" in out, "the same tunnel and the same "
+                    "port served after the reload: " + out)
+            reached = (r["meta"].get("network") or {}).get("reached", [])
+            T.check([(e["host"], e["port"], e["connections"])
+                     for e in reached] == [("www.test", port, 2)],
+                    "the tally went on across the reload: %r" % reached)
         c.ok("closeSession", sessionId=sid)
         c.close()
         srv.shutdown()

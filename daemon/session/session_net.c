@@ -115,13 +115,14 @@ session_net_adopt(struct session *s, const json_t *policy, const json_t *v)
 	struct netpolicy *p;
 	char err[256];
 	size_t i;
-	int fd = handover_take_fd(v);
+	int fd = json_is_integer(v) ? (int)json_integer_value(v) : -1;
 
-	if (fd == -1)
-		return -1;
+	/* The session's tools of one policy share it: claimed by the first. */
 	for (i = 0; i < s->nnetns; i++)
-		if (s->netns[i].fd == fd)
+		if (fd >= 0 && s->netns[i].fd == fd)
 			return fd;
+	if ((fd = handover_take_fd(v)) == -1)
+		return -1;
 	if ((p = netpolicy_parse_json(policy, "policy", err, sizeof err)) ==
 	    NULL) {
 		close(fd);

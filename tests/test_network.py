@@ -648,7 +648,8 @@ def reload_carries(d, fx):
 def job_keeps_proxy(d, fx):
     """A call that becomes a job keeps its way out: its proxy goes with it
     (a job fetches after its result, once the test says so)."""
-    with case("a background job keeps its proxy after its result"):
+    with case("a background job keeps its proxy after its result and "
+              "across a reload"):
         c = Conn(d.sock)
         go = os.path.join(fx.tmp, "go-job")
         bg = dict(tooldef(fx, {"allow": ["www.test"]}, "bg"),
@@ -666,6 +667,14 @@ def job_keeps_proxy(d, fx):
                 "the call became a job: %r" % (res[-1]["meta"] if res
                                                else None))
         jid = res[-1]["meta"]["job"]["jobId"] if res else None
+        before = c.ok("initialize")["server"].get("instance")
+        d.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and \
+                c.ok("initialize")["server"].get("instance") == before:
+            time.sleep(0.02)
+        T.check(c.ok("initialize")["server"].get("instance") != before,
+                "the daemon reloaded")
         open(go, "w").close()
         text, deadline = "", time.monotonic() + 60
         while jid and "[rc=" not in text and time.monotonic() < deadline:

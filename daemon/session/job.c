@@ -903,6 +903,10 @@ job_handover(struct session *s)
 			proc_save(j->proc, &r, proc);
 			json_object_set_new(r.json, "proc", proc);
 		}
+		/* And its way out: the same port, its open tunnels. */
+		if (j->proxy != NULL)
+			json_object_set_new(r.json, "proxy",
+			    proxy_tool_save(j->proxy, &r));
 		out.len = 0;
 		handover_encode(&r, &out);
 		journal_append(JOURNAL_JOB, out.data, out.len, NULL, 0);
@@ -928,7 +932,7 @@ job_reason_of(const char *name)
 void
 job_restore(struct session *s, const struct handover_in *in)
 {
-	const json_t *o = in->json, *proc = json_object_get(o, "proc");
+	const json_t *o = in->json, *proc = json_object_get(o, "proc"), *v;
 	const char *ring;
 	struct job *j, **pp;
 	size_t len;
@@ -977,6 +981,16 @@ job_restore(struct session *s, const struct handover_in *in)
 		j->proc = proc_adopt(in, proc, &job_proc_ops, j);
 		j->pid = proc_pid(j->proc);
 		s->jobs_running++;
+		if ((v = json_object_get(o, "proxy")) != NULL) {
+			if (s->net_quota == NULL)
+				s->net_quota = proxy_quota_new();
+			if ((j->proxy = proxy_tool_adopt(in, v, s->net_quota,
+			    s->id, j->tool_use_id, j->name)) == NULL)
+				log_about(LOG_LEVEL_WARN, s->id, j->tool_use_id,
+				    j->name, "network: its proxy was not carried "
+				    "by the reload: its connections fail from now "
+				    "on");
+		}
 	} else if (j->status == JOB_RUNNING) {
 		/* Running without a process: it cannot have survived. */
 		j->status = JOB_KILLED;

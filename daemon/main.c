@@ -221,9 +221,9 @@ usage(FILE *f, int status)
 "                           hosts, and sessions may not ask for network:\n"
 "                           true (repeatable; a host, *.domain, address\n"
 "                           or CIDR, :port or :lo-hi; see sandbox.network)\n"
-"  --network-allow-max RULE each allow rule of a session or ToolDef must\n"
-"                           lie inside one of these, and network: true is\n"
-"                           refused (repeatable)\n"
+"  --network-allow-max RULE each allow rule of a session or ToolDef (a\n"
+"                           --tools-dir one too) must lie inside one of\n"
+"                           these, and network: true is refused (repeatable)\n"
 "  --network-hosts FILE     hosts(5) entries the network proxy reads\n"
 "                           before DNS\n"
 "  --log-level LEVEL        error, warn, info or debug (default info)\n"
@@ -1334,6 +1334,14 @@ main(int argc, char **argv)
 	scfg.network_deny = o.network_deny;
 	scfg.network_allow_max = o.network_allow_max;
 	session_init(&scfg);
+	/* The operator's own tools stay within the operator's network rules. */
+	for (i = 0; i < registry_count(); i++)
+		if (!session_network_allowed(tooldef_sandbox(registry_get(i)),
+		    err, sizeof err)) {
+			log_error("tool %s: %s", tooldef_name(registry_get(i)),
+			    err);
+			return 1;
+		}
 	xcfg.base = main_base;
 	xcfg.hosts_file = o.network_hosts;
 	/* Clients and proxied connections draw on the same descriptors: the

@@ -713,6 +713,20 @@ def operator_flags(path, fx):
             T.eq(d.leftovers(), [], "no tool process is left")
         finally:
             stop(d)
+        # The operator's own tools too: a --tools-dir file outside
+        # --network-allow-max stops the start, naming the tool and host.
+        tools = tempfile.mkdtemp(dir=fx.tmp, prefix="tools-")
+        with open(os.path.join(tools, "wide.json"), "w") as f:
+            json.dump(tooldef(fx, {"allow": ["example.org"]}, "wide"), f)
+        p = subprocess.run(
+            [path, "--socket", os.path.join(tools, "s.sock"), "--state-dir",
+             os.path.join(tools, "state"), "--tools-dir", tools,
+             "--network-hosts", fx.hosts, "--network-allow-max", "*.test"],
+            stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+        err = p.stderr.decode("utf-8", "replace")
+        T.check(p.returncode != 0 and "tool wide:" in err and "example.org"
+                in err, "a --tools-dir tool outside --network-allow-max "
+                "stops the start, naming it: rc %d: %s" % (p.returncode, err))
 
 
 # --- the daemon -------------------------------------------------------

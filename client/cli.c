@@ -38,7 +38,9 @@ static const struct cli_cmd cli_cmds[] = {
 	  "run tools in a new session and print their results",
 	  "Creates a session in the current directory (--cwd: another), adds\n"
 	  "every tool call to one turn, prints each result in order as it is\n"
-	  "delivered, drains the turn and closes the session.\n"
+	  "delivered, drains the turn and closes the session. The built-in\n"
+	  "bash keeps its working directory from call to call: a `cd` in one\n"
+	  "bash call holds for the calls after it.\n"
 	  "\n"
 	  "On a terminal, stderr shows a live line per tool not yet delivered:\n"
 	  "running (with its elapsed time), queued, or done and waiting for\n"

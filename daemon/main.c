@@ -64,6 +64,9 @@ struct options {
 	mode_t socket_mode;
 	const char **tools_dirs;
 	size_t ntools_dirs;
+	const char **shell_allow;  /* --shell-allow-dir */
+	size_t nshell_allow;
+	const char *shell_env_file;
 	int max_procs;
 	const char *output_dir;
 	size_t max_message;
@@ -226,6 +229,11 @@ usage(FILE *f, int status)
 "                           these, and network: true is refused (repeatable)\n"
 "  --network-hosts FILE     hosts(5) entries the network proxy reads\n"
 "                           before DNS\n"
+"  --shell-allow-dir DIR    the built-in bash's cwd may also stay in DIR\n"
+"                           (repeatable; else it goes back to the\n"
+"                           session's cwd)\n"
+"  --shell-env-file FILE    sourced before each built-in bash command of\n"
+"                           sessions that name no shell.envFile\n"
 "  --log-level LEVEL        error, warn, info or debug (default info)\n"
 "  --check-handover N       say whether this build reads a reload's\n"
 "                           handover of format N (exit 0: yes), and exit\n"
@@ -301,6 +309,8 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "network-deny", required_argument, NULL, 'y' },
 		{ "network-allow-max", required_argument, NULL, 'Y' },
 		{ "network-hosts", required_argument, NULL, 'N' },
+		{ "shell-allow-dir", required_argument, NULL, 'W' },
+		{ "shell-env-file", required_argument, NULL, 'F' },
 		{ "check-handover", required_argument, NULL, 'H' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -332,6 +342,28 @@ parse_options(int argc, char **argv, struct options *o)
 			o->tools_dirs = xreallocarray(o->tools_dirs,
 			    o->ntools_dirs + 1, sizeof *o->tools_dirs);
 			o->tools_dirs[o->ntools_dirs++] = optarg;
+			break;
+		case 'W':
+			if (optarg[0] != '/' || o->nshell_allow >=
+			    SESSION_SHELL_MAX_ALLOW) {
+				fprintf(stderr, "stexecd: --shell-allow-dir: "
+				    "expected an absolute path (at most %d of "
+				    "them), got \"%s\"\n",
+				    SESSION_SHELL_MAX_ALLOW, optarg);
+				exit(2);
+			}
+			o->shell_allow = xreallocarray(o->shell_allow,
+			    o->nshell_allow + 1, sizeof *o->shell_allow);
+			o->shell_allow[o->nshell_allow++] = optarg;
+			break;
+		case 'F':
+			if (optarg[0] != '/') {
+				fprintf(stderr, "stexecd: --shell-env-file: "
+				    "expected an absolute path, got \"%s\"\n",
+				    optarg);
+				exit(2);
+			}
+			o->shell_env_file = optarg;
 			break;
 		case 'p':
 			o->max_procs = (int)parse_number("--max-procs", optarg,
@@ -1333,6 +1365,10 @@ main(int argc, char **argv)
 	scfg.limits = o.limits;
 	scfg.network_deny = o.network_deny;
 	scfg.network_allow_max = o.network_allow_max;
+	scfg.shell.def = o.ntools_dirs == 0 ? registry_find("bash") : NULL;
+	scfg.shell.allow = o.shell_allow;
+	scfg.shell.nallow = o.nshell_allow;
+	scfg.shell.env_file = o.shell_env_file;
 	session_init(&scfg);
 	/* The operator's own tools stay within the operator's network rules. */
 	for (i = 0; i < registry_count(); i++)
@@ -1440,6 +1476,7 @@ main(int argc, char **argv)
 	free(listen_path);
 	free(supervisor);
 	free(o.tools_dirs);
+	free(o.shell_allow);
 	free(outdir);
 	event_base_free(main_base);
 	log_info("stopped");

@@ -7,7 +7,9 @@ every tool_use id of the (last, completed) response exactly once, in
 stream order, with what NAME.expect.json says; tools were handed over
 before message_stop; an interrupted attempt was discarded; the streaming
 run's last result came sooner than when the same tools start after
-message_stop; no tool process is left.
+message_stop; no tool process is left. Without COMMAND, also
+examples/shell_replay.py over every transcript in examples/transcripts/:
+each bash result through the daemon is what one bash gave.
 
   STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_examples.py [COMMAND...]
 
@@ -29,6 +31,7 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(HERE)
 EXAMPLE = os.path.join(TOP, "examples", "agent_loop.py")
+REPLAY = os.path.join(TOP, "examples", "shell_replay.py")
 
 import pydaemon  # noqa: E402
 from pydaemon import Checks  # noqa: E402
@@ -111,8 +114,27 @@ def check_stream(d, command, path):
         print("%s: %s" % (name, json.dumps(t)))
 
 
+def check_transcript(d, path):
+    """examples/shell_replay.py: each bash result of the transcript, run
+    through the daemon, is what one bash typed the same commands gave."""
+    name = os.path.basename(path)
+    with open(path, encoding="utf-8") as f:
+        calls = sum(1 for turn in json.load(f)["turns"]
+                    for b in turn["assistant"] if b["type"] == "tool_use")
+    p = subprocess.run([sys.executable, REPLAY, "--socket", d.sock, path],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=120)
+    out = p.stdout.decode("utf-8", "replace")
+    T.eq(p.returncode, 0, "%s: the replay matches one bash:\n%s%s" % (
+        name, out, p.stderr.decode("utf-8", "replace")))
+    T.eq(sum(1 for line in out.splitlines() if line.startswith("same ")),
+         calls, "%s: every call compared" % name)
+
+
 def main():
     command = sys.argv[1:] or [sys.executable, EXAMPLE]
+    transcripts = [] if sys.argv[1:] else sorted(glob.glob(os.path.join(
+        TOP, "examples", "transcripts", "*.json")))
     streams = sorted(glob.glob(os.path.join(TOP, "examples", "streams",
                                             "*.sse")))
 
@@ -125,6 +147,14 @@ def main():
         for path in streams:
             try:
                 check_stream(d, command, path)
+            except Exception:
+                T.check(False, "%s raised:\n%s"
+                        % (path, traceback.format_exc()))
+        # The shell replay is Python only: not again for a twin.
+        T.check(sys.argv[1:] or transcripts, "a recorded transcript")
+        for path in transcripts:
+            try:
+                check_transcript(d, path)
             except Exception:
                 T.check(False, "%s raised:\n%s"
                         % (path, traceback.format_exc()))

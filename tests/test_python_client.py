@@ -186,6 +186,32 @@ def test_jobs_fake():
         f.stop()
 
 
+def shell_real(d):
+    """create_session's shell reaches the daemon: keepCwd false keeps each
+    bash call in the session's cwd, and a bad value is the daemon's error."""
+    c = Client(d.sock, timeout=WAIT)
+    top = tempfile.mkdtemp(prefix="stexec-pyshell-")
+    os.mkdir(os.path.join(top, "sub"))
+    try:
+        for shell, want in (({"keepCwd": False}, top),
+                            ({"keepCwd": True}, top + "/sub")):
+            sid = c.create_session(cwd=top, shell=shell)
+            res = Turn(c, sid).run([
+                {"id": "a", "name": "bash", "input": {"command": "cd sub"}},
+                {"id": "b", "name": "bash", "input": {"command": "pwd"}}])
+            T.eq(res[1]["content"], want + "\n", "shell=%r" % shell)
+            c.close_session(sid)
+        try:
+            c.create_session(shell={"keepCwd": 1})
+            T.check(False, "shell keepCwd 1 is refused")
+        except StexecError as e:
+            T.eq(e.code, stexec.INVALID_PARAMS, "shell keepCwd 1: %s" % e)
+    finally:
+        c.close()
+        os.rmdir(os.path.join(top, "sub"))
+        os.rmdir(top)
+
+
 def jobs_real(d):
     """Jobs against the real daemon: a background tool fed by write_job
     and followed by job_output to its end, signal_job, the errors; skipped
@@ -533,10 +559,12 @@ def main():
                 T.check(False, "%s raised:\n%s" %
                         (step.__name__, traceback.format_exc()))
                 break
-        try:
-            jobs_real(d)
-        except Exception:
-            T.check(False, "jobs_real raised:\n" + traceback.format_exc())
+        for real in (shell_real, jobs_real):
+            try:
+                real(d)
+            except Exception:
+                T.check(False, "%s raised:\n%s" % (
+                    real.__name__, traceback.format_exc()))
     return pydaemon.run(T, steps)
 
 

@@ -66,6 +66,7 @@ struct exec_tool {
 	bool killed;
 
 	json_t *context;      /* context modifiers seen, in order (S14) */
+	char *note;           /* a line after its output: its cwd was reset */
 	json_t *warnings;     /* meta.warnings */
 	json_t *result;       /* the tool_result params, once completed */
 	struct buf early;     /* stdin written before its start */
@@ -98,6 +99,7 @@ struct exec {
 	json_t *env;          /* shared with whoever gave it, until changed */
 	bool env_owned;
 	unsigned env_gen;
+	unsigned ctx_gen;     /* changes with cwd or env (exec_context_gen) */
 	struct exec_turn turn;
 	bool closed;
 
@@ -151,6 +153,7 @@ static void	exec_flush_state(struct exec *);
 static void	exec_restore_running(struct exec_tool *, int);
 static void	exec_restore_apply(struct exec *);
 static void	exec_after_event(struct exec *);
+static void	exec_vet_cwd(struct exec *, struct exec_tool *, bool);
 
 struct exec *
 exec_new(const struct exec_config *cfg, const char *cwd, const json_t *env)
@@ -218,6 +221,7 @@ exec_tool_free(struct exec_tool *t)
 	tooldef_argv_free(t->argv);
 	json_decref(t->input);
 	json_decref(t->context);
+	free(t->note);
 	json_decref(t->warnings);
 	json_decref(t->result);
 	buf_free(&t->early);
@@ -451,7 +455,12 @@ static void
 exec_spawn(struct exec_tool *t)
 {
 	struct tooldef_job_call job;
-	struct exec_spawn spawn = {
+	struct exec_spawn spawn;
+	struct exec_effect e = { .kind = EXEC_SPAWN, .spawn = &spawn };
+
+	/* A cwd removed since it became the session's must not fail this. */
+	exec_vet_cwd(t->ex, t, false);
+	spawn = (struct exec_spawn){
 		.argv = t->argv,
 		.input = t->input,
 		.cwd = t->ex->cwd,
@@ -468,7 +477,6 @@ exec_spawn(struct exec_tool *t)
 		.stdin_early_len = t->early.len,
 		.stdin_early_eof = t->early_eof,
 	};
-	struct exec_effect e = { .kind = EXEC_SPAWN, .spawn = &spawn };
 
 	tooldef_job_call(tooldef_job(t->def), t->input, &job);
 
@@ -569,6 +577,11 @@ exec_exit_content(struct buf *b, const struct exec_tool *t,
 		return;
 	}
 	exec_add_output(b, x);
+	if (t->note != NULL) {
+		if (b->len > 0 && b->data[b->len - 1] != '\n')
+			buf_addstr(b, "\n");
+		buf_addstr(b, t->note);
+	}
 	if (why == REASON_OK)
 		return;
 	if (b->len > 0 && b->data[b->len - 1] != '\n')
@@ -825,10 +838,13 @@ exec_apply_context(struct exec *ex, const json_t *ctx)
 			    cwd);
 		free(ex->cwd);
 		ex->cwd = joined;
+		ex->ctx_gen++;
 	}
 	env = json_object_get(ctx, "env");
-	if (json_object_size(env) > 0)
+	if (json_object_size(env) > 0) {
 		ex->env_gen++;
+		ex->ctx_gen++;
+	}
 	if (json_object_size(env) > 0 && !ex->env_owned) {
 		shared = ex->env;
 		ex->env = json_copy(shared);
@@ -841,6 +857,44 @@ exec_apply_context(struct exec *ex, const json_t *ctx)
 		else if (json_is_null(v))
 			json_object_del(ex->env, key);
 	}
+}
+
+/* The I/O layer may refuse the cwd (gone, or outside where it may be). */
+static void
+exec_vet_cwd(struct exec *ex, struct exec_tool *t, bool moved)
+{
+	const char *to;
+
+	if (ex->cfg.cwd_check == NULL || (to = ex->cfg.cwd_check(ex->cfg.arg,
+	    t, ex->cwd, moved)) == NULL)
+		return;
+	free(t->note);
+	xasprintf(&t->note, "Shell cwd was reset to %s", to);
+	free(ex->cwd);
+	ex->cwd = xstrdup(to);
+	ex->ctx_gen++;
+}
+
+void
+exec_restore_context(struct exec *ex, const char *cwd, const json_t *env)
+{
+	if (cwd != NULL) {
+		free(ex->cwd);
+		ex->cwd = xstrdup(cwd);
+	}
+	if (json_is_object(env)) {
+		json_decref(ex->env);
+		ex->env = json_deep_copy(env);
+		ex->env_owned = true;
+		ex->env_gen++;
+	}
+	ex->ctx_gen++;
+}
+
+unsigned
+exec_context_gen(const struct exec *ex)
+{
+	return ex->ctx_gen;
 }
 
 struct exec_tool *
@@ -874,6 +928,7 @@ exec_exited(struct exec_tool *t, const struct exec_exit *x)
 {
 	struct exec *ex = t->ex;
 	enum exec_reason why;
+	unsigned gen;
 	size_t i;
 
 	if (!t->running)
@@ -896,9 +951,13 @@ exec_exited(struct exec_tool *t, const struct exec_exit *x)
 	}
 	why = exec_exit_reason(x);
 	/* S14: only a process that ended by itself changes the context. */
-	if ((why == REASON_OK || why == REASON_EXIT) && t->context != NULL)
+	if ((why == REASON_OK || why == REASON_EXIT) && t->context != NULL) {
+		gen = ex->ctx_gen;
 		for (i = 0; i < json_array_size(t->context); i++)
 			exec_apply_context(ex, json_array_get(t->context, i));
+		if (gen != ex->ctx_gen)
+			exec_vet_cwd(ex, t, true);
+	}
 	if (why == REASON_INTERRUPTED)
 		exec_complete_synthetic(t, why);
 	else
@@ -1443,6 +1502,12 @@ const char *
 exec_tool_name(const struct exec_tool *t)
 {
 	return t->name;
+}
+
+struct tooldef *
+exec_tool_def(const struct exec_tool *t)
+{
+	return t->def;
 }
 
 uint64_t

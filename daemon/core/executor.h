@@ -86,6 +86,14 @@ struct exec_config {
 	const char *interrupt_message; /* NULL means the default */
 	void (*effect)(void *arg, const struct exec_effect *);
 	void *arg;
+	/*
+	 * May be NULL. Vets the session's cwd before t starts (moved false)
+	 * and after t's context modifiers changed it (moved true): NULL keeps
+	 * it, else the directory it becomes, and t's output gets the line
+	 * "Shell cwd was reset to DIR". Must not call into the executor.
+	 */
+	const char *(*cwd_check)(void *arg, struct exec_tool *t,
+	    const char *cwd, bool moved);
 };
 
 /*
@@ -293,6 +301,10 @@ bool exec_busy(const struct exec *);
 json_t *exec_status_json(const struct exec *,
     void (*describe)(struct exec_tool *, json_t *));
 const char *exec_cwd(const struct exec *);
+/* Changes whenever the session's cwd or env changes. */
+unsigned exec_context_gen(const struct exec *);
+/* A restart or reload: the cwd and env context modifiers had left. */
+void exec_restore_context(struct exec *, const char *cwd, const json_t *env);
 const json_t *exec_env(const struct exec *);
 /* Changes whenever the session's env changes (S14), for caches of it. */
 unsigned exec_env_gen(const struct exec *);
@@ -300,6 +312,8 @@ unsigned exec_env_gen(const struct exec *);
 struct exec *exec_tool_exec(const struct exec_tool *);
 const char *exec_tool_id(const struct exec_tool *);
 const char *exec_tool_name(const struct exec_tool *);
+/* Its ToolDef; NULL for an unknown tool. */
+struct tooldef *exec_tool_def(const struct exec_tool *);
 uint64_t exec_tool_turn(const struct exec_tool *);
 const char *exec_status_name(enum exec_status);
 bool exec_tool_safe(const struct exec_tool *);

@@ -274,6 +274,7 @@ methods_create_session(struct call *call)
 	const json_t *tools = json_object_get(call->params, "tools");
 	const json_t *env = json_object_get(call->params, "env"), *v;
 	struct tooldef_sandbox sandbox;
+	struct session_shell shell = { 0 };
 	enum tooldef_sandbox_mode mode;
 	struct tooldef **defs = NULL;
 	struct session *s;
@@ -309,9 +310,15 @@ methods_create_session(struct call *call)
 				return;
 			}
 	}
+	if (!session_shell_parse(json_object_get(call->params, "shell"),
+	    &shell, field, sizeof field, err, sizeof err)) {
+		methods_bad_param(call, field, "%s", err);
+		return;
+	}
 	if (!tooldef_parse_sandbox(json_object_get(call->params, "sandbox"),
 	    "sandbox", &sandbox, err, sizeof err)) {
 		methods_bad_param(call, "sandbox", "%s", err);
+		session_shell_clear(&shell);
 		return;
 	}
 	if (!session_network_allowed(&sandbox, err, sizeof err)) {
@@ -373,7 +380,8 @@ methods_create_session(struct call *call)
 		}
 	}
 	s = session_create(conn_uid(call->c), defs, n, (unsigned)max_parallel,
-	    cwd, env, (unsigned)grace, &sandbox, &code, err, sizeof err);
+	    cwd, env, (unsigned)grace, &sandbox, &shell, &code, err,
+	    sizeof err);
 	if (s == NULL)
 		conn_error(call->c, call->id, code, NULL, "%s", err);
 	else {
@@ -386,6 +394,7 @@ out:
 		tooldef_unref(defs[i]);
 	free(defs);
 	tooldef_sandbox_clear(&sandbox);
+	session_shell_clear(&shell);
 }
 
 static void

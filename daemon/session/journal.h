@@ -34,6 +34,7 @@ struct event_base;
 #define JOURNAL_ADD 'A'      /* addTool: "SID TURN ID NAME" */
 #define JOURNAL_NOTE 'N'     /* a notification: "SID SEQ " then its line */
 #define JOURNAL_IDLE 'T'     /* idle since: "SID MS" (wall clock; 0: not) */
+#define JOURNAL_CONTEXT 'X'  /* a session's cwd and env (S14): JSON */
 /* Only in a reload's handover: */
 #define JOURNAL_HELD 'R'     /* a result held for ordering: JSON */
 #define JOURNAL_REQUEUE 'Q'  /* a tool that never started: JSON */

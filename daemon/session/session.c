@@ -132,6 +132,7 @@ static void	session_wait(struct session *, struct ticket *, json_t *,
 static void	session_wake(struct session *);
 static void	session_note_free(struct note *);
 static void	session_unshare(const void *, size_t, void *);
+static void	session_context_moved(struct session *);
 static void	session_spawn(struct session *, struct exec_tool *,
 		    const struct exec_spawn *);
 static bool	session_our_var(const char *);
@@ -192,6 +193,7 @@ session_init(const struct session_config *cfg)
 	struct timeval tv = { (time_t)cfg->idle_timeout_s, 0 };
 
 	session_cfg = session_net_cfg = *cfg;
+	session_shell_init(&cfg->shell);
 	job_set_hooks(&session_job_hooks);
 	/* One timeout for all: libevent keeps them in a queue, not a heap. */
 	if (cfg->base != NULL && cfg->idle_timeout_s > 0)
@@ -287,7 +289,7 @@ struct session *
 session_create(uid_t uid, struct tooldef **tools, size_t ntools,
     unsigned max_parallel, const char *cwd, const json_t *env,
     unsigned output_grace_ms, const struct tooldef_sandbox *sandbox,
-    int *code, char *err, size_t errlen)
+    const struct session_shell *shell, int *code, char *err, size_t errlen)
 {
 	struct session *s;
 
@@ -319,6 +321,10 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 	s = session_new(NULL, uid, tools, ntools, max_parallel, cwd, env);
 	s->output_grace_ms = output_grace_ms;
 	tooldef_sandbox_copy(&s->sandbox, sandbox);
+	s->shell.keep_cwd = shell->keep_cwd;
+	s->shell.keep_env = shell->keep_env;
+	s->shell.env_file = shell->env_file != NULL ?
+	    xstrdup(shell->env_file) : NULL;
 	if (session_hooks != NULL)
 		session_hooks->created(s, tools, ntools, max_parallel, cwd,
 		    env);
@@ -423,8 +429,10 @@ session_new(const char *id, uid_t uid, struct tooldef **tools, size_t ntools,
 	ecfg.interrupt_message = session_cfg.interrupt_message;
 	ecfg.effect = session_effect;
 	ecfg.arg = s;
-	s->ex = exec_new(&ecfg, cwd != NULL ? cwd : session_cfg.base_cwd,
-	    senv);
+	ecfg.cwd_check = session_shell_cwd_check;
+	s->root = xstrdup(cwd != NULL ? cwd : session_cfg.base_cwd);
+	s->shell.keep_cwd = true;
+	s->ex = exec_new(&ecfg, s->root, senv);
 	json_decref(senv);
 	s->prev_turn_seq = s->cur_turn_seq = 1;
 	s->slicers_tail = &s->slicers;
@@ -827,6 +835,17 @@ session_sandbox(struct session *s, const struct exec_spawn *req,
 	out->roots = roots;
 }
 
+/* The session's cwd or env changed (S14): a restart and a reload keep it. */
+static void
+session_context_moved(struct session *s)
+{
+	if (exec_context_gen(s->ex) == s->context_gen)
+		return;
+	s->context_gen = exec_context_gen(s->ex);
+	if (session_hooks != NULL && session_hooks->contexted != NULL)
+		session_hooks->contexted(s);
+}
+
 static void
 session_spawn(struct session *s, struct exec_tool *t,
     const struct exec_spawn *req)
@@ -837,7 +856,7 @@ session_spawn(struct session *s, struct exec_tool *t,
 	struct buf vars = { 0 };
 	struct netpolicy *policy;
 	struct timeval tv;
-	char **envp, *input;
+	char **envp, **wrapped, *input;
 	uint16_t port = 0;
 
 	if (req->job->internal != TOOLDEF_INTERNAL_NONE) {
@@ -858,7 +877,9 @@ session_spawn(struct session *s, struct exec_tool *t,
 	envp = session_envp(s, t, req->env, &vars, st->proxy != NULL ? port :
 	    0);
 	input = json_dumps(req->input, JSON_COMPACT);
-	spec.argv = req->argv;
+	session_context_moved(s);
+	wrapped = session_shell_argv(s, t, req);
+	spec.argv = wrapped != NULL ? wrapped : req->argv;
 	spec.envp = envp;
 	spec.cwd = req->cwd;
 	spec.input = input;
@@ -896,6 +917,7 @@ session_spawn(struct session *s, struct exec_tool *t,
 	exec_tool_set_handle(t, st);
 	if (s->paused)
 		proc_pause(st->proc, true);
+	free(wrapped);
 	free(input);
 	free(envp);
 	buf_free(&vars);
@@ -1331,6 +1353,7 @@ session_proc_exit(void *arg, const struct proc_exit *px)
 		x.network = proxy_tool_json(st->proxy);
 	session_tool_done(t, true);
 	exec_exited(t, &x);
+	session_context_moved(s);
 	json_decref(x.network);
 	session_job_ended(s);
 }
@@ -2099,6 +2122,8 @@ session_free(struct session *s)
 	free(s->envp);
 	free(s->journal);
 	tooldef_sandbox_clear(&s->sandbox);
+	session_shell_clear(&s->shell);
+	free(s->root);
 	session_net_free(s);
 	if (s->user != NULL) {
 		free((gid_t *)s->user->groups);

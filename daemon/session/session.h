@@ -23,6 +23,30 @@ struct session;
 struct sub;
 struct ticket;
 
+/* createSession's shell (session_shell.c). */
+struct session_shell {
+	bool keep_cwd;           /* the built-in bash's cwd carries over */
+	bool keep_env;           /* ...and what its commands export */
+	char *env_file;          /* sourced first; NULL: the daemon's */
+};
+#define SESSION_SHELL_MAX_ALLOW 64
+/* The operator's: --shell-allow-dir, --shell-env-file. */
+struct session_shell_config {
+	struct tooldef *def;     /* the built-in bash; NULL: none */
+	const char *const *allow; /* more dirs a shell's cwd may be in */
+	size_t nallow;
+	const char *env_file;
+};
+void session_shell_init(const struct session_shell_config *);
+/*
+ * createSession's shell (NULL: the defaults); false with the field
+ * ("shell", "shell.keepCwd"...) and the problem.
+ */
+bool session_shell_parse(const json_t *, struct session_shell *,
+    char *field, size_t fieldlen, char *err, size_t errlen);
+void session_shell_clear(struct session_shell *);
+json_t *session_shell_json(const struct session_shell *);
+
 struct session_config {
 	size_t retention_bytes;  /* log budget per session */
 	unsigned max_sessions;
@@ -40,9 +64,12 @@ struct session_config {
 	struct tooldef_limits limits; /* for tools that give none */
 	struct netpolicy *network_deny;      /* --network-deny (owned) */
 	struct netpolicy *network_allow_max; /* --network-allow-max (owned) */
+	struct session_shell_config shell;
 };
 
 void session_init(const struct session_config *);
+
+
 /*
  * Whether a session's or a ToolDef's sandbox asks for no more network than
  * the operator allows (--network-allow-max; with it or --network-deny,
@@ -66,7 +93,7 @@ bool session_closing(void);
 struct session *session_create(uid_t, struct tooldef **tools, size_t ntools,
     unsigned max_parallel, const char *cwd, const json_t *env,
     unsigned output_grace_ms, const struct tooldef_sandbox *,
-    int *code, char *err, size_t errlen);
+    const struct session_shell *, int *code, char *err, size_t errlen);
 /* The operator's floor (--min-sandbox): nothing may ask for less. */
 enum tooldef_sandbox_mode session_min_sandbox(void);
 /* NULL and an error code (-32001 or -32003) when it cannot be had. */

@@ -76,6 +76,10 @@ struct session {
 
 	struct tooldef_sandbox sandbox; /* createSession's: for its tools
 	                             without one */
+	struct session_shell shell; /* createSession's */
+	char *root;               /* its cwd at createSession: a shell's
+	                             falls back to it */
+	unsigned context_gen;     /* exec_context_gen last journaled */
 	struct proc_user *user;   /* a root daemon's client of another uid:
 	                             its tools run as it; NULL: as us */
 
@@ -125,6 +129,7 @@ struct session_hooks {
 	    const char *name);
 	void (*closed)(struct session *);
 	void (*idled)(struct session *);  /* idle_since changed */
+	void (*contexted)(struct session *); /* its cwd or env changed */
 	bool (*journaling)(void);
 };
 
@@ -164,5 +169,16 @@ int session_net_adopt(struct session *, const json_t *policy,
 
 /* Install the hooks (NULL: none); the journal does at start. */
 void session_set_hooks(const struct session_hooks *);
+
+/*
+ * The built-in bash (session_shell.c): the argv that wraps its command for
+ * this session (free the array only), or NULL to run it as it is; and the
+ * executor's cwd_check.
+ */
+struct exec_spawn;
+char **session_shell_argv(struct session *, struct exec_tool *,
+    const struct exec_spawn *);
+const char *session_shell_cwd_check(void *, struct exec_tool *,
+    const char *cwd, bool moved);
 
 #endif

@@ -49,6 +49,7 @@ static void	session_journal_session(struct session *);
 static void	session_journal_note(struct session *, const struct note *);
 static void	session_journal_add(struct session *, uint64_t, const char *,
 		    const char *);
+static void	session_journal_contexted(struct session *);
 
 /* Keep the createSession a restart needs to make this session again. */
 static void
@@ -67,6 +68,7 @@ session_journal_created(struct session *s, struct tooldef **tools,
 	    "outputGraceMs", (json_int_t)s->output_grace_ms, "sandbox",
 	    s->sandbox.mode != TOOLDEF_SANDBOX_UNSET ?
 	    tooldef_sandbox_json(&s->sandbox) : NULL);
+	json_object_set_new(rec, "shell", session_shell_json(&s->shell));
 	if (rec == NULL || (text = json_dumps(rec, JSON_COMPACT)) == NULL)
 		fatal("cannot encode session %s for the journal", s->id);
 	json_decref(rec);
@@ -163,6 +165,23 @@ session_journal_idled(struct session *s)
 	journal_append(JOURNAL_IDLE, rec, (size_t)n, NULL, 0);
 }
 
+static void
+session_journal_contexted(struct session *s)
+{
+	json_t *rec;
+	char *text;
+
+	if (!journal_active() || session_journal_restoring)
+		return;
+	rec = json_pack("{s:s, s:s, s:O}", "s", s->id, "cwd",
+	    exec_cwd(s->ex), "env", exec_env(s->ex));
+	if (rec == NULL || (text = json_dumps(rec, JSON_COMPACT)) == NULL)
+		fatal("cannot encode the context of session %s", s->id);
+	json_decref(rec);
+	journal_append(JOURNAL_CONTEXT, text, strlen(text), NULL, 0);
+	free(text);
+}
+
 static bool
 session_journal_journaling(void)
 {
@@ -172,7 +191,7 @@ session_journal_journaling(void)
 static const struct session_hooks session_journal_hooks = {
 	session_journal_created, session_journal_note, session_journal_add,
 	session_journal_closed, session_journal_idled,
-	session_journal_journaling,
+	session_journal_contexted, session_journal_journaling,
 };
 
 void
@@ -193,6 +212,8 @@ session_journal_snapshot(bool whole)
 		if (s->closing)
 			continue;
 		session_journal_session(s);
+		if (exec_context_gen(s->ex) != 0)
+			session_journal_contexted(s);
 		if (s->idle_since != 0)
 			session_journal_idled(s);
 		for (i = 0; (id = exec_turn_tool(s->ex, i, &name)) != NULL;
@@ -317,7 +338,7 @@ session_restore_session(const json_t *rec)
 	const char *id = json_string_value(json_object_get(rec, "id"));
 	struct tooldef **tools;
 	struct restoring *r;
-	char err[512];
+	char err[512], field[64];
 	size_t i, n = 0;
 	bool ok = true;
 
@@ -352,6 +373,12 @@ session_restore_session(const json_t *rec)
 			log_about(LOG_LEVEL_WARN, id, NULL, NULL, "journal: "
 			    "%s; its tools fall back to the daemon's sandbox",
 			    err);
+		session_shell_clear(&r->s->shell);
+		if (!session_shell_parse(json_object_get(rec, "shell"),
+		    &r->s->shell, field, sizeof field, err, sizeof err))
+			log_about(LOG_LEVEL_WARN, id, NULL, NULL, "journal: "
+			    "%s: %s; its shell falls back to the defaults",
+			    field, err);
 		r->s->journal = json_dumps(rec, JSON_COMPACT);
 		r->adds = json_array();
 		r->delivered = json_object();
@@ -616,6 +643,11 @@ session_restore(char kind, const char *data, size_t len)
 		return;
 	if (kind == JOURNAL_SESSION)
 		session_restore_session(rec);
+	else if (kind == JOURNAL_CONTEXT && (r = idmap_get(&session_restored,
+	    json_string_value(json_object_get(rec, "s")) != NULL ?
+	    json_string_value(json_object_get(rec, "s")) : "")) != NULL)
+		exec_restore_context(r->s->ex, json_string_value(
+		    json_object_get(rec, "cwd")), json_object_get(rec, "env"));
 	else if (kind == JOURNAL_TURN && (r = idmap_get(&session_restored,
 	    json_string_value(json_object_get(rec, "s")) != NULL ?
 	    json_string_value(json_object_get(rec, "s")) : "")) != NULL) {

@@ -228,10 +228,13 @@ def _params(required: Mapping[str, Any], **optional: Any) -> Dict[str, Any]:
 def _session_params(tools: Optional[List[Dict[str, Any]]],
                     max_parallel: Optional[int], cwd: Optional[str],
                     env: Optional[Mapping[str, Optional[str]]],
-                    sandbox: Any = None) -> Dict[str, Any]:
+                    sandbox: Any = None,
+                    shell: Optional[Mapping[str, Any]] = None
+                    ) -> Dict[str, Any]:
     return _params({}, tools=None if tools is None else list(tools),
                    maxParallel=max_parallel, cwd=cwd,
-                   env=None if env is None else dict(env), sandbox=sandbox)
+                   env=None if env is None else dict(env), sandbox=sandbox,
+                   shell=None if shell is None else dict(shell))
 
 
 def _tool_use_params(session_id: str, id: str, name: str,
@@ -606,16 +609,19 @@ class Client:
                        max_parallel: Optional[int] = None,
                        cwd: Optional[str] = None,
                        env: Optional[Mapping[str, Optional[str]]] = None,
-                       sandbox: Any = None) -> str:
+                       sandbox: Any = None,
+                       shell: Optional[Mapping[str, Any]] = None) -> str:
         """Create a session; returns its id. ``tools``: ToolDefs added to
         the daemon's; ``env``: on top of the daemon's, None unsets;
         ``sandbox``: the profile of its tools that have none
         ("read-only", "workspace-write", "none" or {mode, writableRoots,
         network}); ``network`` is True, False or rules {"allow": [RULE],
         "deny": [RULE]} (PROTOCOL.md §7.2): the hosts its tools that give
-        no network of their own reach through the daemon's proxy."""
+        no network of their own reach through the daemon's proxy;
+        ``shell``: {keepCwd, keepEnv, envFile}, how the built-in bash
+        keeps its cwd and env from call to call."""
         sid = self.request("createSession", _session_params(
-            tools, max_parallel, cwd, env, sandbox))["sessionId"]
+            tools, max_parallel, cwd, env, sandbox, shell))["sessionId"]
         with self._cond:
             self._seqs.created(sid)
         return sid

@@ -315,13 +315,16 @@ class Client:
                              max_parallel: Optional[int] = None,
                              cwd: Optional[str] = None,
                              env: Optional[Mapping[str, Optional[str]]] = None,
-                             sandbox: Any = None) -> str:
+                             sandbox: Any = None,
+                             shell: Optional[Mapping[str, Any]] = None
+                             ) -> str:
         """Create a session; returns its id. ``tools``: ToolDefs added to
         the daemon's; ``env``: on top of the daemon's, None unsets;
         ``sandbox``: the profile of its tools that have none, as for
-        the blocking client (``network`` rules included)."""
+        the blocking client (``network`` rules included); ``shell``: as
+        for the blocking client."""
         sid = (await self.request("createSession", _session_params(
-            tools, max_parallel, cwd, env, sandbox)))["sessionId"]
+            tools, max_parallel, cwd, env, sandbox, shell)))["sessionId"]
         self._seqs.created(sid)
         return sid
 

@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""
+The built-in bash as a session's shell, against the real stexecd
+(doc/design.md §7, Shell; PROTOCOL.md, createSession `shell`): its cwd
+carries from call to call (and to the session's other tools), goes back to
+the session's cwd outside the allowed directories or once removed, holds in
+the sandboxed profiles, after `exit 3` and across a reload, and not after a
+timeout; an env file is sourced before each command; keepEnv carries what a
+command exports and unsets. Raw JSON-RPC, so that it tests the daemon.
+
+  STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_shell.py
+"""
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import pydaemon  # noqa: E402
+from pydaemon import Checks, Conn  # noqa: E402
+
+T = Checks()
+NEXT = [0]
+# Made before the daemon starts: its --shell-allow-dir and --shell-env-file.
+AREA = tempfile.mkdtemp(prefix="stexec-shell-")
+ALLOWED = os.path.join(AREA, "allowed")
+ENV_FILE = os.path.join(AREA, "daemon.env")
+
+
+def turn(c, sid, *uses):
+    """Add the tool uses, drain, return [(content, meta)] in order."""
+    ids = []
+    for name, inp in uses:
+        NEXT[0] += 1
+        ids.append("t%d" % NEXT[0])
+        c.ok("addTool", sessionId=sid, toolUse={
+            "id": ids[-1], "name": name, "input": inp})
+    c.ok("drain", sessionId=sid)
+    out = {}
+    for n in c.ok("events", sessionId=sid)["notifications"]:
+        if n["method"] == "tool_result":
+            p = n["params"]
+            out[p["toolUseId"]] = (p["result"]["content"], p["meta"])
+    return [out[i] for i in ids]
+
+
+def sh(c, sid, command, **more):
+    """One bash call: (content, reason)."""
+    more["command"] = command
+    (content, meta), = turn(c, sid, ("bash", more))
+    return content, meta["reason"]
+
+
+def root_of(name):
+    """A fresh session directory with a sub/ in it."""
+    d = os.path.join(AREA, name)
+    os.makedirs(os.path.join(d, "sub"))
+    return d
+
+
+def keeps_cwd(d):
+    c = Conn(d.sock)
+    root = root_of("keep")
+    sid = c.ok("createSession", cwd=root)["sessionId"]
+    T.eq(sh(c, sid, "cd sub"), ("", "ok"), "cd sub")
+    T.eq(sh(c, sid, "pwd"), (root + "/sub\n", "ok"),
+         "the next call starts in sub")
+    T.eq(sh(c, sid, "echo made > here.txt"), ("", "ok"),
+         "a relative path in the next call")
+    T.check(os.path.exists(os.path.join(root, "sub", "here.txt")),
+            "here.txt was written in sub")
+    (content, meta), = turn(c, sid, ("read_file", {"file_path": "here.txt"}))
+    T.eq((content, meta["reason"]), ("     1\tmade\n", "ok"),
+         "the session's other tools start in sub too")
+    T.eq(sh(c, sid, "cd /"), ("Shell cwd was reset to %s" % root, "ok"),
+         "cd / goes back to the session's cwd, and says so")
+    T.eq(sh(c, sid, "pwd"), (root + "\n", "ok"), "pwd after the reset")
+    # A symlink inside that leads outside is outside.
+    os.symlink("/", os.path.join(root, "out"))
+    T.eq(sh(c, sid, "cd out"), ("Shell cwd was reset to %s" % root, "ok"),
+         "a symlink out of the root goes back too")
+    T.eq(sh(c, sid, "cd %s" % ALLOWED), ("", "ok"),
+         "a --shell-allow-dir is allowed")
+    T.eq(sh(c, sid, "pwd"), (ALLOWED + "\n", "ok"), "pwd in it")
+    T.eq(sh(c, sid, "cd %s/sub; exit 3" % root), ("Exit code 3", "exit"),
+         "cd sub then exit 3")
+    T.eq(sh(c, sid, "pwd"), (root + "/sub\n", "ok"),
+         "exit 3 still moved the cwd")
+    T.eq(sh(c, sid, "set -e; cd ..; false; cd sub"), ("Exit code 1", "exit"),
+         "a command failing under set -e")
+    T.eq(sh(c, sid, "pwd"), (root + "\n", "ok"),
+         "the failure still moved the cwd")
+    # The command may close or reuse fd 3.
+    T.eq(sh(c, sid, "exec 3>&-; cd sub"), ("", "ok"), "fd 3 closed")
+    T.eq(sh(c, sid, "pwd"), (root + "/sub\n", "ok"),
+         "the cwd carried with fd 3 closed")
+    content, reason = sh(c, sid, "cd ..; sleep 30", timeout=300)
+    T.eq(reason, "timeout", "a call that times out")
+    T.eq(sh(c, sid, "pwd"), (root + "/sub\n", "ok"),
+         "a timed-out call does not move the cwd")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def removed_cwd(d):
+    """A cwd removed since it became the session's: back to the root, said
+    by the next call, whatever its tool."""
+    c = Conn(d.sock)
+    root = root_of("removed")
+    os.mkdir(os.path.join(root, "gone"))
+    sid = c.ok("createSession", cwd=root)["sessionId"]
+    T.eq(sh(c, sid, "cd gone"), ("", "ok"), "cd gone")
+    os.rmdir(os.path.join(root, "gone"))
+    T.eq(sh(c, sid, "pwd"), (root + "\nShell cwd was reset to %s" % root,
+                             "ok"), "a removed cwd falls back")
+    T.eq(sh(c, sid, "cd sub"), ("", "ok"), "cd sub")
+    os.rmdir(os.path.join(root, "sub"))
+    (content, meta), = turn(c, sid, ("list_dir", {"path": "."}))
+    T.eq(meta["reason"], "ok", "another tool in a removed cwd still runs")
+    T.check(content.endswith("Shell cwd was reset to %s" % root),
+            "...and says where it ran: %r" % content)
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def keep_cwd_false(d):
+    c = Conn(d.sock)
+    root = root_of("nokeep")
+    sid = c.ok("createSession", cwd=root,
+               shell={"keepCwd": False})["sessionId"]
+    T.eq(sh(c, sid, "cd sub"), ("", "ok"), "cd sub (keepCwd false)")
+    T.eq(sh(c, sid, "pwd"), (root + "\n", "ok"),
+         "keepCwd false: each call starts in the session's cwd")
+    T.eq(sh(c, sid, "cd /"), ("", "ok"), "keepCwd false: no reset note")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def sandboxed(d):
+    """Both sandboxed profiles keep the cwd; a profile this kernel cannot
+    enforce is refused, and the result says so."""
+    c = Conn(d.sock)
+    profiles = c.ok("initialize")["capabilities"]["enforcement"][
+        "sandbox"]["profiles"]
+    for mode in ("read-only", "workspace-write"):
+        root = root_of("sb-" + mode)
+        extra = os.path.join(AREA, "extra-" + mode)
+        os.mkdir(extra)
+        sandbox = {"mode": mode}
+        # A read-only tool writes nothing: it has no writable roots.
+        if mode == "workspace-write":
+            sandbox["writableRoots"] = [extra]
+        sid = c.ok("createSession", cwd=root,
+                   sandbox=sandbox)["sessionId"]
+        if mode not in profiles:
+            content, reason = sh(c, sid, "cd sub")
+            T.eq(reason, "spawn_failed", "%s is not available: "
+                 "refused" % mode)
+            T.check(mode in content, "...saying why: %r" % content)
+            c.ok("closeSession", sessionId=sid)
+            continue
+        T.eq(sh(c, sid, "cd sub"), ("", "ok"), "%s: cd sub" % mode)
+        T.eq(sh(c, sid, "pwd"), (root + "/sub\n", "ok"),
+             "%s: the cwd carried over" % mode)
+        if mode == "workspace-write":
+            T.eq(sh(c, sid, "cd %s" % extra), ("", "ok"),
+                 "%s: cd to a writable root" % mode)
+            T.eq(sh(c, sid, "pwd"), (extra + "\n", "ok"),
+                 "%s: a writable root is allowed" % mode)
+        else:
+            T.eq(sh(c, sid, "cd %s" % extra),
+                 ("Shell cwd was reset to %s" % root, "ok"),
+                 "%s: no writable roots: another dir goes back" % mode)
+        T.eq(sh(c, sid, "cd /"), ("Shell cwd was reset to %s" % root,
+                                  "ok"), "%s: cd / goes back" % mode)
+        c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def env_file(d):
+    c = Conn(d.sock)
+    root = root_of("envfile")
+    own = os.path.join(AREA, "own.env")
+    with open(own, "w") as f:
+        f.write("export FROM_FILE=first\n")
+    sid = c.ok("createSession", cwd=root, env={"FROM_SESSION": "s"},
+               shell={"envFile": own})["sessionId"]
+    T.eq(sh(c, sid, "echo $FROM_FILE $FROM_SESSION ${FROM_DAEMON-none}"),
+         ("first s none\n", "ok"), "the session's env file is sourced")
+    with open(own, "w") as f:
+        f.write("export FROM_FILE=second FROM_SESSION=over\n")
+    T.eq(sh(c, sid, "echo $FROM_FILE $FROM_SESSION"), ("second over\n", "ok"),
+         "sourced again before each call, on top of the session's env")
+    T.eq(sh(c, sid, "export GONE=1"), ("", "ok"), "an export")
+    T.eq(sh(c, sid, "echo ${GONE-unset}"), ("unset\n", "ok"),
+         "without keepEnv an export does not carry over")
+    c.ok("closeSession", sessionId=sid)
+    # The daemon's --shell-env-file, for sessions that name none.
+    sid = c.ok("createSession", cwd=root)["sessionId"]
+    T.eq(sh(c, sid, "echo ${FROM_DAEMON-none}"), ("daemon\n", "ok"),
+         "the daemon's env file is sourced")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def keep_env(d):
+    c = Conn(d.sock)
+    root = root_of("keepenv")
+    sid = c.ok("createSession", cwd=root, env={"DROP_ME": "x"},
+               shell={"keepEnv": True})["sessionId"]
+    T.eq(sh(c, sid, "export KEEP='a \"b\" c\\d\n\te'; unset DROP_ME; "
+                    "PLAIN=1; cd sub"), ("", "ok"), "export, unset, cd")
+    T.eq(sh(c, sid, "printf '%s|' \"$KEEP\" \"${DROP_ME-unset}\" "
+                    "\"${PLAIN-unset}\" \"$PWD\""),
+         ("a \"b\" c\\d\n\te|unset|unset|%s/sub|" % root, "ok"),
+         "keepEnv carries an export and an unset, not a shell variable")
+    (content, meta), = turn(c, sid, ("grep", {"pattern": "x",
+                                              "path": "."}))
+    T.eq(meta["reason"], "ok", "another tool after keepEnv")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def reload_keeps(d):
+    """A reload (SIGHUP) keeps the cwd and carried env of a session."""
+    c = Conn(d.sock)
+    root = root_of("reload")
+    sid = c.ok("createSession", cwd=root,
+               shell={"keepEnv": True})["sessionId"]
+    T.eq(sh(c, sid, "cd sub; export KEPT=yes"), ("", "ok"), "before reload")
+    before = c.ok("initialize")["server"].get("instance")
+    d.proc.send_signal(signal.SIGHUP)
+    for _ in range(400):
+        if c.ok("initialize")["server"].get("instance") != before:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("no new image")
+    T.eq(sh(c, sid, "pwd; echo $KEPT"), (root + "/sub\nyes\n", "ok"),
+         "the cwd and env survive a reload")
+    T.eq(sh(c, sid, "cd /"), ("Shell cwd was reset to %s" % root, "ok"),
+         "the session's root survives a reload")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def bad_params(d):
+    c = Conn(d.sock)
+    for shell, field in ((5, "shell"), ({"keepCwd": "yes"}, "shell.keepCwd"),
+                         ({"keepEnv": 1}, "shell.keepEnv"),
+                         ({"envFile": 3}, "shell.envFile"),
+                         ({"envFile": "rel.env"}, "shell.envFile"),
+                         ({"keepcwd": True}, "shell"),
+                         ({"é" * 300: True}, "shell")):
+        e = c.call("createSession", shell=shell)
+        err = e.get("error", {})
+        T.eq((err.get("code"), err.get("data")), (-32602, {"field": field}),
+             "createSession shell=%.40r" % (shell,))
+        T.check(err.get("message", "").startswith(
+            "Invalid params: %s: " % field), "message: %.80r"
+            % err.get("message"))
+    c.close()
+
+
+def body(d):
+    for _ in range(200):
+        if os.path.exists(d.sock):
+            break
+        time.sleep(0.05)
+    keeps_cwd(d)
+    removed_cwd(d)
+    keep_cwd_false(d)
+    sandboxed(d)
+    env_file(d)
+    keep_env(d)
+    bad_params(d)
+    reload_keeps(d)
+
+
+if __name__ == "__main__":
+    os.mkdir(ALLOWED)
+    with open(ENV_FILE, "w") as f:
+        f.write("export FROM_DAEMON=daemon\n")
+    try:
+        rc = pydaemon.run(T, body, ["--shell-allow-dir", ALLOWED,
+                                    "--shell-env-file", ENV_FILE])
+    finally:
+        shutil.rmtree(AREA, ignore_errors=True)
+    sys.exit(rc)

@@ -86,6 +86,12 @@ def state(d):
     T.eq(r["content"], "out\nerr\nExit code 3",
          "stdout and stderr as the shell gives them, then the status")
     T.eq(len(shell_pids(c, sid)), 1, "one shell, a job of the session")
+    # Calls of one turn run one after the other in the same shell.
+    got = turn(c, sid, ("bash_session", {"command": "Y=1; cd .."}),
+               ("bash_session", {"command": "echo $Y; pwd"}),
+               ("bash_session", {"command": "echo $((Y+1))"}))
+    T.eq([r["content"] for r, m in got], ["", "1\n" + work + "\n", "2\n"],
+         "three calls in one turn")
     c.ok("closeSession", sessionId=sid)
     c.close()
 

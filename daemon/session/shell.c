@@ -407,17 +407,19 @@ shell_deliver_cb(evutil_socket_t fd, short what, void *arg)
 	struct shell *sh = arg;
 	struct exec_exit x = { .end = EXEC_END_EXITED };
 	struct exec_tool *t = sh->t;
-	struct buf all = { 0 }, note = { 0 };
+	struct buf all = { 0 }, note = { 0 }, tail = sh->tail;
 
 	if (t == NULL)
 		return;
+	/* The answer may start the next call at once: the output is ours. */
+	memset(&sh->tail, 0, sizeof sh->tail);
 	if (sh->restart_only && sh->done)
 		buf_printf(&all, "The shell was restarted: a new one runs, "
 		    "with nothing kept from the one before.");
 	else {
 		buf_add(&all, sh->head.data, sh->head.len);
 		if (sh->total <= sh->max)
-			buf_add(&all, sh->tail.data, sh->tail.len);
+			buf_add(&all, tail.data, tail.len);
 	}
 	if (sh->lost) {
 		x.status = 1;
@@ -435,9 +437,9 @@ shell_deliver_cb(evutil_socket_t fd, short what, void *arg)
 		x.status = sh->status;
 	if (sh->total > sh->max) {
 		/* Truncated: the note goes after the tail. */
-		buf_add(&sh->tail, note.data, note.len);
-		x.output.tail = sh->tail.data != NULL ? sh->tail.data : "";
-		x.output.tail_len = sh->tail.len;
+		buf_add(&tail, note.data, note.len);
+		x.output.tail = tail.data != NULL ? tail.data : "";
+		x.output.tail_len = tail.len;
 		x.output_error = "bash_session keeps no output file";
 	} else {
 		buf_add(&all, note.data, note.len);
@@ -447,11 +449,11 @@ shell_deliver_cb(evutil_socket_t fd, short what, void *arg)
 	x.output.head = all.data != NULL ? all.data : "";
 	x.output.head_len = all.len;
 	x.output.total = sh->total > sh->max ? sh->total + note.len : all.len;
-	sh->t = NULL;
+	shell_forget(sh);
 	shell_hooks.answer(t, &x);
 	buf_free(&all);
 	buf_free(&note);
-	shell_forget(sh);
+	buf_free(&tail);
 }
 
 /* Past the deadline: SIGINT, then SIGKILL, then the shell is lost. */

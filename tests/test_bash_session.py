@@ -165,6 +165,24 @@ def timeout(d):
             % r["content"])
     r = sh(c, sid, "trap : INT; echo $KEPT")
     T.eq(r["content"], "yes\n", "and the shell lives on")
+    # A loop of builtins in the shell itself: SIGINT runs the trap and
+    # the loop goes on; the shell never comes back and is killed.
+    r = sh(c, sid, "while :; do :; done", timeout=300)
+    T.check("timed out" in r["content"] and "killed" in r["content"] and
+            "restart" in r["content"], "a shell that does not come back: %r"
+            % r["content"])
+    job, = [j for j in c.ok("listJobs", sessionId=sid)["jobs"]
+            if j["name"] == "bash_session"]
+    end = job["outputBytes"]
+    while job["status"] == "running":
+        r = c.ok("readJob", sessionId=sid, jobId=job["jobId"], since=end,
+                 waitMs=10000)
+        end = r["next"]
+        job["status"] = r["status"]
+    T.eq(job["status"], "killed", "it was killed")
+    r = sh(c, sid, "echo $KEPT")
+    T.check(r["is_error"] and "restart" in r["content"],
+            "the next call says to restart: %r" % r["content"])
     c.ok("closeSession", sessionId=sid)
     c.close()
 

@@ -45,6 +45,7 @@ struct shell {
 	bool lost;                /* the shell died or hung under it */
 	int status;
 	enum shell_phase phase;
+	int64_t began;            /* CLOCK_MONOTONIC ms it was written */
 	int64_t deadline;         /* CLOCK_MONOTONIC ms of the next step */
 	int64_t timeout_ms;
 	size_t max;               /* output kept whole up to this */
@@ -289,7 +290,8 @@ shell_call(struct session *s, struct exec_tool *t,
 	sh->restart_only = !json_is_string(cmd);
 	sh->phase = SHELL_RUNNING;
 	sh->timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : 120000;
-	sh->deadline = shell_now() + sh->timeout_ms;
+	sh->began = shell_now();
+	sh->deadline = sh->began + sh->timeout_ms;
 	sh->max = req->max_output > 0 ? req->max_output : 100000;
 	shell_arm(sh);
 	*wait = true;
@@ -422,7 +424,10 @@ shell_deliver_cb(evutil_socket_t fd, short what, void *arg)
 			buf_add(&all, tail.data, tail.len);
 	}
 	if (sh->lost) {
-		x.status = 1;
+		/* exit N: its status; killed or hung: an error. */
+		x.status = sh->status;
+		if (sh->phase != SHELL_RUNNING)
+			x.end = EXEC_END_TIMED_OUT;
 		buf_printf(&note, "%s[bash_session: the shell %s; what it held "
 		    "is gone. Call bash_session with \"restart\": true to start "
 		    "a new one.]", all.len > 0 && all.data[all.len - 1] != '\n' ?
@@ -446,6 +451,7 @@ shell_deliver_cb(evutil_socket_t fd, short what, void *arg)
 		buf_add(&all, "", 1);
 		all.len--;
 	}
+	x.duration_ms = shell_now() - sh->began;
 	x.output.head = all.data != NULL ? all.data : "";
 	x.output.head_len = all.len;
 	x.output.total = sh->total > sh->max ? sh->total + note.len : all.len;
@@ -486,6 +492,7 @@ shell_timer_cb(evutil_socket_t fd, short what, void *arg)
 		shell_stop(sh, "did not answer after the command was "
 		    "interrupted, so it was killed");
 		sh->lost = true;
+		sh->status = 1;
 		if (sh->t != NULL)
 			shell_soon(sh);
 		return;
@@ -525,6 +532,7 @@ shell_exited(struct session *s, struct job *j, const struct proc_exit *px)
 		shell_keep(sh, sh->win.data, sh->win.len);
 	sh->win.len = 0;
 	sh->lost = true;
+	sh->status = px->end == PROC_EXITED ? px->status : 1;
 	evtimer_del(sh->timer);
 	if (sh->t != NULL)
 		shell_soon(sh);
@@ -539,10 +547,11 @@ shell_save(struct session *s, struct handover_rec *r)
 	if (sh == NULL || sh->tool_use_id == NULL)
 		return o;
 	json_object_set_new(o, "call", json_pack("{s:s, s:s, s:b, s:b, s:b, "
-	    "s:b, s:i, s:i, s:I, s:I, s:I, s:I}", "id", sh->tool_use_id,
+	    "s:b, s:i, s:i, s:I, s:I, s:I, s:I, s:I}", "id", sh->tool_use_id,
 	    "token", sh->token, "restartOnly", sh->restart_only, "started",
 	    sh->started, "done", sh->done, "lost", sh->lost, "status",
-	    sh->status, "phase", (int)sh->phase, "deadline",
+	    sh->status, "phase", (int)sh->phase, "began",
+	    (json_int_t)sh->began, "deadline",
 	    (json_int_t)sh->deadline, "timeoutMs", (json_int_t)sh->timeout_ms,
 	    "max", (json_int_t)sh->max, "total", (json_int_t)sh->total));
 	handover_put(r, o, "win", sh->win.data, sh->win.len);
@@ -576,6 +585,7 @@ shell_restore(struct session *s, struct job *j, const struct handover_in *in,
 	    "phase"));
 	if (sh->phase > SHELL_KILLED)
 		sh->phase = SHELL_KILLED;
+	sh->began = json_integer_value(json_object_get(c, "began"));
 	sh->deadline = json_integer_value(json_object_get(c, "deadline"));
 	sh->timeout_ms = json_integer_value(json_object_get(c, "timeoutMs"));
 	sh->max = (size_t)json_integer_value(json_object_get(c, "max"));

@@ -62,6 +62,11 @@ static const struct cli_cmd cli_cmds[] = {
 	  "third gives up at once. Exit status: 0; 1 if any result is an\n"
 	  "error; 130 after a Ctrl-C.\n"
 	  "\n"
+	  "bash_session runs each command in the session's one live shell,\n"
+	  "so what one call sets (cd, exports, functions) the next sees:\n"
+	  "several bash_session calls in one run share it; the shell ends\n"
+	  "when run closes the session.\n"
+	  "\n"
 	  "  --max-parallel N  most tools executing at once (default 10)\n"
 	  "  --cwd DIR         the tools' working directory (default: the\n"
 	  "                    current directory, not the daemon's)\n"
@@ -80,7 +85,9 @@ static const struct cli_cmd cli_cmds[] = {
 	  "  read S J < <(stexec-cli run --background bash \\\n"
 	  "      '{\"command\":\"python3 -m http.server\"}')\n"
 	  "  stexec-cli run read_file '{\"file_path\":\"/etc/hostname\"}' \\\n"
-	  "      bash '{\"command\":\"uname -a\"}'\n",
+	  "      bash '{\"command\":\"uname -a\"}'\n"
+	  "  stexec-cli run bash_session '{\"command\":\"cd /tmp; X=1\"}' \\\n"
+	  "      bash_session '{\"command\":\"pwd; echo $X\"}'\n",
 	  "max-parallel=,cwd=,tools=,allow,background", 2, -1, run_main },
 	{ "watch", "SESSION [--since N]",
 	  "follow a session live: events, results, a timeline",

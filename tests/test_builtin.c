@@ -1162,6 +1162,9 @@ static const struct {
 	    "{\"bash_id\": \"j-1\", \"filter\": \"^x\"}", "{}" },
 	{ "kill_shell", false, TOOLDEF_BLOCK, false,
 	    "{\"shell_id\": \"j-1\"}", "{\"shell_id\": \"\"}" },
+	{ "bash_session", false, TOOLDEF_CANCEL, false,
+	    "{\"command\": \"true\", \"restart\": true, \"timeout\": 5}",
+	    "{\"command\": \"\", \"timeout\": 0}" },
 };
 
 static json_t *

@@ -308,7 +308,7 @@ class Run:
         T.check(any(f["name"] == "stexec_sessions" for f in
                     c.metrics()["metrics"]), "metrics has stexec_sessions")
         names = {t["name"] for t in c.list_tools()}
-        T.check({"bash", "read_file"} <= names,
+        T.check({"bash", "read_file", "bash_session"} <= names,
                 "built-in tools listed: %r" % sorted(names))
 
     def create(self):

@@ -270,6 +270,46 @@ static const char defs_kill_shell[] = "{"
     "\"required\": [\"shell_id\"], \"additionalProperties\": false}"
     "}";
 
+/* Answered by the daemon with its session's shell (doc/design.md §7). */
+static const char defs_bash_session[] = "{"
+    "\"name\": \"bash_session\", "
+    "\"description\": \"Run a command in this session's own bash, a "
+    "persistent shell (bash --noprofile --norc) started by the first call in "
+    "the session's working directory and environment of that time, and "
+    "reused by every later call: everything persists from one call to the "
+    "next, the working directory (cd), variables and exports, functions, "
+    "aliases, shell options, traps, background processes, and of course "
+    "files, until the shell ends or is restarted, or the session closes. "
+    "Returns the command's output (stdout and stderr together, as a "
+    "terminal shows them; TERM=dumb, PAGER=cat) and, when its status is not "
+    "0, \\\"Exit code N\\\" after it, which makes the result an error. "
+    "Stdin is /dev/null. `timeout` is in milliseconds (default 120000, at "
+    "most 600000): a command that runs longer is interrupted (SIGINT to its "
+    "process group, then SIGKILL after 1 s), and the result says it timed "
+    "out, with the output so far, while the shell lives on with its state. "
+    "Output beyond 100000 bytes is shown as its first and last 50000 bytes. "
+    "If the shell itself ends (the command ran exit) or does not come back "
+    "after an interrupt, the result says so, and every later call is an "
+    "error until one passes `restart`: true, which starts a new, empty "
+    "shell (with `command`, runs it there; alone, just restarts). The shell "
+    "runs in the session's sandbox, like bash.\", "
+    "\"internal\": \"shell\", "
+    "\"inputSchema\": {\"type\": \"object\", \"properties\": {"
+    "\"command\": {\"type\": \"string\", \"minLength\": 1, "
+    "\"description\": \"The command to run in the session's shell\"}, "
+    "\"restart\": {\"type\": \"boolean\", "
+    "\"description\": \"Start a new shell first (the old one is killed "
+    "and its state lost); alone, only that\"}, "
+    "\"timeout\": {\"type\": \"integer\", \"minimum\": 1, "
+    "\"description\": \"Timeout in milliseconds (default 120000, at most "
+    "600000)\"}}, "
+    "\"required\": [], \"additionalProperties\": false}, "
+    "\"concurrencySafe\": false, \"interruptBehavior\": \"cancel\", "
+    "\"abortSiblingsOnError\": false, \"requiresPermission\": false, "
+    "\"timeoutMs\": 120000, \"maxTimeoutMs\": 600000, "
+    "\"timeoutFromInput\": \"timeout\""
+    "}";
+
 const char *const builtin_defs[] = {
 	defs_bash,
 	defs_read_file,
@@ -281,6 +321,7 @@ const char *const builtin_defs[] = {
 	defs_multi_edit,
 	defs_bash_output,
 	defs_kill_shell,
+	defs_bash_session,
 	NULL,
 };
 

@@ -9,7 +9,7 @@
 #include "utf8.h"
 
 static const char *tooldef_job_internals[] = { NULL, "job_output",
-    "job_kill" };
+    "job_kill", "shell" };
 
 static bool tooldef_job_fail(char *, size_t, const char *, ...)
     __attribute__((format(printf, 3, 4)));
@@ -137,7 +137,7 @@ tooldef_job_parse(const json_t *obj, struct tooldef_job *job, char *err,
 				job->internal = (enum tooldef_internal)i;
 		if (job->internal == TOOLDEF_INTERNAL_NONE)
 			return tooldef_job_fail(err, errlen, "internal: must "
-			    "be \"job_output\" or \"job_kill\"");
+			    "be \"job_output\", \"job_kill\" or \"shell\"");
 		if (json_object_get(obj, "command") != NULL)
 			return tooldef_job_fail(err, errlen, "internal: a "
 			    "tool the daemon answers has no command");

@@ -17,6 +17,7 @@ enum tooldef_internal {
 	TOOLDEF_INTERNAL_NONE,
 	TOOLDEF_INTERNAL_JOB_OUTPUT,  /* "job_output": bash_output */
 	TOOLDEF_INTERNAL_JOB_KILL,    /* "job_kill": kill_shell */
+	TOOLDEF_INTERNAL_SHELL,       /* "shell": bash_session */
 };
 
 struct tooldef_job {

@@ -19,6 +19,7 @@
 #include "session/journal.h"
 #include "session/outdir.h"
 #include "session/session_int.h"
+#include "session/shell.h"
 #include "stexec/protocol.h"
 #include "supervisor/proc.h"
 #include "utf8.h"
@@ -62,6 +63,7 @@ struct job {
 	int64_t started_at;     /* ms since the epoch */
 	bool tty;
 	bool pending;           /* a call that is not a job yet */
+	bool shell;             /* bash_session's shell (shell.h) */
 
 	enum job_status status;
 	bool killing;           /* we sent terminate or kill */
@@ -261,6 +263,8 @@ job_output(struct job *j, const char *data, size_t len)
 		job_note(j, false);
 		job_wake(j, false);
 	}
+	if (j->shell && j->status == JOB_RUNNING)
+		shell_output(j->s, j, data, len);
 }
 
 static uint64_t
@@ -370,13 +374,12 @@ job_take_proxy(struct job *j, struct proxy_tool *proxy)
 	j->proxy = proxy;
 }
 
-json_t *
-job_attach(struct job *j, struct proc *p, size_t max, char **content)
+/* j becomes one of the session's jobs, running p. */
+static void
+job_join(struct job *j, struct proc *p)
 {
 	struct session *s = j->s;
-	struct buf b = { 0 };
 	struct job **pp;
-	uint64_t from;
 
 	snprintf(j->id, sizeof j->id, "j-%u", ++s->njobs);
 	for (pp = &s->jobs; *pp != NULL; pp = &(*pp)->next)
@@ -389,6 +392,44 @@ job_attach(struct job *j, struct proc *p, size_t max, char **content)
 	j->pid = proc_pid(p);
 	proc_rebind(p, &job_proc_ops, j);
 	proc_detach(p);
+}
+
+struct job *
+job_spawn(struct session *s, const char *tool_use_id, const char *name,
+    const struct proc_spec *spec)
+{
+	struct job *j;
+
+	if ((j = job_new(s, tool_use_id, name, spec->argv, spec->tty)) ==
+	    NULL)
+		return NULL;
+	j->shell = true;
+	job_join(j, proc_spawn(spec, &job_proc_ops, j));
+	log_about(LOG_LEVEL_INFO, s->id, j->tool_use_id, j->name, "shell "
+	    "started as job %s", j->id);
+	return j;
+}
+
+const char *
+job_id(const struct job *j)
+{
+	return j->id;
+}
+
+pid_t
+job_pid(const struct job *j)
+{
+	return j->pid;
+}
+
+json_t *
+job_attach(struct job *j, struct proc *p, size_t max, char **content)
+{
+	struct session *s = j->s;
+	struct buf b = { 0 };
+	uint64_t from;
+
+	job_join(j, p);
 
 	/* The content PROTOCOL.md §5 gives for reason background. */
 	buf_printf(&b, "Started job %s (pid %ld) in the background; its "
@@ -518,6 +559,10 @@ job_exit(void *arg, const struct proc_exit *px)
 	    "ended: %s", j->id, j->reason);
 	job_wake(j, true);
 	s->jobs_running--;
+	if (j->shell) {
+		j->shell = false;
+		shell_exited(s, j, px);
+	}
 	/* Each answer may end a turn: the list is ours first. */
 	j->killers = NULL;
 	j->nkillers = 0;
@@ -724,6 +769,14 @@ job_write(struct job *j, const char *data, size_t len, bool eof,
 }
 
 int
+job_signal_fg(struct job *j, int sig)
+{
+	if (j->status != JOB_RUNNING || j->proc == NULL)
+		return -1;
+	return proc_signal_fg(j->proc, sig);
+}
+
+int
 job_signal(struct job *j, const char *how)
 {
 	if (j->status != JOB_RUNNING || j->proc == NULL)
@@ -897,6 +950,8 @@ job_handover(struct session *s)
 		ring.len = 0;
 		job_copy(j, job_oldest(j), j->total, &ring);
 		handover_put(&r, r.json, "ring", ring.data, ring.len);
+		if (j->shell)
+			json_object_set_new(r.json, "shell", shell_save(s, &r));
 		/* Its process runs on in the next image, as a tool's does. */
 		if (j->proc != NULL) {
 			proc = json_object();
@@ -995,5 +1050,9 @@ job_restore(struct session *s, const struct handover_in *in)
 		/* Running without a process: it cannot have survived. */
 		j->status = JOB_KILLED;
 		j->reason = "killed";
+	}
+	if (j->proc != NULL && json_is_object(json_object_get(o, "shell"))) {
+		j->shell = true;
+		shell_restore(s, j, in, json_object_get(o, "shell"));
 	}
 }

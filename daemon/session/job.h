@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct event_base;
 struct exec_tool;
@@ -63,6 +64,18 @@ json_t *job_attach(struct job *, struct proc *, size_t max, char **content);
 /* Network rules: the call's proxy is the job's now, until it ends. */
 struct proxy_tool;
 void job_take_proxy(struct job *, struct proxy_tool *);
+/*
+ * bash_session's shell (shell.h): a job at once, running spec's process;
+ * its output and its end go to shell_output and shell_exited too, and a
+ * reload carries shell_save's state with it. NULL as job_new.
+ */
+struct proc_spec;
+struct job *job_spawn(struct session *, const char *tool_use_id,
+    const char *name, const struct proc_spec *);
+const char *job_id(const struct job *);
+pid_t job_pid(const struct job *);
+/* A signal to its terminal's foreground group (proc_signal_fg). */
+int job_signal_fg(struct job *, int);
 /* Its process ended before it became one: it never was. */
 void job_free(struct job *);
 

@@ -5,6 +5,7 @@
  */
 #include "session/session.h"
 #include "session/job.h"
+#include "session/shell.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -87,6 +88,7 @@ struct session_tool {
 	struct event *answer;     /* internal: the answer, from the loop */
 	char *content;
 	bool is_error;
+	bool shell;               /* a bash_session call (shell.h) */
 	struct proxy_tool *proxy; /* network rules: its way out */
 	int netns;                /* ...and its namespace (the session's) */
 };
@@ -170,6 +172,10 @@ static void	session_yield_cb(evutil_socket_t, short, void *);
 static void	session_internal(struct session *, struct exec_tool *,
 		    const struct exec_spawn *);
 static void	session_answer_cb(evutil_socket_t, short, void *);
+static struct job *session_shell_spawn(struct session *, struct exec_tool *,
+		    const struct exec_spawn *, char *const *);
+static void	session_shell_answer(struct exec_tool *,
+		    const struct exec_exit *);
 static void	session_keep_output(struct session *, struct exec_tool *,
 		    const struct exec_exit *);
 
@@ -178,6 +184,12 @@ static const struct proc_ops session_proc_ops = {
 	.chunk = session_proc_chunk,
 	.started = session_proc_started,
 	.exit = session_proc_exit,
+};
+
+/* What bash_session's shell asks of the session (shell.h). */
+static const struct shell_hooks session_shell_hooks = {
+	.spawn = session_shell_spawn,
+	.answer = session_shell_answer,
 };
 
 /* What jobs tell the session (job.h). */
@@ -195,6 +207,7 @@ session_init(const struct session_config *cfg)
 	session_cfg = session_net_cfg = *cfg;
 	session_shell_init(&cfg->shell);
 	job_set_hooks(&session_job_hooks);
+	shell_init(cfg->base, &session_shell_hooks);
 	/* One timeout for all: libevent keeps them in a queue, not a heap. */
 	if (cfg->base != NULL && cfg->idle_timeout_s > 0)
 		session_idle_tv = event_base_init_common_timeout(cfg->base, &tv);
@@ -1136,15 +1149,24 @@ session_internal(struct session *s, struct exec_tool *t,
 
 	if (req == NULL) {
 		st = exec_tool_handle(t);
-		job_kill_cancel(s, t);
+		if (st->shell)
+			shell_cancel(s, t);
+		else
+			job_kill_cancel(s, t);
 	} else {
 		st = xcalloc(1, sizeof *st);
 		exec_tool_set_handle(t, st);
 		session_running_add(s, t);
 		st->answer = evtimer_new(session_cfg.base, session_answer_cb,
 		    t);
-		st->content = job_internal(s, t, (int)req->job->internal,
-		    req->input, &st->is_error, &wait);
+		st->shell = req->job->internal == TOOLDEF_INTERNAL_SHELL;
+		if (st->shell)
+			st->content = shell_call(s, t, req, &st->is_error,
+			    &wait);
+		else
+			st->content = job_internal(s, t,
+			    (int)req->job->internal, req->input,
+			    &st->is_error, &wait);
 	}
 	if (!wait)
 		evtimer_add(st->answer, &now);
@@ -1183,6 +1205,70 @@ session_internal_done(struct exec_tool *t, bool is_error, const char *fmt,
 	session_tool_done(t, false);
 	exec_exited(t, &x);
 	free(text);
+	session_job_ended(s);
+}
+
+/*
+ * bash_session's shell: started as a tool of req would be (sandbox,
+ * network rules, environment, working directory, user, limits), but on a
+ * raw terminal, without a timeout, as a job of the session.
+ */
+static struct job *
+session_shell_spawn(struct session *s, struct exec_tool *t,
+    const struct exec_spawn *req, char *const *argv)
+{
+	const char *roots[SANDBOX_MAX_ROOTS];
+	struct proc_spec spec = { 0 };
+	struct proxy_tool *proxy = NULL;
+	struct buf vars = { 0 };
+	struct netpolicy *policy;
+	struct job *j;
+	char **envp;
+	uint16_t port = 0;
+
+	session_sandbox(s, req, &spec.sandbox, roots);
+	if ((policy = session_net_policy(s, req->sandbox)) != NULL) {
+		spec.sandbox.net_rules = true;
+		spec.sandbox.netns = session_net_ns(s, policy);
+		if (spec.sandbox.netns != -1 && (proxy = session_net_proxy(s,
+		    spec.sandbox.netns, policy, exec_tool_id(t), req->name,
+		    &port)) == NULL)
+			spec.sandbox.netns = -1;
+		netpolicy_free(policy);
+	}
+	envp = session_envp(s, t, req->env, &vars, proxy != NULL ? port : 0);
+	spec.argv = argv;
+	spec.envp = envp;
+	spec.cwd = req->cwd;
+	spec.max_output = req->max_output;
+	spec.stream_output = true;
+	spec.name = req->name;
+	spec.user = s->user;
+	spec.tty = spec.tty_raw = true;
+	spec.limits.memory_bytes = req->limits->memory_bytes > 0 ?
+	    req->limits->memory_bytes : session_cfg.limits.memory_bytes;
+	spec.limits.max_processes = req->limits->max_processes > 0 ?
+	    req->limits->max_processes : session_cfg.limits.max_processes;
+	spec.limits.cpu_percent = req->limits->cpu_percent > 0 ?
+	    req->limits->cpu_percent : session_cfg.limits.cpu_percent;
+	if ((j = job_spawn(s, exec_tool_id(t), req->name, &spec)) != NULL)
+		job_take_proxy(j, proxy);
+	else
+		proxy_tool_free(proxy);
+	free(envp);
+	buf_free(&vars);
+	return j;
+}
+
+/* A bash_session call is done. */
+static void
+session_shell_answer(struct exec_tool *t, const struct exec_exit *x)
+{
+	struct session *s = exec_arg(exec_tool_exec(t));
+
+	session_running_del(s, t);
+	session_tool_done(t, false);
+	exec_exited(t, x);
 	session_job_ended(s);
 }
 
@@ -2104,6 +2190,7 @@ session_free(struct session *s)
 	session_n--;
 	if (s->idle != NULL)
 		event_free(s->idle);
+	shell_free(s);
 	job_free_all(s);
 	outdir_set_release(s->files, s->output_grace_ms);
 	exec_free(s->ex);

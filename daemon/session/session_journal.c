@@ -744,11 +744,15 @@ session_restore_done(void)
 		if (r->flags != NULL && turn == (uint64_t)json_integer_value(
 		    json_object_get(r->flags, "t")))
 			exec_restore_flags(r->s->ex, r->flags);
+		/*
+		 * Jobs first: a requeued bash_session call finds its shell
+		 * (shell.h), which is a job.
+		 */
+		for (k = 0; k < r->njobs; k++)
+			job_restore(r->s, &r->jobs[k]);
 		exec_restore(r->s->ex, turn, tools, n);
 		free(tools);
 		session_restore_adopt(r);
-		for (k = 0; k < r->njobs; k++)
-			job_restore(r->s, &r->jobs[k]);
 		session_trim(r->s);
 		session_idle_update(r->s);
 		/* One line per session only where a result was lost. */

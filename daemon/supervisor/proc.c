@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <termios.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -89,6 +90,7 @@ struct proc {
 	bool stdin_stream;  /* keep it open after the input (proc_write) */
 	bool stdin_eof;     /* close it once the input is written */
 	bool tty;           /* 0, 1 and 2 are a terminal: pipes[0] its master */
+	bool tty_raw;
 	unsigned cols, rows;
 	int64_t timeout_ms;
 	size_t max_output;
@@ -356,6 +358,7 @@ proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
 	p->stdin_stream = spec->stdin_stream || spec->tty;
 	p->stdin_eof = !p->stdin_stream;
 	p->tty = spec->tty;
+	p->tty_raw = spec->tty && spec->tty_raw;
 	p->cols = spec->cols > 0 ? spec->cols : 80;
 	p->rows = spec->rows > 0 ? spec->rows : 24;
 	/* A terminal has no EOF to send after the input: it gets none. */
@@ -608,6 +611,7 @@ proc_pty(struct proc *p, int child[4])
 {
 	struct winsize ws = { .ws_row = (unsigned short)p->rows,
 	    .ws_col = (unsigned short)p->cols };
+	struct termios tio;
 	char name[64];
 	int fds[2], master, slave, i;
 
@@ -616,6 +620,10 @@ proc_pty(struct proc *p, int child[4])
 	p->pipes[0].fd = master;
 	if (unlockpt(master) != 0 || ptsname_r(master, name, sizeof name) != 0 ||
 	    ioctl(master, TIOCSWINSZ, &ws) != 0)
+		return errno;
+	/* No echo, no line editing, no signal keys: bytes pass as they are. */
+	if (p->tty_raw && (tcgetattr(master, &tio) != 0 || (cfmakeraw(&tio),
+	    tcsetattr(master, TCSANOW, &tio)) != 0))
 		return errno;
 	if ((slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) == -1)
 		return errno;
@@ -1792,6 +1800,17 @@ proc_signal(struct proc *p, int sig)
 {
 	if (p->state == PROC_RUNNING && !p->killed)
 		proc_signal_group(p, sig);
+}
+
+int
+proc_signal_fg(struct proc *p, int sig)
+{
+	pid_t pg;
+
+	if (p->state != PROC_RUNNING || p->killed || !p->tty ||
+	    p->pipes[0].fd == -1 || (pg = tcgetpgrp(p->pipes[0].fd)) <= 0)
+		return -1;
+	return kill(-pg, sig) == 0 ? (int)pg : -1;
 }
 
 int

@@ -51,6 +51,7 @@ struct proc_spec {
 	bool tty;            /* 0, 1, 2 a new terminal, its controlling one;
 	                        output comes as stdout; input is not written */
 	unsigned cols, rows; /* its size; 0: 80x24 */
+	bool tty_raw;        /* the terminal in raw mode (cfmakeraw) */
 	int64_t timeout_ms;  /* wall clock from spawn; <= 0: none */
 	size_t max_output;   /* combined content kept whole up to this;
 	                        beyond, max_output / 2 bytes of head, the
@@ -196,6 +197,11 @@ int proc_write(struct proc *, const char *, size_t, bool eof,
     const char **why);
 /* A signal to its process group while the main process runs. */
 void proc_signal(struct proc *, int);
+/*
+ * A signal to its terminal's foreground process group (which may be the
+ * main process's own): that group, or -1 when it has no terminal or none.
+ */
+int proc_signal_fg(struct proc *, int);
 /* A terminal's new size (SIGWINCH to its foreground); -1: none. */
 int proc_resize(struct proc *, unsigned cols, unsigned rows);
 /*

@@ -190,3 +190,21 @@ test('a background bash, bash_output and kill_shell pass through like any tool',
   const none = await client.callTool({ name: 'bash_output', arguments: { bash_id: 'j-999' } });
   assert.equal(none.isError, true, text(none));
 });
+
+// bash_session: the MCP session's one live shell, its state kept from
+// call to call, answered by the daemon like the job tools.
+test('bash_session keeps its shell from call to call', async () => {
+  const { tools } = await client.listTools();
+  const def = tools.find((t) => t.name === 'bash_session');
+  assert.ok(def, 'no bash_session');
+  assert.match(def.description, /restart/);
+  const shell = (args) => client.callTool({ name: 'bash_session', arguments: args });
+  const first = await shell({ command: 'mkdir -p sub && cd sub && export MCP_V=kept && f() { echo fn; }' });
+  assert.equal(first.isError, false, text(first));
+  const second = await shell({ command: 'pwd; echo $MCP_V; f' });
+  assert.equal(text(second), `${join(dir, 'sub')}\nkept\nfn\n`);
+  const failed = await shell({ command: 'false' });
+  assert.equal(failed.isError, true, text(failed));
+  const fresh = await shell({ restart: true, command: 'echo "[$MCP_V]"' });
+  assert.equal(text(fresh), '[]\n');
+});

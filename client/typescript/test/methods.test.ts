@@ -62,7 +62,7 @@ test("initialize, ping, stats, listTools without a session", async () => {
   assert.ok(metrics.some((f) => f.name === "stexec_tools_started_total" && f.type === "counter"));
   const { tools } = await c.listTools();
   const names = tools.map((t) => t.name).sort();
-  for (const n of ["bash", "glob", "grep", "list_dir", "read_file", "write_file"]) assert.ok(names.includes(n), n);
+  for (const n of ["bash", "bash_session", "glob", "grep", "list_dir", "read_file", "write_file"]) assert.ok(names.includes(n), n);
   const bash = tools.find((t) => t.name === "bash")!;
   assert.equal(bash.interruptBehavior, "cancel");
   assert.equal(bash.timeoutFromInput, "timeout");

@@ -1,0 +1,135 @@
+/*
+ * shell: bash_session's round trip beside bash's. One session, one
+ * subscribed connection; calls added one at a time, each timed from
+ * writing its addTool to reading its tool_result: bash_session {"command":
+ * "true"} (the session's live shell, started by a warm-up call) and bash
+ * {"command": "true"} (a new bash -c each time), alternating call by
+ * call so that drift on a busy machine hits both alike. Per repetition
+ * the median over N calls of each; reported: median, min and max of those
+ * medians, and bash_session's against bash's.
+ *
+ * Target: bash_session takes at most half of bash's time.
+ *
+ * STEXEC_BENCH_N: calls of each per repetition (default 300).
+ */
+#include "bench.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SHELL_TARGET 0.5
+
+static double	shell_one(struct bench_conn *, const char *, const char *,
+		    int);
+static int	shell_cmp(const void *, const void *);
+
+/* One call of tool with command true: microseconds to its result. */
+static double
+shell_one(struct bench_conn *c, const char *sid, const char *tool, int k)
+{
+	int64_t id = c->next_id++, t0, t1 = 0;
+	bool got_result = false, got_reply = false;
+	char req[512], tid[48], *line;
+	size_t len;
+	int n;
+
+	n = snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":%" PRId64
+	    ",\"method\":\"addTool\",\"params\":{\"sessionId\":\"%s\","
+	    "\"toolUse\":{\"id\":\"t%d\",\"name\":\"%s\",\"input\":"
+	    "{\"command\":\"true\"}}}}\n", id, sid, k, tool);
+	snprintf(tid, sizeof tid, "\"toolUseId\":\"t%d\"", k);
+	t0 = bench_now_ns();
+	bench_write(c->fd, req, (size_t)n);
+	/* The addTool reply may come after the result: read, untimed. */
+	while (!got_result || !got_reply) {
+		line = bench_line(c, &len);
+		if (bench_is_method(line, "tool_result")) {
+			t1 = bench_now_ns();
+			if (strstr(line, tid) == NULL)
+				bench_fail("tool_result of another tool: "
+				    "%.300s", line);
+			if (strstr(line, "\"is_error\":false") == NULL ||
+			    strstr(line, "\"content\":\"\"") == NULL)
+				bench_fail("%s true failed: %.500s", tool,
+				    line);
+			got_result = true;
+		} else if (bench_method(line, NULL) == NULL &&
+		    bench_response_id(line) == id) {
+			if (bench_is_error(line))
+				bench_fail("addTool: %.300s", line);
+			got_reply = true;
+		}
+	}
+	return (double)(t1 - t0) / 1e3;
+}
+
+static int
+shell_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int
+main(void)
+{
+	struct bench_daemon d;
+	struct bench_conn *c;
+	struct bench_sum ss, bs;
+	int reps = bench_reps(), r, i, k = 0;
+	long n = bench_n(300, 10, 100000);
+	double *sv = bench_alloc(sizeof *sv * (size_t)reps);
+	double *bv = bench_alloc(sizeof *bv * (size_t)reps);
+	double *one_s = bench_alloc(sizeof *one_s * (size_t)n);
+	double *one_b = bench_alloc(sizeof *one_b * (size_t)n);
+	char params[128], lim[96], cmp[96];
+	const char *sid;
+	json_t *res;
+
+	bench_daemon_start(&d, NULL);
+	c = bench_conn_open(d.sock);
+	res = bench_call(c, "createSession", "{}");
+	sid = json_string_value(json_object_get(res, "sessionId"));
+	if (sid == NULL)
+		bench_fail("createSession: no sessionId");
+	snprintf(params, sizeof params, "{\"sessionId\":\"%s\"}", sid);
+	json_decref(bench_call(c, "subscribe", params));
+
+	/* Warm up; the first bash_session call starts the shell. */
+	for (i = 0; i < 30; i++) {
+		shell_one(c, sid, "bash_session", k++);
+		shell_one(c, sid, "bash", k++);
+	}
+	json_decref(bench_call(c, "drain", params));
+	for (r = 0; r < reps; r++) {
+		for (i = 0; i < n; i++) {
+			one_s[i] = shell_one(c, sid, "bash_session", k++);
+			one_b[i] = shell_one(c, sid, "bash", k++);
+		}
+		json_decref(bench_call(c, "drain", params));
+		qsort(one_s, (size_t)n, sizeof *one_s, shell_cmp);
+		qsort(one_b, (size_t)n, sizeof *one_b, shell_cmp);
+		sv[r] = one_s[n / 2];
+		bv[r] = one_b[n / 2];
+	}
+	bench_summarize(sv, reps, &ss);
+	bench_summarize(bv, reps, &bs);
+	bench_report("bash", "us", &bs, "a new bash -c per call",
+	    "the reference", true);
+	snprintf(lim, sizeof lim, "bash %.1f us", bs.med);
+	snprintf(cmp, sizeof cmp, "ratio %.3f (target <= %.2f)",
+	    ss.med / bs.med, SHELL_TARGET);
+	bench_report("bash_session", "us", &ss, lim, cmp,
+	    ss.med / bs.med <= SHELL_TARGET);
+	json_decref(res);
+	bench_conn_close(c);
+	bench_daemon_stop(&d);
+	free(sv);
+	free(bv);
+	free(one_s);
+	free(one_b);
+	return 0;
+}

@@ -95,7 +95,7 @@ struct session {
 	unsigned njobs;           /* ids given */
 	unsigned jobs_running;
 	unsigned jobs_pending;    /* background calls not yet jobs */
-	struct shell *shell;      /* bash_session's (shell.h), or NULL */
+	struct shell *live_shell; /* bash_session's (shell.h), or NULL */
 
 	struct session *prev, *next;
 };

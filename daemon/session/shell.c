@@ -85,13 +85,13 @@ shell_of(struct session *s)
 {
 	struct shell *sh;
 
-	if (s->shell == NULL) {
-		sh = s->shell = xcalloc(1, sizeof *sh);
+	if (s->live_shell == NULL) {
+		sh = s->live_shell = xcalloc(1, sizeof *sh);
 		sh->s = s;
 		sh->timer = evtimer_new(shell_base, shell_timer_cb, sh);
 		sh->deliver = evtimer_new(shell_base, shell_deliver_cb, sh);
 	}
-	return s->shell;
+	return s->live_shell;
 }
 
 static int64_t
@@ -301,7 +301,7 @@ shell_call(struct session *s, struct exec_tool *t,
 void
 shell_cancel(struct session *s, struct exec_tool *t)
 {
-	struct shell *sh = s->shell;
+	struct shell *sh = s->live_shell;
 
 	if (sh == NULL || sh->t != t)
 		return;
@@ -394,7 +394,7 @@ shell_scan(struct shell *sh)
 void
 shell_output(struct session *s, struct job *j, const char *data, size_t len)
 {
-	struct shell *sh = s->shell;
+	struct shell *sh = s->live_shell;
 
 	if (sh == NULL || sh->job != j || sh->tool_use_id == NULL || sh->done)
 		return;
@@ -504,7 +504,7 @@ shell_timer_cb(evutil_socket_t fd, short what, void *arg)
 void
 shell_exited(struct session *s, struct job *j, const struct proc_exit *px)
 {
-	struct shell *sh = s->shell;
+	struct shell *sh = s->live_shell;
 	char why[512];
 
 	if (sh == NULL || sh->job != j)
@@ -541,7 +541,7 @@ shell_exited(struct session *s, struct job *j, const struct proc_exit *px)
 json_t *
 shell_save(struct session *s, struct handover_rec *r)
 {
-	struct shell *sh = s->shell;
+	struct shell *sh = s->live_shell;
 	json_t *o = json_object();
 
 	if (sh == NULL || sh->tool_use_id == NULL)
@@ -605,7 +605,7 @@ shell_restore(struct session *s, struct job *j, const struct handover_in *in,
 void
 shell_free(struct session *s)
 {
-	struct shell *sh = s->shell;
+	struct shell *sh = s->live_shell;
 
 	if (sh == NULL)
 		return;
@@ -617,5 +617,5 @@ shell_free(struct session *s)
 	buf_free(&sh->head);
 	buf_free(&sh->tail);
 	free(sh);
-	s->shell = NULL;
+	s->live_shell = NULL;
 }

@@ -65,6 +65,27 @@ class Conn:
         self.s.close()
 
 
+_next_id = [0]
+
+
+def turn(c, sid, *uses):
+    """Add the tool uses (name, input) as one turn, drain, and return
+    [(result, meta)] in their order."""
+    ids = []
+    for name, inp in uses:
+        _next_id[0] += 1
+        ids.append("t%d" % _next_id[0])
+        c.ok("addTool", sessionId=sid, toolUse={
+            "id": ids[-1], "name": name, "input": inp})
+    c.ok("drain", sessionId=sid)
+    out = {}
+    for n in c.ok("events", sessionId=sid)["notifications"]:
+        if n["method"] == "tool_result":
+            p = n["params"]
+            out[p["toolUseId"]] = (p["result"], p["meta"])
+    return [out[i] for i in ids]
+
+
 class Daemon:
     def __init__(self, path, args=(), wrap=()):
         self.path = os.path.abspath(path)

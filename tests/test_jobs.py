@@ -22,29 +22,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import pydaemon  # noqa: E402
-from pydaemon import Checks, Conn  # noqa: E402
+from pydaemon import Checks, Conn, turn  # noqa: E402
 
 T = Checks()
-
-
-NEXT = [0]
-
-
-def turn(c, sid, *uses):
-    """Add the tool uses, drain, return [(result, meta)] in order."""
-    ids = []
-    for name, inp in uses:
-        NEXT[0] += 1
-        ids.append("t%d" % NEXT[0])
-        c.ok("addTool", sessionId=sid, toolUse={
-            "id": ids[-1], "name": name, "input": inp})
-    c.ok("drain", sessionId=sid)
-    out = {}
-    for n in c.ok("events", sessionId=sid)["notifications"]:
-        if n["method"] == "tool_result":
-            p = n["params"]
-            out[p["toolUseId"]] = (p["result"], p["meta"])
-    return [out[i] for i in ids]
 
 
 def free_port():

@@ -24,7 +24,6 @@ import pydaemon  # noqa: E402
 from pydaemon import Checks, Conn  # noqa: E402
 
 T = Checks()
-NEXT = [0]
 # Made before the daemon starts: its --shell-allow-dir and --shell-env-file.
 AREA = tempfile.mkdtemp(prefix="stexec-shell-")
 ALLOWED = os.path.join(AREA, "allowed")
@@ -32,20 +31,8 @@ ENV_FILE = os.path.join(AREA, "daemon.env")
 
 
 def turn(c, sid, *uses):
-    """Add the tool uses, drain, return [(content, meta)] in order."""
-    ids = []
-    for name, inp in uses:
-        NEXT[0] += 1
-        ids.append("t%d" % NEXT[0])
-        c.ok("addTool", sessionId=sid, toolUse={
-            "id": ids[-1], "name": name, "input": inp})
-    c.ok("drain", sessionId=sid)
-    out = {}
-    for n in c.ok("events", sessionId=sid)["notifications"]:
-        if n["method"] == "tool_result":
-            p = n["params"]
-            out[p["toolUseId"]] = (p["result"]["content"], p["meta"])
-    return [out[i] for i in ids]
+    """[(content, meta)] of the tool uses, one turn."""
+    return [(r["content"], m) for r, m in pydaemon.turn(c, sid, *uses)]
 
 
 def sh(c, sid, command, **more):

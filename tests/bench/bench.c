@@ -414,6 +414,51 @@ bench_call(struct bench_conn *c, const char *method, const char *params)
 	}
 }
 
+double
+bench_tool_us(struct bench_conn *c, const char *sid, const char *tool,
+    const char *input, const char *content, int k)
+{
+	int64_t id = c->next_id++, t0, t1 = 0;
+	bool got_result = false, got_reply = false;
+	char req[1024], tid[48], want[256], *line;
+	size_t len;
+	int n;
+
+	n = snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":%" PRId64
+	    ",\"method\":\"addTool\",\"params\":{\"sessionId\":\"%s\","
+	    "\"toolUse\":{\"id\":\"t%d\",\"name\":\"%s\",\"input\":"
+	    "%s}}}\n", id, sid, k, tool, input);
+	if (n < 0 || (size_t)n >= sizeof req)
+		bench_fail("addTool of %s: too long", tool);
+	snprintf(tid, sizeof tid, "\"toolUseId\":\"t%d\"", k);
+	snprintf(want, sizeof want, "\"content\":%s", content);
+	t0 = bench_now_ns();
+	bench_write(c->fd, req, (size_t)n);
+	/*
+	 * The clock stops at the tool_result; the addTool reply may come
+	 * after it and is read untimed, so the next call starts clean.
+	 */
+	while (!got_result || !got_reply) {
+		line = bench_line(c, &len);
+		if (bench_is_method(line, "tool_result")) {
+			t1 = bench_now_ns();
+			if (strstr(line, tid) == NULL)
+				bench_fail("tool_result of another tool: "
+				    "%.300s", line);
+			if (strstr(line, "\"is_error\":false") == NULL ||
+			    strstr(line, want) == NULL)
+				bench_fail("%s failed: %.500s", tool, line);
+			got_result = true;
+		} else if (bench_method(line, NULL) == NULL &&
+		    bench_response_id(line) == id) {
+			if (bench_is_error(line))
+				bench_fail("addTool: %.300s", line);
+			got_reply = true;
+		}
+	}
+	return (double)(t1 - t0) / 1e3;
+}
+
 long long
 bench_rss(struct bench_conn *c)
 {

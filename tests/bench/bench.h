@@ -85,6 +85,14 @@ char	*bench_line(struct bench_conn *, size_t *len);
  */
 json_t	*bench_call(struct bench_conn *, const char *method,
 	    const char *params);
+/*
+ * One tool use "t<k>" of tool with input (JSON text) added on a subscribed
+ * connection: microseconds from writing its addTool to reading its
+ * tool_result, which must be no error and have content (JSON text of the
+ * string, as the line has it). The addTool reply is read untimed.
+ */
+double	bench_tool_us(struct bench_conn *, const char *sid, const char *tool,
+	    const char *input, const char *content, int k);
 /* stats.rssBytes, after a round trip so earlier requests are done. */
 long long bench_rss(struct bench_conn *);
 

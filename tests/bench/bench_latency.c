@@ -41,6 +41,8 @@
 
 /* The tool input; the daemon writes it compact, as here, to stdin. */
 #define LAT_INPUT "{\"ping\":1}"
+/* What a no-op tool gives back: its input, as the result line has it. */
+#define LAT_OUTPUT "\"{\\\"ping\\\":1}\""
 /* Target: what the daemon may add on top of a bare spawn, per tool. */
 #define LAT_TARGET_US 60.0
 /* Target: what a sandbox may add on top of the unsandboxed tool. */
@@ -56,55 +58,8 @@ static const enum sandbox_profile lat_profiles[LAT_NSPAWNS] = {
 static const char *const lat_tools[] = { "cat", "cat-ro", "cat-ww" };
 #define LAT_NTOOLS 3
 
-static double	lat_daemon_one(struct bench_conn *, const char *, const char *,
-		    int);
 static double	lat_limit_one(void);
 static double	lat_median(double *, int);
-
-/* One tool through the daemon, in microseconds. */
-static double
-lat_daemon_one(struct bench_conn *c, const char *sid, const char *tool,
-    int k)
-{
-	int64_t id = c->next_id++, t0, t1 = 0;
-	bool got_result = false, got_reply = false;
-	char req[512], tid[48], *line;
-	size_t len;
-	int n;
-
-	n = snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":%" PRId64
-	    ",\"method\":\"addTool\",\"params\":{\"sessionId\":\"%s\","
-	    "\"toolUse\":{\"id\":\"t%d\",\"name\":\"%s\",\"input\":"
-	    LAT_INPUT "}}}\n", id, sid, k, tool);
-	snprintf(tid, sizeof tid, "\"toolUseId\":\"t%d\"", k);
-	t0 = bench_now_ns();
-	bench_write(c->fd, req, (size_t)n);
-	/*
-	 * The clock stops at the tool_result; the addTool reply may come
-	 * after it and is read untimed, so the next call starts clean.
-	 */
-	while (!got_result || !got_reply) {
-		line = bench_line(c, &len);
-		if (bench_is_method(line, "tool_result")) {
-			t1 = bench_now_ns();
-			if (strstr(line, tid) == NULL)
-				bench_fail("tool_result of another tool: "
-				    "%.300s", line);
-			if (strstr(line, "\"is_error\":false") == NULL ||
-			    strstr(line, "\"content\":\"{\\\"ping\\\":1}\"") ==
-			    NULL)
-				bench_fail("the no-op tool failed: %.500s",
-				    line);
-			got_result = true;
-		} else if (bench_method(line, NULL) == NULL &&
-		    bench_response_id(line) == id) {
-			if (bench_is_error(line))
-				bench_fail("addTool: %.300s", line);
-			got_reply = true;
-		}
-	}
-	return (double)(t1 - t0) / 1e3;
-}
 
 /* The same process, input and output without the daemon. */
 static double
@@ -231,8 +186,8 @@ main(void)
 			if (spawn[t].can)
 				floor_spawn_one(lat_profiles[t], LAT_INPUT);
 		for (t = 0; t < LAT_NTOOLS; t++)
-			lat_daemon_one(c, sid, lat_tools[t],
-			    i * LAT_NTOOLS + t);
+			bench_tool_us(c, sid, lat_tools[t], LAT_INPUT,
+			    LAT_OUTPUT, i * LAT_NTOOLS + t);
 	}
 	json_decref(bench_call(c, "drain", params));
 
@@ -240,8 +195,9 @@ main(void)
 		for (i = 0; i < n; i++) {
 			lim.samp[i] = lat_limit_one();
 			for (t = 0; t < LAT_NTOOLS; t++)
-				tool[t].samp[i] = lat_daemon_one(c, sid,
-				    lat_tools[t], i * LAT_NTOOLS + t);
+				tool[t].samp[i] = bench_tool_us(c, sid,
+				    lat_tools[t], LAT_INPUT, LAT_OUTPUT,
+				    i * LAT_NTOOLS + t);
 		}
 		json_decref(bench_call(c, "drain", params));
 		for (i = 0; i < n; i++) {

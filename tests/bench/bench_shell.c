@@ -20,50 +20,10 @@
 #include <string.h>
 
 #define SHELL_TARGET 0.5
+#define SHELL_TRUE "{\"command\":\"true\"}"
 
-static double	shell_one(struct bench_conn *, const char *, const char *,
-		    int);
 static int	shell_cmp(const void *, const void *);
 
-/* One call of tool with command true: microseconds to its result. */
-static double
-shell_one(struct bench_conn *c, const char *sid, const char *tool, int k)
-{
-	int64_t id = c->next_id++, t0, t1 = 0;
-	bool got_result = false, got_reply = false;
-	char req[512], tid[48], *line;
-	size_t len;
-	int n;
-
-	n = snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":%" PRId64
-	    ",\"method\":\"addTool\",\"params\":{\"sessionId\":\"%s\","
-	    "\"toolUse\":{\"id\":\"t%d\",\"name\":\"%s\",\"input\":"
-	    "{\"command\":\"true\"}}}}\n", id, sid, k, tool);
-	snprintf(tid, sizeof tid, "\"toolUseId\":\"t%d\"", k);
-	t0 = bench_now_ns();
-	bench_write(c->fd, req, (size_t)n);
-	/* The addTool reply may come after the result: read, untimed. */
-	while (!got_result || !got_reply) {
-		line = bench_line(c, &len);
-		if (bench_is_method(line, "tool_result")) {
-			t1 = bench_now_ns();
-			if (strstr(line, tid) == NULL)
-				bench_fail("tool_result of another tool: "
-				    "%.300s", line);
-			if (strstr(line, "\"is_error\":false") == NULL ||
-			    strstr(line, "\"content\":\"\"") == NULL)
-				bench_fail("%s true failed: %.500s", tool,
-				    line);
-			got_result = true;
-		} else if (bench_method(line, NULL) == NULL &&
-		    bench_response_id(line) == id) {
-			if (bench_is_error(line))
-				bench_fail("addTool: %.300s", line);
-			got_reply = true;
-		}
-	}
-	return (double)(t1 - t0) / 1e3;
-}
 
 static int
 shell_cmp(const void *a, const void *b)
@@ -100,14 +60,16 @@ main(void)
 
 	/* Warm up; the first bash_session call starts the shell. */
 	for (i = 0; i < 30; i++) {
-		shell_one(c, sid, "bash_session", k++);
-		shell_one(c, sid, "bash", k++);
+		bench_tool_us(c, sid, "bash_session", SHELL_TRUE, "\"\"", k++);
+		bench_tool_us(c, sid, "bash", SHELL_TRUE, "\"\"", k++);
 	}
 	json_decref(bench_call(c, "drain", params));
 	for (r = 0; r < reps; r++) {
 		for (i = 0; i < n; i++) {
-			one_s[i] = shell_one(c, sid, "bash_session", k++);
-			one_b[i] = shell_one(c, sid, "bash", k++);
+			one_s[i] = bench_tool_us(c, sid, "bash_session",
+			    SHELL_TRUE, "\"\"", k++);
+			one_b[i] = bench_tool_us(c, sid, "bash", SHELL_TRUE,
+			    "\"\"", k++);
 		}
 		json_decref(bench_call(c, "drain", params));
 		qsort(one_s, (size_t)n, sizeof *one_s, shell_cmp);

@@ -74,6 +74,21 @@ c_ping(struct client *c)
 	json_decref(c_call(c, "ping", NULL));
 }
 
+bool
+c_can(struct client *c, const char *profile)
+{
+	json_t *caps = c_call(c, "initialize", json_object()), *p;
+	bool yes = false;
+	size_t i;
+
+	json_array_foreach(json_object_get(json_object_get(json_object_get(
+	    json_object_get(caps, "capabilities"), "enforcement"), "sandbox"),
+	    "profiles"), i, p)
+		yes = yes || strcmp(json_string_value(p), profile) == 0;
+	json_decref(caps);
+	return yes;
+}
+
 long long
 e2e_now_ms(void)
 {

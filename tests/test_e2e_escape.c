@@ -49,22 +49,6 @@ tool(const char *name, const char *sandbox)
 	return e2e_json(def);
 }
 
-/* Whether the daemon can enforce the profile (initialize says). */
-static bool
-can(struct client *c, const char *profile)
-{
-	json_t *caps = c_call(c, "initialize", json_object()), *p;
-	bool yes = false;
-	size_t i;
-
-	json_array_foreach(json_object_get(json_object_get(json_object_get(
-	    json_object_get(caps, "capabilities"), "enforcement"), "sandbox"),
-	    "profiles"), i, p)
-		yes = yes || strcmp(json_string_value(p), profile) == 0;
-	json_decref(caps);
-	return yes;
-}
-
 /*
  * A daemon and a session whose cwd is a fresh workspace, HOME a directory
  * beside it, with a tool per profile; skipped, after checking the refusal,
@@ -151,7 +135,7 @@ world_skip(struct world *w)
 {
 	json_t *r;
 
-	if (can(w->c, "read-only") && can(w->c, "workspace-write"))
+	if (c_can(w->c, "read-only") && c_can(w->c, "workspace-write"))
 		return false;
 	r = run(w, "ww", "true");
 	cr_assert_str_eq(e2e_reason(r), "spawn_failed");
@@ -917,7 +901,7 @@ Test(escape, the_floor_refuses_less_and_raises_the_daemons_tools)
 	json_decref(c_call(c, "drain", json_pack("{s:O}", "sessionId", sid)));
 	list = c_until_only(c, "turn_end", "tool_result", SLOW);
 	r = json_array_get(list, 0);
-	if (can(c, "workspace-write"))
+	if (c_can(c, "workspace-write"))
 		cr_assert(strstr(e2e_content(r), "Read-only file system") !=
 		    NULL, "%s", e2e_content(r));
 	else

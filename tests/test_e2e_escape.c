@@ -141,7 +141,8 @@ world_skip(struct world *w)
 	cr_assert_str_eq(e2e_reason(r), "spawn_failed");
 	json_decref(r);
 	world_stop(w);
-	cr_skip_test("this kernel cannot enforce both profiles");
+	cr_skip_test("the daemon cannot enforce both profiles here "
+	    "(initialize says so)");
 	return true;
 }
 

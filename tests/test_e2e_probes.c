@@ -382,6 +382,7 @@ esc_start(struct esc *e, const char *mode, const struct probe *p)
 {
 	json_t *sb, *st, *params, *r;
 	const char *why;
+	char reason[256];
 
 	memset(e, 0, sizeof *e);
 	e->mode = mode;
@@ -434,13 +435,15 @@ esc_start(struct esc *e, const char *mode, const struct probe *p)
 	    "here, yet the tool was not refused: %s", mode, e2e_content(r));
 	cr_assert(!exists(esc_path(e, "ran")), "ran unconfined");
 	json_decref(r);
+	/* The reason outlives sb, which holds it. */
+	snprintf(reason, sizeof reason, "%s", why != NULL ? why : "?");
 	json_decref(sb);
 	json_decref(e->sid);
 	c_close(e->c);
 	d_stop(e->d);
 	sh("rm -rf '%s' '%s'", e->ws, e->out);
 	cr_skip_test("the %s profile cannot be enforced here (%s): refused, "
-	    "as it must be; probes skipped", mode, why != NULL ? why : "?");
+	    "as it must be; probes skipped", mode, reason);
 }
 
 /*

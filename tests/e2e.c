@@ -75,6 +75,21 @@ c_ping(struct client *c)
 }
 
 bool
+e2e_has_cap(int cap)
+{
+	unsigned long long eff = 0;
+	char line[256];
+	FILE *f = fopen("/proc/self/status", "r");
+
+	cr_assert(f != NULL);
+	while (fgets(line, sizeof line, f) != NULL)
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	fclose(f);
+	return (eff >> cap) & 1;
+}
+
+bool
 c_can(struct client *c, const char *profile)
 {
 	json_t *caps = c_call(c, "initialize", json_object()), *p;

@@ -126,6 +126,11 @@ void c_ping(struct client *);
  */
 bool c_can(struct client *, const char *profile);
 /*
+ * Whether this process has the capability in its effective set (a
+ * container's root lacks some), and so an unconfined tool of its daemon.
+ */
+bool e2e_has_cap(int cap);
+/*
  * For TestSuite(..., .fini = e2e_fini): a failed assertion leaves the test
  * before d_stop, so stop every daemon this test process started and did not
  * stop (SIGTERM, then SIGKILL), and through it every tool. PDEATHSIG would

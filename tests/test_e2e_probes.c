@@ -72,7 +72,6 @@ struct esc {
 	char saved[4096];   /* a probe's "before" */
 };
 
-static bool	esc_has_cap(int);
 static void	esc_control_needs(struct esc *, int, const char *);
 
 /* This test's directories (a test is a process of its own), for esc_fini. */
@@ -471,22 +470,6 @@ esc_finish(struct esc *e)
 	sh("rm -rf '%s' '%s'", e->ws, e->out);
 }
 
-/* Whether this process has the capability (in its effective set). */
-static bool
-esc_has_cap(int cap)
-{
-	unsigned long long eff = 0;
-	char line[256];
-	FILE *f = fopen("/proc/self/status", "r");
-
-	cr_assert(f != NULL);
-	while (fgets(line, sizeof line, f) != NULL)
-		if (sscanf(line, "CapEff: %llx", &eff) == 1)
-			break;
-	fclose(f);
-	return (eff >> cap) & 1;
-}
-
 /*
  * The control under "none" needs a capability the tool inherits from us
  * (a container's root lacks some): without it the control proves nothing,
@@ -495,7 +478,7 @@ esc_has_cap(int cap)
 static void
 esc_control_needs(struct esc *e, int cap, const char *why)
 {
-	if (e->bit != NONE || esc_has_cap(cap))
+	if (e->bit != NONE || e2e_has_cap(cap))
 		return;
 	esc_finish(e);
 	cr_skip_test("%s: an unconfined tool here cannot either", why);

@@ -74,6 +74,36 @@ c_ping(struct client *c)
 	json_decref(c_call(c, "ping", NULL));
 }
 
+bool
+e2e_has_cap(int cap)
+{
+	unsigned long long eff = 0;
+	char line[256];
+	FILE *f = fopen("/proc/self/status", "r");
+
+	cr_assert(f != NULL);
+	while (fgets(line, sizeof line, f) != NULL)
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	fclose(f);
+	return (eff >> cap) & 1;
+}
+
+bool
+c_can(struct client *c, const char *profile)
+{
+	json_t *caps = c_call(c, "initialize", json_object()), *p;
+	bool yes = false;
+	size_t i;
+
+	json_array_foreach(json_object_get(json_object_get(json_object_get(
+	    json_object_get(caps, "capabilities"), "enforcement"), "sandbox"),
+	    "profiles"), i, p)
+		yes = yes || strcmp(json_string_value(p), profile) == 0;
+	json_decref(caps);
+	return yes;
+}
+
 long long
 e2e_now_ms(void)
 {

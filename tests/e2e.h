@@ -120,6 +120,17 @@ int e2e_code(const json_t *error);
 /* A ping answered: the daemon still serves this client. */
 void c_ping(struct client *);
 /*
+ * Whether the daemon can enforce the sandbox profile here (initialize's
+ * capabilities.enforcement.sandbox.profiles): a host, a chroot or a
+ * container may lack what one needs.
+ */
+bool c_can(struct client *, const char *profile);
+/*
+ * Whether this process has the capability in its effective set (a
+ * container's root lacks some), and so an unconfined tool of its daemon.
+ */
+bool e2e_has_cap(int cap);
+/*
  * For TestSuite(..., .fini = e2e_fini): a failed assertion leaves the test
  * before d_stop, so stop every daemon this test process started and did not
  * stop (SIGTERM, then SIGKILL), and through it every tool. PDEATHSIG would

@@ -10,6 +10,12 @@ if [ "$(id -u)" -ne 0 ] || ! command -v unshare >/dev/null; then
 	echo "not root, or no unshare: the chroot suite was not run"
 	exit 77
 fi
+# Root without CAP_SYS_ADMIN (a container's, by default) makes no mounts.
+if ! unshare --mount true 2>/dev/null; then
+	echo "cannot make a mount namespace here (no CAP_SYS_ADMIN): the" \
+	    "chroot suite was not run"
+	exit 77
+fi
 : "${STEXEC_DAEMON:?}" "${STEXEC_CLI:?}"
 # The test's mounts go in a namespace of its own, below a mount made
 # private there, so that none reaches the machine: "/", or, when this runs

@@ -405,6 +405,12 @@ def journal_fields():
     if os.geteuid() != 0 or not os.path.exists("/usr/bin/unshare"):
         print("journal fields: skipped (needs root and unshare)")
         return
+    # Root without CAP_SYS_ADMIN (a container's, by default) makes no mounts.
+    if subprocess.run(["unshare", "--mount", "true"],
+                      stderr=subprocess.DEVNULL).returncode != 0:
+        print("journal fields: skipped (no mount namespace here: "
+              "CAP_SYS_ADMIN)")
+        return
     tmp = tempfile.mkdtemp(prefix="stexec-journal-")
     jdir = os.path.join(tmp, "journal")
     os.mkdir(jdir)

@@ -12,11 +12,12 @@
                                    the API server's strict field validation
   kube_check.py same POD FILE...   each FILE's pod spec is POD's
   kube_check.py rename POD NAME    POD with metadata.name NAME, on stdout
-  kube_check.py probes POD CTR     the exec probe commands of container CTR,
-                                   one JSON array a line
+  kube_check.py probes POD CTR     the readiness and liveness probe commands
+                                   of container CTR, a shell-quoted line each
 """
 import http.server
 import json
+import shlex
 import sys
 
 import jsonschema
@@ -127,7 +128,7 @@ def probes(pod_path, container):
     spec = pod_spec(load(pod_path))
     ctr, = [c for c in spec["containers"] if c["name"] == container]
     for kind in ("readinessProbe", "livenessProbe"):
-        print(json.dumps(ctr[kind]["exec"]["command"]))
+        print(shlex.join(ctr[kind]["exec"]["command"]))
 
 
 def main(argv):

@@ -11,7 +11,9 @@
                                    schema does not name is an error, as under
                                    the API server's strict field validation
   kube_check.py same POD FILE...   each FILE's pod spec is POD's
-  kube_check.py rename POD NAME    POD with metadata.name NAME, on stdout
+  kube_check.py rename POD NAME    POD named NAME, its volumes NAME-VOLUME
+                                   (podman makes an emptyDir a volume of
+                                   that name), on stdout
   kube_check.py probes POD CTR     the readiness and liveness probe commands
                                    of container CTR, a shell-quoted line each
 """
@@ -121,6 +123,12 @@ def same(pod_path, paths):
 def rename(pod_path, name):
     doc = load(pod_path)
     doc["metadata"]["name"] = name
+    spec = doc["spec"]
+    for volume in spec["volumes"]:
+        volume["name"] = f"{name}-{volume['name']}"
+    for ctr in spec["containers"]:
+        for mount in ctr["volumeMounts"]:
+            mount["name"] = f"{name}-{mount['name']}"
     yaml.safe_dump(doc, sys.stdout, sort_keys=False)
 
 

@@ -247,6 +247,17 @@ proc_signal(struct proc *p, int sig)
 	proc_kill(p);
 }
 
+/* The fake's terminal has no foreground but the process: it ends. */
+int
+proc_signal_fg(struct proc *p, int sig)
+{
+	(void)sig;
+	if (!p->tty)
+		return -1;
+	proc_kill(p);
+	return (int)p->pid;
+}
+
 int
 proc_resize(struct proc *p, unsigned cols, unsigned rows)
 {

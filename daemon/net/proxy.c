@@ -1012,10 +1012,13 @@ proxy_tool_adopt(const struct handover_in *in, const json_t *o,
 	size_t i, n;
 	int fd, ufd;
 
-	if ((fd = handover_take_fd(json_object_get(o, "fd"))) == -1 ||
-	    (policy = netpolicy_parse_json(json_object_get(o, "policy"),
-	    "policy", err, sizeof err)) == NULL)
+	if ((fd = handover_take_fd(json_object_get(o, "fd"))) == -1)
 		return NULL;
+	if ((policy = netpolicy_parse_json(json_object_get(o, "policy"),
+	    "policy", err, sizeof err)) == NULL) {
+		close(fd);
+		return NULL;
+	}
 	t = proxy_tool_new(fd, policy, quota, sid, tid, name);
 	netpolicy_free(policy);
 	json_array_foreach(json_object_get(o, "hosts"), i, v) {

@@ -116,19 +116,21 @@ def daemon_log(d):
 
 # --- 64 per tool -------------------------------------------------------
 
-MANY = r"""
+# A tool's connections, n opened at once: the first held ones are the
+# bound's (accepted in order), the rest over it; each held one is served.
+OVER_BOUND = r"""
 import select
-socks = [proxy() for _ in range(70)]
-# Accepted in order: the first 64 are the tool's, the rest over its bound.
+n, held = %d, %d
+socks = [proxy() for _ in range(n)]
 late = 0
-for s in socks[64:]:
+for s in socks[held:]:
     late += read_all(s) in (b"", b"[reset]")
 print("closed at once:", late)
-ready, _, _ = select.select(socks[:64], [], [], 0)
-print("held:", 64 - len(ready))
-for s in socks[:64]:
+ready, _, _ = select.select(socks[:held], [], [], 0)
+print("held:", held - len(ready))
+for s in socks[:held]:
     s.sendall(b"CONNECT evil.test:443 HTTP/1.1\r\n\r\n")
-served = sum(b" 403 " in read_all(s).split(b"\r\n")[0] for s in socks[:64])
+served = sum(b" 403 " in read_all(s).split(b"\r\n")[0] for s in socks[:held])
 print("served:", served)
 """
 
@@ -138,7 +140,8 @@ def many_connections(d, fx):
         c = Conn(d.sock)
         sid = tn.session(c, fx, {"allow": ["www.test"]})
         before = refused_total(c)
-        (out, meta), = tn.run_tools(c, sid, [fx.script("many.py", MANY)])
+        (out, meta), = tn.run_tools(c, sid, [
+            fx.script("many.py", OVER_BOUND % (70, 64))])
         T.check("closed at once: 6" in out, "the 6 over the bound read EOF "
                 "at once: " + out)
         T.check("held: 64" in out, "the first 64 are held open: " + out)
@@ -455,21 +458,6 @@ def session_bound(d, fx):
 FEW_FDS = 300
 DAEMON_CAP = 20
 
-FEW = r"""
-import select
-socks = [proxy() for _ in range(30)]
-late = 0
-for s in socks[20:]:
-    late += read_all(s) in (b"", b"[reset]")
-print("closed at once:", late)
-ready, _, _ = select.select(socks[:20], [], [], 0)
-print("held:", 20 - len(ready))
-for s in socks[:20]:
-    s.sendall(b"CONNECT evil.test:443 HTTP/1.1\r\n\r\n")
-served = sum(b" 403 " in read_all(s).split(b"\r\n")[0] for s in socks[:20])
-print("served:", served)
-"""
-
 
 def daemon_bound(path, fx):
     with case("300 descriptors: 20 connections of all tools, the rest "
@@ -483,7 +471,8 @@ def daemon_bound(path, fx):
         try:
             c = Conn(d.sock)
             sid = tn.session(c, fx, {"allow": ["www.test"]})
-            (out, meta), = tn.run_tools(c, sid, [fx.script("few.py", FEW)])
+            (out, meta), = tn.run_tools(c, sid, [
+                fx.script("few.py", OVER_BOUND % (30, DAEMON_CAP))])
             T.check("closed at once: 10" in out, "the 10 over the "
                     "daemon's bound read EOF at once: " + out)
             T.check("held: 20" in out and "served: 20" in out,

@@ -110,6 +110,8 @@ bool session_stopping;
 
 static struct proc_user *session_user(uid_t, json_t *);
 static void	session_effect(void *, const struct exec_effect *);
+static void	session_limits(const struct tooldef_limits *,
+		    struct toolcg_limits *);
 static void	session_log_result(struct session *, struct exec_tool *,
 		    const json_t *);
 static void	session_note(struct session *, const char *, json_t *);
@@ -643,6 +645,18 @@ session_log_result(struct session *s, struct exec_tool *t,
 }
 
 /* The executor's effects: processes, kills, notifications, drain replies. */
+/* A ToolDef's limits, the daemon's defaults where it gives none. */
+static void
+session_limits(const struct tooldef_limits *l, struct toolcg_limits *out)
+{
+	out->memory_bytes = l->memory_bytes > 0 ? l->memory_bytes :
+	    session_cfg.limits.memory_bytes;
+	out->max_processes = l->max_processes > 0 ? l->max_processes :
+	    session_cfg.limits.max_processes;
+	out->cpu_percent = l->cpu_percent > 0 ? l->cpu_percent :
+	    session_cfg.limits.cpu_percent;
+}
+
 static void
 session_effect(void *arg, const struct exec_effect *e)
 {
@@ -920,12 +934,7 @@ session_spawn(struct session *s, struct exec_tool *t,
 		tv.tv_usec = (req->job->yield_ms % 1000) * 1000;
 		evtimer_add(st->yield, &tv);
 	}
-	spec.limits.memory_bytes = req->limits->memory_bytes > 0 ?
-	    req->limits->memory_bytes : session_cfg.limits.memory_bytes;
-	spec.limits.max_processes = req->limits->max_processes > 0 ?
-	    req->limits->max_processes : session_cfg.limits.max_processes;
-	spec.limits.cpu_percent = req->limits->cpu_percent > 0 ?
-	    req->limits->cpu_percent : session_cfg.limits.cpu_percent;
+	session_limits(req->limits, &spec.limits);
 	st->proc = proc_spawn(&spec, &session_proc_ops, t);
 	exec_tool_set_handle(t, st);
 	if (s->paused)
@@ -1245,12 +1254,7 @@ session_shell_spawn(struct session *s, struct exec_tool *t,
 	spec.name = req->name;
 	spec.user = s->user;
 	spec.tty = spec.tty_raw = true;
-	spec.limits.memory_bytes = req->limits->memory_bytes > 0 ?
-	    req->limits->memory_bytes : session_cfg.limits.memory_bytes;
-	spec.limits.max_processes = req->limits->max_processes > 0 ?
-	    req->limits->max_processes : session_cfg.limits.max_processes;
-	spec.limits.cpu_percent = req->limits->cpu_percent > 0 ?
-	    req->limits->cpu_percent : session_cfg.limits.cpu_percent;
+	session_limits(req->limits, &spec.limits);
 	if ((j = job_spawn(s, exec_tool_id(t), req->name, &spec)) != NULL)
 		job_take_proxy(j, proxy);
 	else

@@ -34,12 +34,15 @@ def sh(c, sid, command=None, **more):
 
 
 def wait_for_sock(d):
-    for _ in range(200):
+    # The event is the daemon listening; the guard only stops a hang.
+    guard = time.monotonic() + 120
+    while True:
         try:
             return Conn(d.sock)
         except OSError:
+            if time.monotonic() > guard:
+                raise AssertionError("the daemon does not listen")
             time.sleep(0.05)
-    raise AssertionError("the daemon does not listen")
 
 
 def shell_pids(c, sid):
@@ -232,12 +235,14 @@ def sandboxed(d):
 
 
 def new_image(c, before):
-    for _ in range(200):
+    guard = time.monotonic() + 120
+    while True:
         now = c.ok("initialize")["server"].get("instance")
         if now != before:
             return now
+        if time.monotonic() > guard:
+            raise AssertionError("no new image")
         time.sleep(0.05)
-    raise AssertionError("no new image")
 
 
 def reload(d):

@@ -249,6 +249,8 @@ hooks_run_finish(struct hooks_run *run)
 		};
 		hooks_decide(&d, &o);
 		hooks_run_count(&o, o.end == HOOKS_END_EXITED && o.status == 2);
+		while (o.err_len > 0 && o.err[o.err_len - 1] == '\n')
+			o.err_len--;
 		if (o.end == HOOKS_END_EXITED && o.status == 127)
 			log_warn("hook command not found (exit 127): %s: %.*s",
 			    h->command, (int)(o.err_len > 500 ? 500 :

@@ -116,3 +116,35 @@ log_about(enum log_level level, const char *sid, const char *tid,
 		return;
 	log_line(level, line);
 }
+
+/* A hook's run: log_about's fields and HOOK=, its event and command. */
+void
+log_hook(enum log_level level, const char *sid, const char *tid,
+    const char *tname, const char *hook, const char *fmt, ...)
+{
+	char line[2048];
+	va_list ap;
+	size_t n;
+
+	if (level > log_level)
+		return;
+	if (log_journal < 0)
+		log_journal = log_to_journal();
+	if (tid != NULL)
+		utf8_snprintf(line, sizeof line, "session %s: tool %s (%s): "
+		    "hook %s: ", sid, tid, tname != NULL ? tname : "?", hook);
+	else
+		utf8_snprintf(line, sizeof line, "session %s: hook %s: ", sid,
+		    hook);
+	n = strlen(line);
+	va_start(ap, fmt);
+	utf8_vsnprintf(line + n, sizeof line - n, fmt, ap);
+	va_end(ap);
+	if (log_journal && sd_journal_send("MESSAGE=%s", line, "PRIORITY=%d",
+	    log_priorities[level], "SYSLOG_IDENTIFIER=stexecd",
+	    "SESSION_ID=%s", sid, "TOOL_USE_ID=%s", tid != NULL ? tid : "",
+	    "TOOL_NAME=%s", tname != NULL ? tname : "", "HOOK=%s", hook,
+	    NULL) == 0)
+		return;
+	log_line(level, line);
+}

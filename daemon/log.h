@@ -28,6 +28,11 @@ void log_about(enum log_level, const char *session_id,
     const char *tool_use_id, const char *tool_name, const char *, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* The same with a HOOK= field: a hook's run (README, "Hooks"). */
+void log_hook(enum log_level, const char *session_id,
+    const char *tool_use_id, const char *tool_name, const char *hook,
+    const char *, ...) __attribute__((format(printf, 6, 7)));
+
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)

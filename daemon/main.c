@@ -30,6 +30,7 @@
 #include "handover.h"
 #include "net/conn.h"
 #include "net/proxy.h"
+#include "hooks/hooks.h"
 #include "supervisor/cgroup.h"
 #include "session/journal.h"
 #include "log.h"
@@ -92,6 +93,8 @@ struct options {
 	const char *network_hosts;          /* --network-hosts */
 	struct netpolicy *network_deny;     /* --network-deny rules */
 	struct netpolicy *network_allow_max; /* --network-allow-max rules */
+	struct hooks *hooks;                /* --hooks files, added up */
+	int64_t hook_timeout_ms;            /* --hook-timeout-ms; 0: 600 s */
 };
 
 /* Descriptors the daemon holds besides connections and tools. */
@@ -234,6 +237,11 @@ usage(FILE *f, int status)
 "                           session's cwd)\n"
 "  --shell-env-file FILE    sourced before each built-in bash command of\n"
 "                           sessions that name no shell.envFile\n"
+"  --hooks FILE             Claude Code hooks (a settings.json's \"hooks\")\n"
+"                           every session runs; a session cannot remove\n"
+"                           them (repeatable: they add up)\n"
+"  --hook-timeout-ms N      a hook's timeout when it gives none (default\n"
+"                           600000, Claude Code's)\n"
 "  --log-level LEVEL        error, warn, info or debug (default info)\n"
 "  --check-handover N       say whether this build reads a reload's\n"
 "                           handover of format N (exit 0: yes), and exit\n"
@@ -311,12 +319,14 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "network-hosts", required_argument, NULL, 'N' },
 		{ "shell-allow-dir", required_argument, NULL, 'W' },
 		{ "shell-env-file", required_argument, NULL, 'F' },
+		{ "hooks", required_argument, NULL, 'K' },
+		{ "hook-timeout-ms", required_argument, NULL, 'q' },
 		{ "check-handover", required_argument, NULL, 'H' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char *end;
+	char *end, herr[1024];
 	long mode;
 	int c, level;
 
@@ -355,6 +365,20 @@ parse_options(int argc, char **argv, struct options *o)
 			o->shell_allow = xreallocarray(o->shell_allow,
 			    o->nshell_allow + 1, sizeof *o->shell_allow);
 			o->shell_allow[o->nshell_allow++] = optarg;
+			break;
+		case 'K':
+			/* Policy: a file that does not parse stops the start. */
+			if (o->hooks == NULL)
+				o->hooks = hooks_new();
+			if (hooks_add_file(o->hooks, optarg, herr,
+			    sizeof herr) == -1) {
+				fprintf(stderr, "stexecd: --hooks: %s\n", herr);
+				exit(2);
+			}
+			break;
+		case 'q':
+			o->hook_timeout_ms = parse_number("--hook-timeout-ms",
+			    optarg, 1, 86400000);
 			break;
 		case 'F':
 			if (optarg[0] != '/') {
@@ -1370,6 +1394,7 @@ main(int argc, char **argv)
 	scfg.shell.nallow = o.nshell_allow;
 	scfg.shell.env_file = o.shell_env_file;
 	session_init(&scfg);
+	session_hook_config(o.hooks, o.hook_timeout_ms, outdir);
 	/* The operator's own tools stay within the operator's network rules. */
 	for (i = 0; i < registry_count(); i++)
 		if (!session_network_allowed(tooldef_sandbox(registry_get(i)),

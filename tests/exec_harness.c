@@ -174,6 +174,9 @@ h_effect(void *arg, const struct exec_effect *e)
 		else
 			xasprintf(&line, "spawn %s", exec_tool_id(e->tool));
 		break;
+	case EXEC_HOOKS_CANCEL:
+		xasprintf(&line, "hooks-cancel %s", exec_tool_id(e->tool));
+		break;
 	case EXEC_KILL:
 		cr_assert(h_is_running(h, e->tool), "kill of a tool not running");
 		xasprintf(&line, "kill %s", exec_tool_id(e->tool));

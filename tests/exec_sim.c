@@ -119,6 +119,10 @@ sim_effect(void *arg, const struct exec_effect *e)
 	}
 
 	switch (e->kind) {
+	case EXEC_HOOKS_CANCEL:
+		/* The simulation configures no hooks. */
+		CHECK(s, false, "hooks cancelled without hooks");
+		break;
 	case EXEC_SPAWN:
 		k = (size_t)strtoul(exec_tool_id(e->tool) + 1, NULL, 10);
 		r = &s->recs[k];

@@ -80,6 +80,11 @@ struct exec_tool {
 	bool early_eof;       /* ...and closed after it */
 	size_t early_handed;  /* bytes of it EXEC_SPAWN handed over */
 	void *handle;
+	enum exec_hook_phase hook_phase; /* while EXEC_HOOKS */
+	json_t *hooks;        /* meta.hooks: {runs, context?, stop?...} */
+	char *ask_reason;     /* a PreToolUse "ask": the permission_request's */
+	enum exec_reason post_why; /* POST: what exec_complete was given */
+	bool post_error;
 	uint64_t stamps[EXEC_NSTAMPS]; /* the I/O layer's, read by nobody here */
 
 	/* The in-progress list of the current turn (S15), or the orphans. */
@@ -162,6 +167,15 @@ static void	exec_restore_running(struct exec_tool *, int);
 static void	exec_restore_apply(struct exec *);
 static void	exec_after_event(struct exec *);
 static void	exec_vet_cwd(struct exec *, struct exec_tool *, bool);
+static void	exec_pre(struct exec_tool *);
+static void	exec_ask(struct exec_tool *, bool);
+static void	exec_settle(struct exec_tool *, enum exec_reason, bool);
+static bool	exec_hooks_cancel(struct exec_tool *);
+static void	exec_hooks_note(struct exec_tool *,
+    const struct exec_hooks_done *);
+static void	exec_hooks_post(struct exec_tool *,
+    const struct exec_hooks_done *);
+static void	exec_hooks_input(struct exec_tool *, const json_t *);
 
 struct exec *
 exec_new(const struct exec_config *cfg, const char *cwd, const json_t *env)
@@ -234,6 +248,8 @@ exec_tool_free(struct exec_tool *t)
 	json_decref(t->result);
 	json_decref(t->blocks);
 	json_decref(t->meta_extra);
+	json_decref(t->hooks);
+	free(t->ask_reason);
 	buf_free(&t->early);
 	free(t->invalid);
 	free(t->id);
@@ -414,17 +430,48 @@ exec_start(struct exec_tool *t)
 		exec_complete(t, REASON_INVALID_INPUT, NULL, NULL);
 		return;
 	}
-	if (tooldef_requires_permission(t->def)) {
-		exec_set_status(t, EXEC_WAITING_PERMISSION);
-		exec_enter(t);
-		p = exec_tool_params(t);
-		json_object_set_new(p, "name", json_string(t->name));
-		json_object_set(p, "input", t->input);
-		exec_notify(t->ex, "permission_request", p);
+	/* The slot is taken first: hooks run inside it. */
+	exec_enter(t);
+	if (t->ex->cfg.hooks != NULL && t->ex->cfg.hooks(t->ex->cfg.arg, t,
+	    EXEC_HOOK_PRE, NULL)) {
+		exec_set_status(t, EXEC_HOOKS);
+		t->hook_phase = EXEC_HOOK_PRE;
 		return;
 	}
-	exec_enter(t);
-	exec_spawn(t);
+	exec_pre(t);
+	(void)p;
+}
+
+/* After PreToolUse (or none): S13's permission, else the call. */
+static void
+exec_pre(struct exec_tool *t)
+{
+	if (!tooldef_requires_permission(t->def)) {
+		exec_spawn(t);
+		return;
+	}
+	exec_ask(t, true);
+}
+
+/* S13: PermissionRequest hooks may answer; else the client is asked. */
+static void
+exec_ask(struct exec_tool *t, bool hooks)
+{
+	json_t *p;
+
+	if (hooks && t->ex->cfg.hooks != NULL && t->ex->cfg.hooks(
+	    t->ex->cfg.arg, t, EXEC_HOOK_PERMISSION, NULL)) {
+		exec_set_status(t, EXEC_HOOKS);
+		t->hook_phase = EXEC_HOOK_PERMISSION;
+		return;
+	}
+	exec_set_status(t, EXEC_WAITING_PERMISSION);
+	p = exec_tool_params(t);
+	json_object_set_new(p, "name", json_string(t->name));
+	json_object_set(p, "input", t->input);
+	if (t->ask_reason != NULL)
+		json_object_set_new(p, "reason", json_string(t->ask_reason));
+	exec_notify(t->ex, "permission_request", p);
 }
 
 /* The tool counts as executing from here (S3, S13, S15). */
@@ -635,9 +682,14 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	struct buf b = { 0 }, fixed = { 0 };
 	json_t *p, *meta;
 	bool is_error = why != REASON_OK && why != REASON_BACKGROUND;
+	/* PostToolUse(Failure): for a call that ran and was not stopped. */
+	bool post = t->status == EXEC_EXECUTING && !t->killed &&
+	    !t->discarded && why != REASON_BACKGROUND &&
+	    ex->cfg.hooks != NULL;
 
-	if (t->status == EXEC_WAITING_PERMISSION || t->status ==
-	    EXEC_EXECUTING)
+	exec_hooks_cancel(t);
+	if (!post && (t->status == EXEC_WAITING_PERMISSION || t->status ==
+	    EXEC_EXECUTING || t->status == EXEC_HOOKS))
 		exec_leave(t);
 	if (content != NULL)
 		buf_addstr(&b, content);
@@ -661,8 +713,6 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 		buf_free(&b);
 		b = fixed;
 	}
-	exec_set_status(t, EXEC_COMPLETED);
-
 	meta = json_pack("{s:s, s:o, s:o, s:I, s:b, s:o, s:O}",
 	    "reason", exec_reason_names[why],
 	    "exitCode", x != NULL && x->end == EXEC_END_EXITED ?
@@ -693,6 +743,29 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	json_object_set_new(p, "meta", meta);
 	buf_free(&b);
 	t->result = p;
+	if (post && ex->cfg.hooks(ex->cfg.arg, t, EXEC_HOOK_POST, p)) {
+		/* The result waits in the slot for the hooks' word. */
+		exec_set_status(t, EXEC_HOOKS);
+		t->hook_phase = EXEC_HOOK_POST;
+		t->post_why = why;
+		t->post_error = is_error;
+		return;
+	}
+	if (post)
+		exec_leave(t);
+	exec_settle(t, why, is_error);
+}
+
+/* The result stands: completed, held for its turn (S5), S7 checked. */
+static void
+exec_settle(struct exec_tool *t, enum exec_reason why, bool is_error)
+{
+	struct exec *ex = t->ex;
+
+	exec_set_status(t, EXEC_COMPLETED);
+	if (t->hooks != NULL)
+		json_object_set(json_object_get(t->result, "meta"), "hooks",
+		    t->hooks);
 	exec_notify_status(t, "completed");
 
 	if (is_error && t->def != NULL && tooldef_abort_siblings(t->def) &&
@@ -794,10 +867,13 @@ exec_cascade(struct exec_tool *failed)
 		if (t == failed)
 			continue;
 		if (t->status == EXEC_QUEUED ||
-		    t->status == EXEC_WAITING_PERMISSION)
+		    t->status == EXEC_WAITING_PERMISSION ||
+		    (t->status == EXEC_HOOKS && t->hook_phase != EXEC_HOOK_POST))
 			exec_complete_synthetic(t, REASON_SIBLING_ERROR);
 		else if (t->status == EXEC_EXECUTING && t->cancel)
 			exec_kill(t, REASON_SIBLING_ERROR);
+		else if (t->status == EXEC_HOOKS && t->cancel)
+			exec_hooks_done(t, NULL);
 	}
 }
 
@@ -1114,10 +1190,13 @@ exec_abort(struct exec *ex, bool hard)
 	for (i = turn->deliver; i < turn->n; i++) {
 		t = turn->tools[i];
 		if (t->status == EXEC_QUEUED ||
-		    t->status == EXEC_WAITING_PERMISSION)
+		    t->status == EXEC_WAITING_PERMISSION ||
+		    (t->status == EXEC_HOOKS && t->hook_phase != EXEC_HOOK_POST))
 			exec_complete_synthetic(t, REASON_INTERRUPTED);
 		else if (t->status == EXEC_EXECUTING && (hard || t->cancel))
 			exec_kill(t, REASON_INTERRUPTED);
+		else if (t->status == EXEC_HOOKS && (hard || t->cancel))
+			exec_hooks_done(t, NULL);
 	}
 	exec_after_event(ex);
 }
@@ -1139,7 +1218,7 @@ exec_turn_end(struct exec *ex, const char *reason, int drain_error)
 
 	for (i = 0; i < turn->n; i++) {
 		t = turn->tools[i];
-		if (t->status == EXEC_WAITING_PERMISSION)
+		if (exec_hooks_cancel(t) || t->status == EXEC_WAITING_PERMISSION)
 			exec_leave(t);
 		else if (t->status == EXEC_QUEUED)
 			ex->n_queued--;
@@ -1493,7 +1572,7 @@ const char *
 exec_status_name(enum exec_status s)
 {
 	static const char *names[] = { "queued", "waiting_permission",
-		"executing", "completed", "delivered" };
+		"executing", "completed", "delivered", "hooks" };
 
 	return names[s];
 }
@@ -1671,7 +1750,8 @@ exec_stdin_early(struct exec_tool *t, const char *data, size_t len, bool eof,
 {
 	struct tooldef_job_call job;
 
-	if (t->status != EXEC_QUEUED && t->status != EXEC_WAITING_PERMISSION)
+	if (t->status != EXEC_QUEUED && t->status != EXEC_WAITING_PERMISSION &&
+	    !(t->status == EXEC_HOOKS && t->hook_phase != EXEC_HOOK_POST))
 		return EXEC_STDIN_NOT_QUEUED;
 	tooldef_job_call(tooldef_job(t->def), t->input, &job);
 	if (job.internal != TOOLDEF_INTERNAL_NONE ||
@@ -1727,4 +1807,203 @@ exec_early_dropped(struct exec_tool *t, const struct exec_exit *x)
 		    "stdin queued before the start were dropped", n));
 	buf_free(&t->early);
 	t->early_eof = false;
+}
+
+/* A tool in its hook phase: they are told to stop. Whether it was. */
+static bool
+exec_hooks_cancel(struct exec_tool *t)
+{
+	struct exec_effect e = { .kind = EXEC_HOOKS_CANCEL };
+
+	if (t->status != EXEC_HOOKS)
+		return false;
+	e.tool = t;
+	exec_emit(t->ex, &e);
+	return true;
+}
+
+enum exec_hook_phase
+exec_tool_hook_phase(const struct exec_tool *t)
+{
+	return t->hook_phase;
+}
+
+/* meta.hooks: every run, and what the model and client are told. */
+static void
+exec_hooks_note(struct exec_tool *t, const struct exec_hooks_done *d)
+{
+	json_t *runs;
+	const char *old;
+	char *joined;
+
+	if (t->hooks == NULL)
+		t->hooks = json_pack("{s:[]}", "runs");
+	runs = json_object_get(t->hooks, "runs");
+	if (d->runs != NULL)
+		json_array_extend(runs, (json_t *)d->runs);
+	if (d->context != NULL) {
+		old = json_string_value(json_object_get(t->hooks,
+		    "additionalContext"));
+		if (old != NULL) {
+			xasprintf(&joined, "%s\n%s", old, d->context);
+			json_object_set_new(t->hooks, "additionalContext",
+			    json_string(joined));
+			free(joined);
+		} else {
+			json_object_set_new(t->hooks, "additionalContext",
+			    json_string(d->context));
+		}
+	}
+	if (d->stop) {
+		json_object_set_new(t->hooks, "continue", json_false());
+		if (d->stop_reason != NULL && json_object_get(t->hooks,
+		    "stopReason") == NULL)
+			json_object_set_new(t->hooks, "stopReason",
+			    json_string(d->stop_reason));
+	}
+}
+
+/* updatedInput: the schema checks it again (S2); safety stays as decided. */
+static void
+exec_hooks_input(struct exec_tool *t, const json_t *input)
+{
+	char err[512];
+	char **argv;
+
+	if (!tooldef_check_input(t->def, input, err, sizeof err) ||
+	    (argv = tooldef_argv(t->def, input, err, sizeof err)) == NULL) {
+		free(t->invalid);
+		xasprintf(&t->invalid, "a hook's updatedInput: %s", err);
+		return;
+	}
+	json_decref(t->input);
+	t->input = json_deep_copy(input);
+	tooldef_argv_free(t->argv);
+	t->argv = argv;
+}
+
+/* The words the model reads after the result (README, "Hooks"). */
+static void
+exec_hooks_post(struct exec_tool *t, const struct exec_hooks_done *d)
+{
+	json_t *result = json_object_get(t->result, "result");
+	json_t *content = json_object_get(result, "content");
+	const char *event = t->post_error ? "PostToolUseFailure" :
+	    "PostToolUse";
+	struct buf add = { 0 };
+	char *text;
+
+	if (d->updated_output != NULL) {
+		if (json_is_string(d->updated_output) ||
+		    json_is_array(d->updated_output)) {
+			content = json_deep_copy(d->updated_output);
+		} else {
+			text = json_dumps(d->updated_output, JSON_COMPACT);
+			content = json_string_nocheck(text != NULL ? text : "");
+			free(text);
+		}
+		json_object_set_new(result, "content", content);
+	}
+	if (d->blocked)
+		buf_printf(&add, "%s:%s hook blocking error: %s\n", event,
+		    t->name, d->reason != NULL ? d->reason : "blocked");
+	if (d->context != NULL)
+		buf_printf(&add, "%s:%s hook additional context: %s\n", event,
+		    t->name, d->context);
+	if (add.len == 0)
+		return;
+	xasprintf(&text, "<system-reminder>\n%.*s</system-reminder>",
+	    (int)add.len, add.data);
+	if (json_is_string(content)) {
+		char *joined;
+
+		xasprintf(&joined, "%s\n%s", json_string_value(content), text);
+		json_object_set_new(result, "content", json_string_nocheck(
+		    joined));
+		free(joined);
+	} else if (json_is_array(content)) {
+		json_array_append_new(content, json_pack("{s:s, s:s}", "type",
+		    "text", "text", text));
+	}
+	free(text);
+	buf_free(&add);
+}
+
+/*
+ * The hooks of t's phase ended (d) or are stopped (NULL: cancelled, which
+ * a PRE or PERMISSION phase never is here: exec_complete does that).
+ */
+void
+exec_hooks_done(struct exec_tool *t, const struct exec_hooks_done *d)
+{
+	struct exec *ex = t->ex;
+	char *content;
+
+	if (t->status != EXEC_HOOKS)
+		return;
+	if (d == NULL) {
+		/* POST: the result stands as the tool gave it. */
+		exec_hooks_cancel(t);
+		exec_leave(t);
+		exec_settle(t, t->post_why, t->post_error);
+		return;
+	}
+	exec_hooks_note(t, d);
+	switch (t->hook_phase) {
+	case EXEC_HOOK_POST:
+		exec_hooks_post(t, d);
+		exec_leave(t);
+		exec_settle(t, t->post_why, t->post_error);
+		break;
+	case EXEC_HOOK_PRE:
+		if (d->decision == EXEC_HOOK_DENY) {
+			xasprintf(&content, "<tool_use_error>Hook PreToolUse:%s "
+			    "denied this tool: %s</tool_use_error>", t->name,
+			    d->reason != NULL ? d->reason : "no reason given");
+			exec_complete(t, REASON_PERMISSION_DENIED, content,
+			    NULL);
+			break;
+		}
+		if (d->updated_input != NULL)
+			exec_hooks_input(t, d->updated_input);
+		if (t->invalid != NULL) {
+			exec_complete(t, REASON_INVALID_INPUT, NULL, NULL);
+			break;
+		}
+		if (d->context != NULL)
+			json_array_append_new(t->warnings, json_sprintf(
+			    "PreToolUse additional context: %s", d->context));
+		if (d->decision == EXEC_HOOK_ALLOW) {
+			exec_spawn(t);
+		} else if (d->decision == EXEC_HOOK_ASK) {
+			free(t->ask_reason);
+			t->ask_reason = d->reason != NULL ?
+			    xstrdup(d->reason) : NULL;
+			exec_ask(t, false);
+		} else {
+			exec_pre(t);
+		}
+		break;
+	case EXEC_HOOK_PERMISSION:
+		if (d->updated_input != NULL)
+			exec_hooks_input(t, d->updated_input);
+		if (t->invalid != NULL) {
+			exec_complete(t, REASON_INVALID_INPUT, NULL, NULL);
+			break;
+		}
+		if (d->decision == EXEC_HOOK_ALLOW) {
+			exec_spawn(t);
+		} else if (d->decision == EXEC_HOOK_DENY) {
+			/* S13's deny, answered by a hook for the client. */
+			exec_complete(t, REASON_PERMISSION_DENIED, xstrdup(
+			    d->reason != NULL ? d->reason :
+			    ex->interrupt_message), NULL);
+			exec_abort(ex, true);
+			return;
+		} else {
+			exec_ask(t, false);
+		}
+		break;
+	}
+	exec_after_event(ex);
 }

@@ -27,12 +27,19 @@
 struct exec;
 struct exec_tool;
 
+enum exec_hook_phase {
+	EXEC_HOOK_PRE,        /* PreToolUse */
+	EXEC_HOOK_PERMISSION, /* PermissionRequest, before asking (S13) */
+	EXEC_HOOK_POST,       /* PostToolUse, or PostToolUseFailure */
+};
+
 enum exec_status {
 	EXEC_QUEUED,
 	EXEC_WAITING_PERMISSION,
 	EXEC_EXECUTING,
 	EXEC_COMPLETED, /* result held until every earlier one is delivered */
 	EXEC_DELIVERED,
+	EXEC_HOOKS,     /* its hooks run (exec_config.hooks): in its slot */
 };
 
 enum exec_effect_kind {
@@ -42,6 +49,7 @@ enum exec_effect_kind {
 	EXEC_DRAIN_DONE, /* answer the drain with this cookie */
 	EXEC_OUTPUT,     /* send a streamOutput chunk as progress {stream,
 	                    text}: the session encodes the raw text itself */
+	EXEC_HOOKS_CANCEL, /* kill its hooks: no exec_hooks_done follows */
 };
 
 /* Everything EXEC_SPAWN needs to start a tool's process. */
@@ -94,6 +102,16 @@ struct exec_config {
 	 */
 	const char *(*cwd_check)(void *arg, struct exec_tool *t,
 	    const char *cwd, bool moved);
+	/*
+	 * May be NULL. A tool reaches a hook phase (README, "Hooks"): in its
+	 * slot, after safety was decided (S2), before permission (S13) and
+	 * the call, and after the call with its result (params of
+	 * tool_result, POST only). True: the I/O layer started hooks, and
+	 * exec_hooks_done follows, from the event loop, unless
+	 * EXEC_HOOKS_CANCEL comes first. Must not call into the executor.
+	 */
+	bool (*hooks)(void *arg, struct exec_tool *t, enum exec_hook_phase,
+	    const json_t *result);
 };
 
 /*
@@ -296,6 +314,29 @@ const json_t *exec_tool_context(const struct exec_tool *);
 void exec_tool_set_context(struct exec_tool *, const json_t *);
 /* The cookies of the drains the current turn holds (for a reload). */
 size_t exec_drains(const struct exec *, void *const **cookies);
+/* What a tool's hooks decided, for exec_hooks_done. */
+enum exec_hook_decision {
+	EXEC_HOOK_NONE,
+	EXEC_HOOK_ALLOW,  /* no permission asked */
+	EXEC_HOOK_ASK,    /* a permission_request, with the reason */
+	EXEC_HOOK_DENY,   /* PRE: an error result; PERMISSION: S13's deny */
+};
+struct exec_hooks_done {
+	enum exec_hook_decision decision;
+	const char *reason;
+	const json_t *updated_input;  /* PRE, PERMISSION: checked again
+	                                 against the schema; safety stays */
+	const char *context;          /* additionalContext for the model */
+	bool blocked;                 /* POST: reason goes to the model */
+	const json_t *updated_output; /* POST: the new content */
+	const json_t *runs;           /* appended to meta.hooks.runs */
+	bool stop;                    /* continue: false */
+	const char *stop_reason;
+};
+void exec_hooks_done(struct exec_tool *, const struct exec_hooks_done *);
+/* The phase of a tool in EXEC_HOOKS. */
+enum exec_hook_phase exec_tool_hook_phase(const struct exec_tool *);
+
 /* closeSession: kill every process, deliver nothing more, fail drains. */
 void exec_close(struct exec *);
 

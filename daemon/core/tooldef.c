@@ -64,6 +64,7 @@ static void tooldef_free(struct tooldef *);
 static const json_t *tooldef_get(const json_t *, const char *);
 static bool tooldef_has_nul(const json_t *);
 static const char *tooldef_placeholder(const char *);
+static bool tooldef_parse_hook_name(const json_t *, char *, size_t);
 static bool tooldef_parse_name(struct tooldef *, const json_t *, char *,
     size_t);
 static bool tooldef_parse_command(struct tooldef *, const json_t *, char *,
@@ -185,6 +186,33 @@ tooldef_parse_name(struct tooldef *def, const json_t *obj, char *err,
 	}
 	def->name = xstrdup(s);
 	return true;
+}
+
+/* hookName (extension): the name Claude Code's hooks match it by. */
+static bool
+tooldef_parse_hook_name(const json_t *obj, char *err, size_t errlen)
+{
+	const json_t *v = tooldef_get(obj, "hookName");
+	const char *s = json_string_value(v);
+
+	if (v == NULL)
+		return true;
+	if (s == NULL || json_string_length(v) == 0 ||
+	    json_string_length(v) > TOOLDEF_NAME_MAX || tooldef_has_nul(v) ||
+	    strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	    "0123456789_.-") != strlen(s)) {
+		tooldef_fail(err, errlen, "hookName: must be a name of 1 to %d "
+		    "characters of A-Z, a-z, 0-9, '_', '.' and '-'",
+		    TOOLDEF_NAME_MAX);
+		return false;
+	}
+	return true;
+}
+
+const char *
+tooldef_hook_name(const struct tooldef *def)
+{
+	return json_string_value(json_object_get(def->json, "hookName"));
 }
 
 static bool
@@ -563,6 +591,9 @@ tooldef_build_json(const struct tooldef *def, const json_t *obj)
 		    tooldef_sandbox_json(&def->sandbox));
 	if (json_object_get(obj, "limits") != NULL)
 		json_object_set(json, "limits", json_object_get(obj, "limits"));
+	if (json_object_get(obj, "hookName") != NULL)
+		json_object_set(json, "hookName", json_object_get(obj,
+		    "hookName"));
 	tooldef_job_json(&def->job, json);
 	if (def->job.internal != TOOLDEF_INTERNAL_NONE)
 		json_object_del(json, "command");
@@ -649,7 +680,8 @@ tooldef_parse_runner(const json_t *obj, enum tooldef_runner runner,
 	}
 	def = xcalloc(1, sizeof *def);
 	def->refs = 1;
-	if (!tooldef_parse_name(def, obj, err, errlen))
+	if (!tooldef_parse_name(def, obj, err, errlen) ||
+	    !tooldef_parse_hook_name(obj, err, errlen))
 		goto fail;
 	v = tooldef_get(obj, "description");
 	if (v != NULL && !json_is_string(v)) {

@@ -96,6 +96,8 @@ struct tooldef *tooldef_ref(struct tooldef *);
 void tooldef_unref(struct tooldef *);
 
 const char *tooldef_name(const struct tooldef *);
+/* hookName (extension): the name hooks match it by, or NULL. */
+const char *tooldef_hook_name(const struct tooldef *);
 /*
  * The definition as listTools shows it: every field, defaults filled in.
  * A new object (a copy) owned by the caller.

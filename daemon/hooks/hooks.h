@@ -51,7 +51,7 @@ int hooks_add_json(struct hooks *, const json_t *settings, char *err,
 /* The same from a file; err starts with its path. */
 int hooks_add_file(struct hooks *, const char *path, char *err,
     size_t errlen);
-/* Every entry of src added to dst (shared, not copied). -1: over the cap. */
+/* Every entry of src added to dst (shared, not copied); each source was capped. */
 int hooks_merge(struct hooks *dst, const struct hooks *src, char *err,
     size_t errlen);
 /* Handlers configured for an event (before matching and deduplication). */
@@ -176,6 +176,7 @@ struct hooks_run_spec {
 	const char *env_file;    /* CLAUDE_ENV_FILE (SessionStart), or NULL */
 	int64_t timeout_ms;      /* a handler without its own; <= 0: 600 s */
 	const char *spill_dir;   /* for texts over the cap; NULL: cut only */
+	void (*arg_free)(void *); /* hooks_run_shutdown frees the arg so */
 };
 
 struct hooks_run;
@@ -192,6 +193,11 @@ struct hooks_run *hooks_run_start(const struct hooks_handler *const *,
  * itself once they are reaped.
  */
 void hooks_run_cancel(struct hooks_run *);
+/*
+ * After proc_shutdown (which ends processes without callbacks): every run
+ * still held is freed, with arg_free for its arg.
+ */
+void hooks_run_shutdown(void);
 /* Hook processes running now, and runs by outcome since start (metrics). */
 unsigned hooks_running(void);
 struct hooks_stats {

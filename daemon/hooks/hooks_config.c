@@ -330,6 +330,12 @@ hooks_add_json(struct hooks *hk, const json_t *settings, char *err,
 				break;
 		}
 	}
+	if (hk->nhandlers + add->nhandlers > HOOKS_MAX_HANDLERS) {
+		hooks_fail(err, errlen, "hooks: more than %d hooks in all",
+		    HOOKS_MAX_HANDLERS);
+		hooks_free(add);
+		return -1;
+	}
 	rc = hooks_merge(hk, add, err, errlen);
 	hooks_free(add);
 	return rc;
@@ -362,11 +368,6 @@ hooks_merge(struct hooks *dst, const struct hooks *src, char *err,
 {
 	size_t e, i;
 
-	if (dst->nhandlers + src->nhandlers > HOOKS_MAX_HANDLERS) {
-		hooks_fail(err, errlen, "hooks: more than %d hooks in all",
-		    HOOKS_MAX_HANDLERS);
-		return -1;
-	}
 	for (e = 0; e < HOOKS_NEVENTS; e++) {
 		if (src->ngroups[e] == 0)
 			continue;

@@ -41,9 +41,12 @@ struct hooks_run {
 	char *spill_dir;
 	hooks_done_fn *done;
 	void *arg;
+	void (*arg_free)(void *);
+	struct hooks_run *prev, *next; /* every run, for hooks_run_shutdown */
 };
 
 static unsigned hooks_nrunning;
+static struct hooks_run *hooks_runs;
 static struct hooks_stats hooks_counts;
 
 static void	hooks_run_chunk(void *, int, const char *, size_t);
@@ -100,6 +103,10 @@ hooks_run_start(const struct hooks_handler *const *handlers, size_t n,
 	    NULL;
 	run->done = done;
 	run->arg = arg;
+	run->arg_free = spec->arg_free;
+	if ((run->next = hooks_runs) != NULL)
+		hooks_runs->prev = run;
+	hooks_runs = run;
 	input = json_dumps(spec->input, JSON_COMPACT);
 	if (input == NULL)
 		fatal("%s: cannot encode the event", __func__);
@@ -265,6 +272,12 @@ hooks_run_free(struct hooks_run *run)
 {
 	size_t i;
 
+	if (run->prev != NULL)
+		run->prev->next = run->next;
+	else
+		hooks_runs = run->next;
+	if (run->next != NULL)
+		run->next->prev = run->prev;
 	for (i = 0; i < run->n; i++) {
 		free(run->hooks[i].command);
 		buf_free(&run->hooks[i].out);
@@ -284,6 +297,19 @@ hooks_run_cancel(struct hooks_run *run)
 	for (i = 0; i < run->n; i++)
 		if (run->hooks[i].proc != NULL)
 			proc_kill(run->hooks[i].proc);
+}
+
+void
+hooks_run_shutdown(void)
+{
+	struct hooks_run *run;
+
+	while ((run = hooks_runs) != NULL) {
+		if (run->arg_free != NULL && !run->cancelled)
+			run->arg_free(run->arg);
+		hooks_nrunning -= (unsigned)run->left;
+		hooks_run_free(run);
+	}
 }
 
 unsigned

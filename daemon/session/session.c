@@ -28,6 +28,7 @@
 #include "metrics.h"
 #include "session/outdir.h"
 #include "supervisor/proc.h"
+#include "hooks/hooks.h"
 #include "session/readonce.h"
 #include "session/registry.h"
 #include "stexec/protocol.h"
@@ -140,7 +141,6 @@ static void	session_context_moved(struct session *);
 static void	session_spawn(struct session *, struct exec_tool *,
 		    const struct exec_spawn *);
 static bool	session_our_var(const char *);
-static char	**session_env_strings(struct session *);
 /* Each client reads its own spelling (curl: only http_proxy). */
 static const char *const proxy_vars[] = { "HTTP_PROXY", "http_proxy",
     "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY",
@@ -445,6 +445,7 @@ session_new(const char *id, uid_t uid, struct tooldef **tools, size_t ntools,
 	ecfg.effect = session_effect;
 	ecfg.arg = s;
 	ecfg.cwd_check = session_shell_cwd_check;
+	ecfg.hooks = session_hook_phase;
 	s->root = xstrdup(cwd != NULL ? cwd : session_cfg.base_cwd);
 	s->shell.keep_cwd = true;
 	s->ex = exec_new(&ecfg, s->root, senv);
@@ -686,6 +687,9 @@ session_effect(void *arg, const struct exec_effect *e)
 	case EXEC_OUTPUT:
 		session_note_output(s, e);
 		break;
+	case EXEC_HOOKS_CANCEL:
+		session_hook_cancel(s, e->tool);
+		break;
 	case EXEC_DRAIN_DONE:
 		/* S12: the reply comes after the turn's notifications. */
 		if (e->error == 0)
@@ -718,7 +722,7 @@ session_our_var(const char *key)
 }
 
 /* The session's env as "K=V" strings in one block, kept until it changes. */
-static char **
+char **
 session_env_strings(struct session *s)
 {
 	const json_t *env = exec_env(s->ex), *v;
@@ -2136,6 +2140,7 @@ session_close(struct session *s, struct ticket *tk)
 	s->closing = true;
 	session_idle_update(s);
 	log_about(LOG_LEVEL_INFO, s->id, NULL, NULL, "closing");
+	session_hook_end(s);
 	if (session_hooks != NULL)
 		session_hooks->closed(s);
 	exec_close(s->ex);
@@ -2195,6 +2200,7 @@ session_free(struct session *s)
 	if (s->idle != NULL)
 		event_free(s->idle);
 	shell_free(s);
+	session_hook_free(s);
 	job_free_all(s);
 	outdir_set_release(s->files, s->output_grace_ms);
 	exec_free(s->ex);
@@ -2242,6 +2248,7 @@ session_shutdown(void)
 		exec_close(s->ex);
 	}
 	proc_shutdown();
+	hooks_run_shutdown();
 	while ((s = session_list) != NULL) {
 		while (s->nrunning > 0) {
 			t = s->running[--s->nrunning];

@@ -232,4 +232,15 @@ void session_figures(void (*)(const struct session_figures *, void *),
  */
 void session_tool_describe(struct exec_tool *, json_t *);
 
+/*
+ * Hooks (README, "Hooks"): the operator's (--hooks, kept by the caller),
+ * a hook's default timeout (<= 0: 600 s) and where long texts go; and a
+ * new session's own (createSession hooks, NULL: none), added to them.
+ */
+struct hooks;
+void session_hook_config(struct hooks *operator_hooks, int64_t timeout_ms,
+    const char *dir);
+int session_hook_attach(struct session *, struct hooks *own, char *err,
+    size_t errlen);
+
 #endif

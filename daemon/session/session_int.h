@@ -96,6 +96,7 @@ struct session {
 	unsigned jobs_running;
 	unsigned jobs_pending;    /* background calls not yet jobs */
 	struct shell *live_shell; /* bash_session's (shell.h), or NULL */
+	struct session_hook *hook; /* its hooks (session_hook.c), or NULL */
 
 	struct session *prev, *next;
 };
@@ -181,5 +182,20 @@ char **session_shell_argv(struct session *, struct exec_tool *,
     const struct exec_spawn *);
 const char *session_shell_cwd_check(void *, struct exec_tool *,
     const char *cwd, bool moved);
+
+/*
+ * Hooks (session_hook.c): the executor's hook phases, a tool's hooks
+ * killed (EXEC_HOOKS_CANCEL), SessionEnd, and what a session lets go.
+ * The session's env as "K=V" (session.c), which hooks get too; its shell
+ * env file, its own or the daemon's (session_shell.c).
+ */
+struct session_hook;
+bool session_hook_phase(void *, struct exec_tool *, enum exec_hook_phase,
+    const json_t *);
+void session_hook_cancel(struct session *, struct exec_tool *);
+void session_hook_end(struct session *);
+void session_hook_free(struct session *);
+char **session_env_strings(struct session *);
+const char *session_shell_env_file(const struct session *);
 
 #endif

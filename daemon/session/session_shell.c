@@ -284,3 +284,10 @@ session_shell_cwd_check(void *arg, struct exec_tool *t, const char *cwd,
 		return NULL;
 	return s->root;
 }
+
+const char *
+session_shell_env_file(const struct session *s)
+{
+	return s->shell.env_file != NULL ? s->shell.env_file :
+	    shell_cfg.env_file;
+}

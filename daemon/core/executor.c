@@ -1889,7 +1889,7 @@ exec_hooks_post(struct exec_tool *t, const struct exec_hooks_done *d)
 	json_t *result = json_object_get(t->result, "result");
 	json_t *content = json_object_get(result, "content");
 	const char *event = t->post_error ? "PostToolUseFailure" :
-	    "PostToolUse";
+	    "PostToolUse", *name = d->name != NULL ? d->name : t->name;
 	struct buf add = { 0 };
 	char *text;
 
@@ -1906,10 +1906,10 @@ exec_hooks_post(struct exec_tool *t, const struct exec_hooks_done *d)
 	}
 	if (d->blocked)
 		buf_printf(&add, "%s:%s hook blocking error: %s\n", event,
-		    t->name, d->reason != NULL ? d->reason : "blocked");
+		    name, d->reason != NULL ? d->reason : "blocked");
 	if (d->context != NULL)
 		buf_printf(&add, "%s:%s hook additional context: %s\n", event,
-		    t->name, d->context);
+		    name, d->context);
 	if (add.len == 0)
 		return;
 	xasprintf(&text, "<system-reminder>\n%.*s</system-reminder>",
@@ -1958,7 +1958,8 @@ exec_hooks_done(struct exec_tool *t, const struct exec_hooks_done *d)
 	case EXEC_HOOK_PRE:
 		if (d->decision == EXEC_HOOK_DENY) {
 			xasprintf(&content, "<tool_use_error>Hook PreToolUse:%s "
-			    "denied this tool: %s</tool_use_error>", t->name,
+			    "denied this tool: %s</tool_use_error>", d->name !=
+			    NULL ? d->name : t->name,
 			    d->reason != NULL ? d->reason : "no reason given");
 			exec_complete(t, REASON_PERMISSION_DENIED, content,
 			    NULL);

@@ -322,6 +322,8 @@ enum exec_hook_decision {
 	EXEC_HOOK_DENY,   /* PRE: an error result; PERMISSION: S13's deny */
 };
 struct exec_hooks_done {
+	const char *name;             /* the tool's name in hooks' words
+	                                 (Bash for bash); NULL: its own */
 	enum exec_hook_decision decision;
 	const char *reason;
 	const json_t *updated_input;  /* PRE, PERMISSION: checked again

@@ -306,6 +306,7 @@ session_hook_done(void *arg, const struct hooks_decision *d)
 		session_idle_update(s);
 		return;
 	}
+	done.name = session_hook_tool_name(t);
 	done.decision = d->perm == HOOKS_PERM_ALLOW ? EXEC_HOOK_ALLOW :
 	    d->perm == HOOKS_PERM_ASK ? EXEC_HOOK_ASK :
 	    d->perm == HOOKS_PERM_DENY ? EXEC_HOOK_DENY : EXEC_HOOK_NONE;

@@ -195,7 +195,7 @@ tooldef_parse_hook_name(const json_t *obj, char *err, size_t errlen)
 	const json_t *v = tooldef_get(obj, "hookName");
 	const char *s = json_string_value(v);
 
-	if (v == NULL)
+	if (v == NULL || json_is_null(v))
 		return true;
 	if (s == NULL || json_string_length(v) == 0 ||
 	    json_string_length(v) > TOOLDEF_NAME_MAX || tooldef_has_nul(v) ||
@@ -591,7 +591,7 @@ tooldef_build_json(const struct tooldef *def, const json_t *obj)
 		    tooldef_sandbox_json(&def->sandbox));
 	if (json_object_get(obj, "limits") != NULL)
 		json_object_set(json, "limits", json_object_get(obj, "limits"));
-	if (json_object_get(obj, "hookName") != NULL)
+	if (json_is_string(json_object_get(obj, "hookName")))
 		json_object_set(json, "hookName", json_object_get(obj,
 		    "hookName"));
 	tooldef_job_json(&def->job, json);

@@ -55,6 +55,8 @@ static const char *h_tool_json[] = {
 };
 
 static void	h_effect(void *, const struct exec_effect *);
+static bool	h_hooks(void *, struct exec_tool *, enum exec_hook_phase,
+    const json_t *);
 static void	h_log(struct harness *, char *);
 static void	h_forget(struct harness *, struct exec_tool *);
 
@@ -80,6 +82,7 @@ h_new(unsigned max_parallel, const char *interrupt_message)
 	cfg.max_parallel = max_parallel;
 	cfg.interrupt_message = interrupt_message;
 	cfg.effect = h_effect;
+	cfg.hooks = h_hooks;
 	cfg.arg = h;
 	h->ex = exec_new(&cfg, "/work", env);
 	json_decref(env);
@@ -148,6 +151,21 @@ h_is_running(struct harness *h, struct exec_tool *t)
 		if (h->running[i] == t)
 			return true;
 	return false;
+}
+
+static bool
+h_hooks(void *arg, struct exec_tool *t, enum exec_hook_phase ph,
+    const json_t *result)
+{
+	static const char *const names[] = { "pre", "permission", "post" };
+	struct harness *h = arg;
+	char *line;
+
+	if ((h->hook_phases & (1U << ph)) == 0)
+		return false;
+	xasprintf(&line, "hooks %s %s", exec_tool_id(t), names[ph]);
+	h_log(h, line);
+	return true;
 }
 
 static void

@@ -24,6 +24,10 @@ struct harness {
 	struct exec_tool *running[4096];
 	size_t nrunning;
 	json_t *last_result;    /* params of the last tool_result */
+	/* Hook phases that have hooks (1 << enum exec_hook_phase): each one
+	   reached is logged "hooks ID pre|permission|post", its
+	   exec_hooks_done the test's to give. 0: none, as without hooks. */
+	unsigned hook_phases;
 };
 
 struct harness *h_new(unsigned max_parallel, const char *interrupt_message);

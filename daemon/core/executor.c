@@ -592,7 +592,7 @@ exec_exit_content(struct buf *b, const struct exec_tool *t,
 			buf_addstr(b, "\n");
 		buf_addstr(b, t->note);
 	}
-	if (why == REASON_OK)
+	if (why == REASON_OK || why == REASON_ERROR)
 		return;
 	if (b->len > 0 && b->data[b->len - 1] != '\n')
 		buf_addstr(b, "\n");
@@ -1012,7 +1012,12 @@ exec_finish(struct exec_tool *t, const struct exec_done *d)
 	json_object_set_new(t->meta_extra, "exitCode", json_null());
 	json_decref(t->blocks);
 	t->blocks = NULL;
-	if (json_is_array(d->content)) {
+	if (d->output != NULL) {
+		x.output = *d->output;
+		x.output_error = d->output_error;
+		exec_complete(t, d->is_error ? REASON_ERROR : REASON_OK, NULL,
+		    &x);
+	} else if (json_is_array(d->content)) {
 		t->blocks = json_deep_copy(d->content);
 		exec_complete(t, d->is_error ? REASON_ERROR : REASON_OK,
 		    xstrdup(""), &x);
@@ -1148,10 +1153,10 @@ exec_turn_end(struct exec *ex, const char *reason, int drain_error)
 			continue;
 		}
 		/* S11: cancel tools are killed, block tools run on, unseen. */
+		t->discarded = true;
 		if (t->cancel || ex->closed)
 			exec_kill(t, REASON_INTERRUPTED);
 		TAILQ_REMOVE(&ex->progress, t, entry);
-		t->discarded = true;
 		TAILQ_INSERT_HEAD(&ex->orphans, t, entry);
 		ex->state_dirty = true;
 	}
@@ -1596,6 +1601,14 @@ int
 exec_tool_killed(const struct exec_tool *t)
 {
 	return t->killed ? (int)t->killed_for : -1;
+}
+
+const char *
+exec_tool_kill_reason(const struct exec_tool *t)
+{
+	if (t->discarded)
+		return "discarded";
+	return t->killed ? exec_reason_names[t->killed_for] : NULL;
 }
 
 const char *

@@ -397,6 +397,49 @@ def blocks(d):
     c.close()
 
 
+def images(d):
+    c, sid = session(d)
+    shot = png(5, 7)
+    # An image by its magic bytes, not its name.
+    path = os.path.join(AREA, "screenshot.txt")
+    with open(path, "wb") as f:
+        f.write(shot)
+    with open(os.path.join(AREA, "not-an-image.png"), "w") as f:
+        f.write("just text\n")
+    gif = b"GIF89a" + struct.pack("<HH", 640, 480) + b"\0" * 20
+    with open(os.path.join(AREA, "anim.gif"), "wb") as f:
+        f.write(gif)
+    with open(os.path.join(AREA, "huge.png"), "wb") as f:
+        f.write(png(9000, 2))
+    add(c, sid, "i1", "read_file", {"file_path": path})
+    add(c, sid, "i2", "read_file",
+        {"file_path": os.path.join(AREA, "not-an-image.png")})
+    add(c, sid, "i3", "read_file",
+        {"file_path": os.path.join(AREA, "anim.gif")})
+    add(c, sid, "i4", "read_file",
+        {"file_path": os.path.join(AREA, "huge.png")})
+    rs = results(c, 4)
+    blocks = rs[0]["result"]["content"]
+    T.check(isinstance(blocks, list) and len(blocks) == 1 and
+            blocks[0]["type"] == "image", "read_file of a PNG gives an "
+            "image block: %.200r" % (blocks,))
+    if isinstance(blocks, list) and blocks:
+        src = blocks[0]["source"]
+        T.eq((src["type"], src["media_type"]), ("base64", "image/png"),
+             "its source")
+        T.eq(base64.b64decode(src["data"]), shot,
+             "its data decodes to the file")
+    T.eq(rs[1]["result"]["content"], "     1\tjust text\n",
+         "a text file named .png is text")
+    T.eq(rs[2]["result"]["content"][0]["source"]["media_type"], "image/gif",
+         "a GIF")
+    T.check(rs[3]["result"]["is_error"] and "9000 x 2 pixels" in
+            rs[3]["result"]["content"] and "not rescaled" in
+            rs[3]["result"]["content"], "a 9000-pixel image is refused in "
+            "words: %.200r" % rs[3]["result"]["content"])
+    c.close()
+
+
 def body(d):
     guard = time.monotonic() + GUARD
     while not os.path.exists(d.sock) and time.monotonic() < guard:
@@ -407,6 +450,7 @@ def body(d):
     dropped(d)
     claims(d)
     blocks(d)
+    images(d)
 
 
 if __name__ == "__main__":

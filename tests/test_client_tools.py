@@ -14,6 +14,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -440,6 +441,79 @@ def images(d):
     c.close()
 
 
+def new_image(d, before):
+    """Wait for the image after before (the event a reload gives)."""
+    guard = time.monotonic() + GUARD
+    while True:
+        try:
+            probe = Peer(d.sock)
+            now = probe.ok("initialize")["server"].get("instance")
+            probe.close()
+            if now != before:
+                return
+        except (OSError, EOFError):
+            pass
+        if time.monotonic() > guard:
+            raise AssertionError("no new image came")
+        time.sleep(0.05)
+
+
+def reload(d):
+    c, sid = session(d)
+    server = Peer(d.sock)
+    server.ok("serveTools", sessionId=sid, names=["TodoWrite", "Task"])
+    add(c, sid, "r1", "TodoWrite", {"todos": []})
+    server.note("tool_start", lambda p: p["toolUseId"] == "r1")
+    before = c.ok("initialize")["server"].get("instance")
+    d.proc.send_signal(signal.SIGHUP)
+    new_image(d, before)
+    # The carried connection still serves: the call goes on there.
+    server.ok("completeTool", sessionId=sid, toolUseId="r1",
+              content="across")
+    r = c.note("tool_result")
+    T.eq((r["toolUseId"], r["result"]["content"]), ("r1", "across"),
+         "a reload in the middle of a client call delivers its result")
+    c.ok("drain", sessionId=sid)
+    T.check(not any(n.get("method") == "tool_result" for n in c.notes),
+            "...once")
+    # Its claims came across too: a new call starts on it.
+    add(c, sid, "r2", "Task", {})
+    s = server.note("tool_start", lambda p: p["toolUseId"] == "r2")
+    T.check("resumed" not in s, "a new call after the reload is new")
+    server.ok("completeTool", sessionId=sid, toolUseId="r2", content="ok")
+    T.eq(c.note("tool_result")["toolUseId"], "r2", "and completes")
+    server.close()
+    c.close()
+
+
+def crash(d):
+    c, sid = session(d)
+    c.ok("serveTools", sessionId=sid, names=["TodoWrite"])
+    add(c, sid, "k1", "TodoWrite", {"todos": []})
+    c.note("tool_start")
+    c.close()
+    d.proc.send_signal(signal.SIGKILL)
+    d.proc.wait()
+    d.log.close()
+    d.start()
+    guard = time.monotonic() + GUARD
+    while True:
+        try:
+            c = Peer(d.sock)
+            break
+        except OSError:
+            if time.monotonic() > guard:
+                raise
+            time.sleep(0.05)
+    c.ok("drain", sessionId=sid)
+    got = [n["params"] for n in c.ok("events", sessionId=sid)["notifications"]
+           if n["method"] == "tool_result"]
+    T.eq([(r["toolUseId"], r["meta"]["reason"]) for r in got],
+         [("k1", "daemon_restarted")],
+         "after a crash, a client call gets daemon_restarted (S10)")
+    c.close()
+
+
 def body(d):
     guard = time.monotonic() + GUARD
     while not os.path.exists(d.sock) and time.monotonic() < guard:
@@ -451,6 +525,8 @@ def body(d):
     claims(d)
     blocks(d)
     images(d)
+    reload(d)
+    crash(d)
 
 
 if __name__ == "__main__":

@@ -150,6 +150,9 @@ def ordering(d):
     states = {t["id"]: t["status"] for t in st["tools"]}
     T.eq(states.get("b2"), "queued", "the second bash waits for the "
          "unsafe client tool")
+    todo = [t for t in st["tools"] if t["id"] == "todo"][0]
+    T.eq((todo.get("runner"), "pid" in todo, "waitingForClient" in todo),
+         ("client", False, False), "status shows who runs it")
     c.ok("toolProgress", sessionId=sid, toolUseId="todo",
          progress={"done": 1})
     p = c.note("progress", lambda p: p["toolUseId"] == "todo")

@@ -289,6 +289,10 @@ session_tool_describe(struct exec_tool *t, json_t *o)
 	bool has_cpu;
 	long pid;
 
+	if (st != NULL && st->client != NULL) {
+		session_client_describe(st->client, o);
+		return;
+	}
 	if ((pid = session_tool_pid(t)) <= 0)
 		return;
 	json_object_set_new(o, "pid", json_integer(pid));

@@ -294,6 +294,17 @@ session_client_link(struct session *s, struct exec_tool *t,
 }
 
 void
+session_client_describe(const struct client_call *k, json_t *o)
+{
+	json_object_set_new(o, "runner", json_string("client"));
+	json_object_set_new(o, "elapsedMs", json_integer((json_int_t)(
+	    metrics_now() / 1000000 - k->started_ms)));
+	/* Nobody serves its name yet (or any more): it waits for a claim. */
+	if (k->c == NULL)
+		json_object_set_new(o, "waitingForClient", json_true());
+}
+
+void
 session_client_save(const struct client_call *k, json_t *o)
 {
 	json_object_set_new(o, "client", json_pack("{s:b, s:i, s:i, s:I, "

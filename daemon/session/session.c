@@ -898,6 +898,7 @@ session_spawn(struct session *s, struct exec_tool *t,
 	struct buf vars = { 0 };
 	struct netpolicy *policy;
 	struct timeval tv;
+	struct timespec start;
 	char **envp, **wrapped, *input;
 	uint16_t port = 0;
 
@@ -909,7 +910,9 @@ session_spawn(struct session *s, struct exec_tool *t,
 	if (tooldef_runner(exec_tool_def(t)) == TOOLDEF_RUNNER_CLIENT) {
 		exec_tool_set_handle(t, st);
 		session_running_add(s, t);
-		exec_tool_set_stamp(t, EXEC_STAMP_STARTED, metrics_now());
+		/* Started as a process is once its exec is known: now. */
+		clock_gettime(CLOCK_MONOTONIC, &start);
+		session_proc_started(t, &start);
 		st->client = session_client_start(s, t, req);
 		session_idle_update(s);
 		return;

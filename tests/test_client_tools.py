@@ -517,6 +517,20 @@ def crash(d):
     c.close()
 
 
+def left_running(d):
+    """Calls still running when the daemon stops: it stops cleanly (run()
+    checks its exit status)."""
+    c, sid = session(d)
+    c.ok("serveTools", sessionId=sid, names=["TodoWrite", "Task"])
+    add(c, sid, "l1", "Task", {})
+    add(c, sid, "l2", "TodoWrite", {"todos": []})
+    c.note("tool_start", lambda p: p["toolUseId"] == "l1")
+    c2, sid2 = session(d)
+    add(c2, sid2, "l3", "TodoWrite", {"todos": []})
+    T.eq(c2.ok("status", sessionId=sid2)["tools"][0].get(
+        "waitingForClient"), True, "an unserved call waits for a client")
+
+
 def body(d):
     guard = time.monotonic() + GUARD
     while not os.path.exists(d.sock) and time.monotonic() < guard:
@@ -530,6 +544,7 @@ def body(d):
     images(d)
     reload(d)
     crash(d)
+    left_running(d)
 
 
 if __name__ == "__main__":

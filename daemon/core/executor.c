@@ -1626,8 +1626,12 @@ const char *
 exec_tool_kill_reason(const struct exec_tool *t)
 {
 	if (t->discarded)
-		return "discarded";
-	return t->killed ? exec_reason_names[t->killed_for] : NULL;
+		return t->ex->closed ? "closed" : "discard";
+	if (!t->killed)
+		return NULL;
+	if (t->killed_for == REASON_SIBLING_ERROR)
+		return "sibling_error";
+	return t->ex->turn.abort == ABORT_CANCEL ? "abort" : "interrupt";
 }
 
 const char *

@@ -495,8 +495,7 @@ session_client_cancel(struct client_call *k)
 {
 	const char *why = exec_tool_kill_reason(k->t);
 
-	session_client_stop(k, EXEC_END_KILLED, why != NULL ? why :
-	    "closed");
+	session_client_stop(k, EXEC_END_KILLED, why != NULL ? why : "abort");
 }
 
 static void

@@ -72,6 +72,7 @@ struct options {
 	const char *output_dir;
 	size_t max_message;
 	int kill_grace_ms;
+	int client_grace_ms;
 	const char *interrupt_message;
 	size_t retention_bytes;
 	unsigned max_sessions;
@@ -96,6 +97,10 @@ struct options {
 	struct hooks *hooks;                /* --hooks files, added up */
 	int64_t hook_timeout_ms;            /* --hook-timeout-ms; 0: 600 s */
 };
+
+/* Long options without a letter (past every char getopt returns). */
+#define MAIN_OPT_HOOKS 0x100
+#define MAIN_OPT_HOOK_TIMEOUT 0x101
 
 /* Descriptors the daemon holds besides connections and tools. */
 #define MAIN_FDS_BASE 32
@@ -169,6 +174,8 @@ usage(FILE *f, int status)
 "  --output-dir DIR         where large outputs are saved whole\n"
 "  --max-message BYTES      longest request line (default %u)\n"
 "  --kill-grace-ms MS       SIGTERM to SIGKILL delay (default 2000)\n"
+"  --client-tool-grace-ms MS  how long a client-run call waits for a\n"
+"                           connection to serve its name (default 30000)\n"
 "  --interrupt-message TEXT result content of interrupted tools\n"
 "  --retention-bytes BYTES  notification log budget per session\n"
 "                           (default 4194304)\n"
@@ -291,6 +298,7 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "output-dir", required_argument, NULL, 'o' },
 		{ "max-message", required_argument, NULL, 'M' },
 		{ "kill-grace-ms", required_argument, NULL, 'g' },
+		{ "client-tool-grace-ms", required_argument, NULL, 'K' },
 		{ "interrupt-message", required_argument, NULL, 'i' },
 		{ "retention-bytes", required_argument, NULL, 'r' },
 		{ "max-sessions", required_argument, NULL, 'S' },
@@ -319,8 +327,9 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "network-hosts", required_argument, NULL, 'N' },
 		{ "shell-allow-dir", required_argument, NULL, 'W' },
 		{ "shell-env-file", required_argument, NULL, 'F' },
-		{ "hooks", required_argument, NULL, 'K' },
-		{ "hook-timeout-ms", required_argument, NULL, 'q' },
+		{ "hooks", required_argument, NULL, MAIN_OPT_HOOKS },
+		{ "hook-timeout-ms", required_argument, NULL,
+		    MAIN_OPT_HOOK_TIMEOUT },
 		{ "check-handover", required_argument, NULL, 'H' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -366,7 +375,7 @@ parse_options(int argc, char **argv, struct options *o)
 			    o->nshell_allow + 1, sizeof *o->shell_allow);
 			o->shell_allow[o->nshell_allow++] = optarg;
 			break;
-		case 'K':
+		case MAIN_OPT_HOOKS:
 			/* Policy: a file that does not parse stops the start. */
 			if (o->hooks == NULL)
 				o->hooks = hooks_new();
@@ -376,7 +385,7 @@ parse_options(int argc, char **argv, struct options *o)
 				exit(2);
 			}
 			break;
-		case 'q':
+		case MAIN_OPT_HOOK_TIMEOUT:
 			o->hook_timeout_ms = parse_number("--hook-timeout-ms",
 			    optarg, 1, 86400000);
 			break;
@@ -403,6 +412,10 @@ parse_options(int argc, char **argv, struct options *o)
 		case 'g':
 			o->kill_grace_ms = (int)parse_number("--kill-grace-ms",
 			    optarg, 0, 600000);
+			break;
+		case 'K':
+			o->client_grace_ms = (int)parse_number(
+			    "--client-tool-grace-ms", optarg, 0, 86400000);
 			break;
 		case 'i':
 			o->interrupt_message = optarg;
@@ -1250,6 +1263,7 @@ main(int argc, char **argv)
 		.max_procs = 64,
 		.max_message = STEXEC_MAX_MESSAGE_DEFAULT,
 		.kill_grace_ms = 2000,
+		.client_grace_ms = 30000,
 		.retention_bytes = 4 * 1024 * 1024,
 		.max_sessions = 100000,
 		.max_tools_per_turn = 10000,
@@ -1393,6 +1407,9 @@ main(int argc, char **argv)
 	scfg.shell.allow = o.shell_allow;
 	scfg.shell.nallow = o.nshell_allow;
 	scfg.shell.env_file = o.shell_env_file;
+	scfg.kill_grace_ms = o.kill_grace_ms;
+	scfg.client_grace_ms = o.client_grace_ms;
+	scfg.output_dir = outdir;
 	session_init(&scfg);
 	session_hook_config(o.hooks, o.hook_timeout_ms, outdir);
 	/* The operator's own tools stay within the operator's network rules. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/content.h"
+#include "utf8.h"
 
 static bool	content_fail(char *, size_t, const char *, ...)
 		    __attribute__((format(printf, 3, 4)));
@@ -20,7 +21,7 @@ content_fail(char *err, size_t errlen, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	utf8_vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 	return false;
 }

@@ -1633,6 +1633,9 @@ exec_turn_tool_state(const struct exec *ex, size_t i, enum exec_status *st,
 		return NULL;
 	t = ex->turn.tools[i];
 	*st = t->status;
+	/* After the call, in PostToolUse: its result is held as it stands. */
+	if (t->status == EXEC_HOOKS && t->hook_phase == EXEC_HOOK_POST)
+		*st = EXEC_COMPLETED;
 	*input = t->input;
 	*result = t->result;
 	return t->id;

@@ -294,7 +294,9 @@ void exec_restore(struct exec *, uint64_t turn, const struct exec_restored *,
     size_t);
 /*
  * The id of the current turn's i-th tool with its status, input and held
- * result (COMPLETED); NULL past the end. For a reload's handover.
+ * result (COMPLETED); NULL past the end. For a reload's handover: a tool
+ * in its PostToolUse phase is COMPLETED with its result as it stands, one
+ * in an earlier hook phase is HOOKS (it starts again, hooks and all).
  */
 const char *exec_turn_tool_state(const struct exec *, size_t,
     enum exec_status *, const json_t **input, const json_t **result);

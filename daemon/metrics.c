@@ -55,6 +55,11 @@ static const char *metrics_reasons[] = {
 	"error",
 };
 
+/* A hook's run by its outcome (meta.hooks.runs[].outcome). */
+static const char *metrics_hook_outcomes[] = {
+	"ok", "blocked", "error", "timedOut", "killed",
+};
+
 /* Upper bounds in ns, ascending; a last bucket (+Inf) follows. */
 static const uint64_t metrics_short_bounds[] = {
 	MS / 10, MS / 4, MS / 2, MS, 5 * MS / 2, 5 * MS, 10 * MS, 25 * MS,
@@ -96,6 +101,7 @@ struct metrics_buckets {
 
 static uint64_t metrics_counters[METRICS_NCOUNTERS];
 static uint64_t metrics_finished_n[nitems(metrics_reasons)];
+static uint64_t metrics_hook_n[nitems(metrics_hook_outcomes)];
 static struct metrics_buckets metrics_hists[METRICS_NHISTS];
 
 uint64_t
@@ -127,6 +133,18 @@ metrics_finished(const char *reason)
 	for (i = 0; reason != NULL && i < nitems(metrics_reasons); i++)
 		if (strcmp(reason, metrics_reasons[i]) == 0) {
 			metrics_finished_n[i]++;
+			return;
+		}
+}
+
+void
+metrics_hook(const char *outcome)
+{
+	size_t i;
+
+	for (i = 0; outcome != NULL && i < nitems(metrics_hook_outcomes); i++)
+		if (strcmp(outcome, metrics_hook_outcomes[i]) == 0) {
+			metrics_hook_n[i]++;
 			return;
 		}
 }
@@ -188,6 +206,15 @@ metrics_families(json_t *families)
 		    metrics_reasons[i], "value",
 		    (json_int_t)metrics_finished_n[i]));
 	json_array_append_new(families, f);
+	f = metrics_family("stexec_hook_runs_total", "counter",
+	    "Hooks run (README, Hooks), by outcome: ok, blocked (exit 2), "
+	    "error, timedOut, killed (with their tool).");
+	for (i = 0; i < nitems(metrics_hook_outcomes); i++)
+		json_array_append_new(json_object_get(f, "samples"),
+		    json_pack("{s:{s:s}, s:I}", "labels", "outcome",
+		    metrics_hook_outcomes[i], "value",
+		    (json_int_t)metrics_hook_n[i]));
+	json_array_append_new(families, f);
 
 	for (i = 0; i < METRICS_NHISTS; i++) {
 		d = &metrics_hist_defs[i];
@@ -226,6 +253,9 @@ metrics_save_env(void)
 	for (i = 0; i < nitems(metrics_reasons); i++)
 		buf_printf(&b, "finished.%s=%" PRIu64 " ", metrics_reasons[i],
 		    metrics_finished_n[i]);
+	for (i = 0; i < nitems(metrics_hook_outcomes); i++)
+		buf_printf(&b, "hook.%s=%" PRIu64 " ", metrics_hook_outcomes[i],
+		    metrics_hook_n[i]);
 	for (i = 0; i < METRICS_NHISTS; i++) {
 		d = &metrics_hist_defs[i];
 		for (j = 0; j < d->nbounds; j++)
@@ -259,6 +289,10 @@ metrics_slot(const char *key, size_t klen)
 		if (strncmp(word, "finished.", 9) == 0 &&
 		    strcmp(word + 9, metrics_reasons[i]) == 0)
 			return &metrics_finished_n[i];
+	for (i = 0; i < nitems(metrics_hook_outcomes); i++)
+		if (strncmp(word, "hook.", 5) == 0 &&
+		    strcmp(word + 5, metrics_hook_outcomes[i]) == 0)
+			return &metrics_hook_n[i];
 	for (i = 0; i < METRICS_NHISTS; i++) {
 		d = &metrics_hist_defs[i];
 		n = strlen(d->key);

@@ -37,6 +37,8 @@ uint64_t metrics_now(void);
 void metrics_count(enum metrics_counter);
 /* A tool_result was sent, with this meta.reason. */
 void metrics_finished(const char *reason);
+/* A hook ran: its outcome as meta.hooks names it. */
+void metrics_hook(const char *outcome);
 /* The time from the stamp since until now; since 0 is not observed. */
 void metrics_observe(enum metrics_hist, uint64_t since);
 /* The same until the stamp until (not before since). */

@@ -413,6 +413,22 @@ def bad_config(d):
             "naming the file and the place: %r" % p.stderr)
 
 
+def operators(d):
+    c = Conn(d.sock)
+    fams = {f["name"]: f for f in c.ok("metrics")["metrics"]}
+    runs = {s["labels"]["outcome"]: s["value"]
+            for s in fams["stexec_hook_runs_total"]["samples"]}
+    T.check(runs.get("blocked", 0) >= 2 and runs.get("ok", 0) >= 10 and
+            runs.get("timedOut", 0) >= 1 and runs.get("killed", 0) >= 1,
+            "metrics count runs by outcome: %r" % runs)
+    T.eq(fams["stexec_hooks_running"]["samples"][0]["value"], 0,
+         "no hook runs now")
+    c.close()
+    log = open(os.path.join(d.tmp, "daemon.log"), errors="replace").read()
+    T.check(("hook PreToolUse: %s: blocked, deny" % GUARD) in log,
+            "a log line for the blocking run")
+
+
 def body(d):
     end = time.monotonic() + GUARD_S
     while not os.path.exists(d.sock) and time.monotonic() < end:
@@ -425,6 +441,7 @@ def body(d):
     interrupt_and_timeout(d)
     duplicate_and_env(d)
     bad_config(d)
+    operators(d)
 
 
 if __name__ == "__main__":

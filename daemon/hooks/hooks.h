@@ -198,11 +198,7 @@ void hooks_run_cancel(struct hooks_run *);
  * still held is freed, with arg_free for its arg.
  */
 void hooks_run_shutdown(void);
-/* Hook processes running now, and runs by outcome since start (metrics). */
+/* Hook processes running now (metrics). */
 unsigned hooks_running(void);
-struct hooks_stats {
-	uint64_t ok, blocked, errors, timed_out, killed;
-};
-void hooks_stats(struct hooks_stats *);
 
 #endif

@@ -47,7 +47,6 @@ struct hooks_run {
 
 static unsigned hooks_nrunning;
 static struct hooks_run *hooks_runs;
-static struct hooks_stats hooks_counts;
 
 static void	hooks_run_chunk(void *, int, const char *, size_t);
 static void	hooks_run_exit(void *, const struct proc_exit *);
@@ -55,7 +54,6 @@ static void	hooks_run_finish(struct hooks_run *);
 static void	hooks_run_free(struct hooks_run *);
 static char	**hooks_run_env(const struct hooks_run_spec *);
 static char	*hooks_run_spill(void *, const char *, size_t);
-static void	hooks_run_count(const struct hooks_outcome *, bool);
 
 static const struct proc_ops hooks_run_ops = {
 	.chunk = hooks_run_chunk,
@@ -214,22 +212,6 @@ hooks_run_spill(void *arg, const char *text, size_t len)
 	return path;
 }
 
-static void
-hooks_run_count(const struct hooks_outcome *o, bool blocked)
-{
-	if (o->end == HOOKS_END_TIMED_OUT)
-		hooks_counts.timed_out++;
-	else if (o->end == HOOKS_END_KILLED)
-		hooks_counts.killed++;
-	else if (o->end == HOOKS_END_FAILED ||
-	    (o->status != 0 && o->status != 2))
-		hooks_counts.errors++;
-	else if (blocked)
-		hooks_counts.blocked++;
-	else
-		hooks_counts.ok++;
-}
-
 /* Every hook has ended: their outcomes folded in configuration order. */
 static void
 hooks_run_finish(struct hooks_run *run)
@@ -255,7 +237,6 @@ hooks_run_finish(struct hooks_run *run)
 			.err_len = h->err.len,
 		};
 		hooks_decide(&d, &o);
-		hooks_run_count(&o, o.end == HOOKS_END_EXITED && o.status == 2);
 		while (o.err_len > 0 && o.err[o.err_len - 1] == '\n')
 			o.err_len--;
 		if (o.end == HOOKS_END_EXITED && o.status == 127)
@@ -316,10 +297,4 @@ unsigned
 hooks_running(void)
 {
 	return hooks_nrunning;
-}
-
-void
-hooks_stats(struct hooks_stats *s)
-{
-	*s = hooks_counts;
 }

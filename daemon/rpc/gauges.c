@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "hooks/hooks.h"
 #include "metrics.h"
 #include "net/conn.h"
 #include "session/journal.h"
@@ -36,6 +37,7 @@ static uint64_t	gauges_retained(void);
 static uint64_t	gauges_output(void);
 static uint64_t	gauges_journal(void);
 static uint64_t	gauges_jobs(void);
+static uint64_t	gauges_hooks(void);
 
 /*
  * A gauge is a row: its name (stexec_, base units), what it means, and a
@@ -64,6 +66,8 @@ static const struct {
 	{ "stexec_jobs_running", "Jobs (tools that run on after their "
 	    "result), and background calls that may still become one.",
 	    gauges_jobs },
+	{ "stexec_hooks_running", "Hook processes running (README, Hooks).",
+	    gauges_hooks },
 };
 
 /* The caller's sessions, a family each figure. */
@@ -101,6 +105,12 @@ gauges_running(void)
 }
 
 /* O(sessions + their running tools): the pass the caller's rows make. */
+static uint64_t
+gauges_hooks(void)
+{
+	return hooks_running();
+}
+
 static uint64_t
 gauges_jobs(void)
 {

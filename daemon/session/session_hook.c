@@ -14,6 +14,7 @@
 
 #include "hooks/hooks.h"
 #include "log.h"
+#include "metrics.h"
 #include "session/session_int.h"
 #include "util.h"
 
@@ -273,6 +274,7 @@ session_hook_log(const char *sid, struct exec_tool *t,
 		outcome = json_string_value(json_object_get(run, "outcome"));
 		decision = json_string_value(json_object_get(run, "decision"));
 		code = json_integer_value(json_object_get(run, "exitCode"));
+		metrics_hook(outcome);
 		log_hook(code == 127 ? LOG_LEVEL_WARN : LOG_LEVEL_INFO, sid,
 		    t != NULL ? exec_tool_id(t) : NULL, t != NULL ?
 		    exec_tool_name(t) : NULL, hooks_event_name(d->event),
@@ -366,6 +368,7 @@ session_hook_cancel(struct session *s, struct exec_tool *t)
 	session_hook_unlink(sh, r);
 	log_hook(LOG_LEVEL_INFO, s->id, exec_tool_id(t), exec_tool_name(t),
 	    hooks_event_name(r->event), "killed with the tool's slot");
+	metrics_hook("killed");
 	hooks_run_cancel(r->run);
 	free(r);
 }

@@ -12,7 +12,9 @@ Raw JSON-RPC, so that it tests the daemon.
 """
 import json
 import os
+import select
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -27,7 +29,8 @@ from pydaemon import Checks, Conn  # noqa: E402
 
 T = Checks()
 AREA = tempfile.mkdtemp(prefix="stexec-hooks-")
-GUARD_S = 60  # one guard against a hang, never a bound under test
+# One guard against a hang, never a bound under test.
+GUARD_S = 60 * float(os.environ.get("STEXEC_TEST_TIME_SCALE", "1"))
 
 
 def script(name, text):
@@ -413,6 +416,91 @@ def bad_config(d):
             "naming the file and the place: %r" % p.stderr)
 
 
+class Peer:
+    """A connection that keeps what it reads: responses by id,
+    notifications in order (a client that serves tools reads both)."""
+
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.connect(path)
+        self.buf = b""
+        self.rid = 0
+        self.responses = {}
+        self.notes = []
+
+    def pump(self):
+        r, _, _ = select.select([self.s], [], [], GUARD_S)
+        if not r:
+            raise AssertionError("nothing came from the daemon")
+        data = self.s.recv(1 << 20)
+        if not data:
+            raise EOFError("the daemon closed the connection")
+        self.buf += data
+        while b"\n" in self.buf:
+            line, self.buf = self.buf.split(b"\n", 1)
+            msg = json.loads(line)
+            if "id" in msg and "method" not in msg:
+                self.responses[msg["id"]] = msg
+            else:
+                self.notes.append(msg)
+
+    def ok(self, method, **params):
+        self.rid += 1
+        rid = self.rid
+        self.s.sendall((json.dumps({"jsonrpc": "2.0", "id": rid,
+                                    "method": method, "params": params})
+                        + "\n").encode())
+        while rid not in self.responses:
+            self.pump()
+        msg = self.responses.pop(rid)
+        if "error" in msg:
+            raise AssertionError("%s: %s" % (method, msg["error"]))
+        return msg["result"]
+
+    def note(self, method):
+        while True:
+            for i, n in enumerate(self.notes):
+                if n.get("method") == method:
+                    return self.notes.pop(i)["params"]
+            self.pump()
+
+
+def client_tools(d):
+    """Hooks apply to a client-run tool as to any other."""
+    root = fresh_root("client")
+    c = Peer(d.sock)
+    sid = c.ok("createSession", cwd=root, tools=[
+        {"name": "TodoWrite", "runner": "client"}], hooks={
+        "PreToolUse": [{"matcher": "TodoWrite", "hooks": [hook(
+            "jq -e '.tool_input.todos == []' >/dev/null && "
+            "{ echo 'an empty todo list' >&2; exit 2; }; exit 0")]}],
+        "PostToolUse": [{"matcher": "TodoWrite", "hooks": [hook(
+            "jq -n --arg c \"$(jq -r .tool_response.content)\" "
+            "'{hookSpecificOutput: {hookEventName: \"PostToolUse\", "
+            "additionalContext: (\"saw \" + $c)}}'")]}]})["sessionId"]
+    c.ok("subscribe", sessionId=sid)
+    c.ok("serveTools", sessionId=sid, names=["TodoWrite"])
+    c.ok("addTool", sessionId=sid, toolUse={"id": "c1", "name": "TodoWrite",
+                                            "input": {"todos": []}})
+    r = c.note("tool_result")
+    T.check(r["result"]["is_error"] and "an empty todo list" in
+            r["result"]["content"], "a PreToolUse guard blocks a client-run "
+            "tool: %r" % r["result"]["content"])
+    T.eq([n["method"] for n in c.notes if n["method"] == "tool_start"], [],
+         "the client was never asked to run it")
+    c.ok("addTool", sessionId=sid, toolUse={"id": "c2", "name": "TodoWrite",
+                                            "input": {"todos": ["x"]}})
+    start = c.note("tool_start")
+    T.eq(start["toolUseId"], "c2", "the allowed call starts")
+    c.ok("completeTool", sessionId=sid, toolUseId="c2", content="listed")
+    r = c.note("tool_result")
+    T.check("PostToolUse:TodoWrite hook additional context: saw listed" in
+            r["result"]["content"], "PostToolUse saw the client's result: %r"
+            % r["result"]["content"])
+    c.ok("closeSession", sessionId=sid)
+    c.s.close()
+
+
 def operators(d):
     c = Conn(d.sock)
     fams = {f["name"]: f for f in c.ok("metrics")["metrics"]}
@@ -441,6 +529,7 @@ def body(d):
     interrupt_and_timeout(d)
     duplicate_and_env(d)
     bad_config(d)
+    client_tools(d)
     operators(d)
 
 

@@ -23,7 +23,7 @@
 #include "supervisor/proc.h"
 #include "util.h"
 
-/* One guard against a hang; never a bound under test. */
+/* One guard against a hang, never a bound under test (times the scale). */
 #define GUARD_MS 60000
 
 static struct event_base *base;
@@ -142,13 +142,23 @@ now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* STEXEC_TEST_TIME_SCALE: a slower machine's factor for every guard. */
+static int64_t
+guard_ms(void)
+{
+	const char *s = getenv("STEXEC_TEST_TIME_SCALE");
+	double f = s != NULL ? atof(s) : 1.0;
+
+	return (int64_t)(GUARD_MS * (f > 0 ? f : 1.0));
+}
+
 static bool
 run_until(bool (*cond)(void *), void *arg)
 {
-	int64_t t0 = now_ms();
+	int64_t t0 = now_ms(), guard = guard_ms();
 
 	while (!cond(arg)) {
-		if (now_ms() - t0 > GUARD_MS)
+		if (now_ms() - t0 > guard)
 			return false;
 		event_base_loop(base, EVLOOP_ONCE);
 	}

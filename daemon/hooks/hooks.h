@@ -167,6 +167,7 @@ void hooks_decide(struct hooks_decision *, const struct hooks_outcome *);
 const char *hooks_perm_name(enum hooks_perm);
 
 /* hooks_run.c: the selected handlers run in parallel, supervised. */
+struct proc_user;
 struct hooks_run_spec {
 	enum hooks_event event;
 	const json_t *input;     /* the event's JSON, written to stdin */
@@ -177,6 +178,8 @@ struct hooks_run_spec {
 	int64_t timeout_ms;      /* a handler without its own; <= 0: 600 s */
 	const char *spill_dir;   /* for texts over the cap; NULL: cut only */
 	void (*arg_free)(void *); /* hooks_run_shutdown frees the arg so */
+	const struct proc_user *user; /* run as this user (the session's);
+	                          NULL: as the daemon */
 };
 
 struct hooks_run;

@@ -116,6 +116,7 @@ hooks_run_start(const struct hooks_handler *const *handlers, size_t n,
 	ps.max_output = HOOKS_OUT_MAX;
 	ps.stream_output = true;
 	ps.name = "hook";
+	ps.user = spec->user;
 	for (i = 0; i < n; i++) {
 		struct hooks_one *h = &run->hooks[i];
 

@@ -214,6 +214,7 @@ session_hook_start(struct session *s, struct exec_tool *t,
 	    s->shell.env_file : sh->env_file) : NULL;
 	spec.timeout_ms = session_hook_timeout_ms;
 	spec.spill_dir = session_hook_dir;
+	spec.user = s->user;
 	r = xcalloc(1, sizeof *r);
 	r->s = s;
 	r->t = t;
@@ -330,21 +331,21 @@ session_hook_release(struct session *s)
 {
 	struct session_hook *sh = s->hook;
 	static const struct exec_hooks_done none = { 0 };
-	struct exec_tool **held = sh->held;
-	size_t n = sh->nheld, i;
+	struct exec_tool *t;
+	size_t i;
 
+	/* No tool is held from here; one cancelled meanwhile is NULL. */
 	sh->starting = false;
+	for (i = 0; i < sh->nheld; i++) {
+		if ((t = sh->held[i]) == NULL)
+			continue;
+		sh->held[i] = NULL;
+		if (!session_hook_start(s, t, HOOKS_PRE_TOOL_USE, NULL))
+			exec_hooks_done(t, &none);
+	}
+	free(sh->held);
 	sh->held = NULL;
 	sh->nheld = 0;
-	for (i = 0; i < n; i++) {
-		/* A tool cancelled meanwhile was taken out (NULL). */
-		if (held[i] == NULL || session_hook_start(s, held[i],
-		    HOOKS_PRE_TOOL_USE, NULL))
-			continue;
-		exec_hooks_done(held[i], &none);
-		/* What that started or ended may have cancelled later ones. */
-	}
-	free(held);
 }
 
 /* EXEC_HOOKS_CANCEL: the tool's hooks are killed, their word unheard. */
@@ -459,6 +460,7 @@ session_hook_end(struct session *s)
 	spec.envp = session_env_strings(s);
 	spec.project_dir = s->root;
 	spec.timeout_ms = session_hook_timeout_ms;
+	spec.user = s->user;
 	end = xcalloc(1, sizeof *end);
 	snprintf(end->id, sizeof end->id, "%s", s->id);
 	spec.arg_free = free;

@@ -293,6 +293,14 @@ methods_hooks(struct call *call, struct hooks **out)
 	*out = NULL;
 	if (v == NULL || json_is_null(v))
 		return true;
+	/* A hook runs unconfined: past the operator's floor, none may. */
+	if (session_min_sandbox() > TOOLDEF_SANDBOX_NONE) {
+		methods_bad_param(call, "hooks", "this daemon sandboxes every "
+		    "tool (--min-sandbox %s) and hooks run outside the sandbox: "
+		    "only the operator's --hooks run here",
+		    tooldef_sandbox_name(session_min_sandbox()));
+		return false;
+	}
 	wrap = json_pack("{s:O}", "hooks", v);
 	*out = hooks_new();
 	rc = hooks_add_json(*out, wrap, err, sizeof err);

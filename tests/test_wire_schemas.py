@@ -923,6 +923,50 @@ class Scenario:
         self.drain_under_pressure()
         self.jobs()
         self.network()
+        self.hooks()
+
+    def hooks(self):
+        """Hooks (README, Hooks): meta.hooks, the hooks status, a
+        permission_request with a hook's reason, a ToolDef's hookName,
+        createSession hooks and the -32602 that names their place."""
+        t = self.t
+        H = Conn(t, "H")
+        tool = sh_tool("hk", hookName="Hooked")
+        t.validate("tooldef", tool, "session tool hk (test bug)")
+        H.call_error("createSession", {"hooks": {"PreToolUse": [
+            {"hooks": [{"type": "agent", "prompt": "x"}]}]}}, -32602,
+            field="hooks.PreToolUse[0].hooks[0].type", validate=True)
+        cs = H.call("createSession", {"tools": [tool], "hooks": {
+            "PreToolUse": [{"matcher": "Hooked", "hooks": [
+                {"type": "command", "command":
+                 "sleep 0.3; grep -q ask && echo '{\"hookSpecificOutput\":"
+                 "{\"permissionDecision\":\"ask\",\"permissionDecision"
+                 "Reason\":\"why\"}}'; exit 0"}]}],
+            "PostToolUse": [{"hooks": [{"type": "command", "command":
+                             "echo '{\"continue\":false,\"stopReason\":"
+                             "\"enough\"}'"}]}]}})
+        if cs is None:
+            return
+        sid = cs["sessionId"]
+        H.call("subscribe", {"sessionId": sid, "since": 0})
+        self.add(H, sid, "h1", "hk", {"script": "echo ask"})
+        st = H.call("status", {"sessionId": sid}) or {"tools": []}
+        t.expect([x.get("status") for x in st["tools"]] == ["hooks"],
+                 "status in the hook phase: %s" % json.dumps(st))
+        p = H.note(lambda me, p: me == "permission_request" and
+                      p.get("toolUseId") == "h1", what="permission_request")
+        t.expect(p["params"].get("reason") == "why",
+                 "permission_request reason: %s" % json.dumps(p))
+        H.call("respondPermission", {"sessionId": sid, "toolUseId": "h1",
+                                     "decision": "allow"})
+        r = H.result_of("h1")
+        hk = r.get("meta", {}).get("hooks", {})
+        t.expect(hk.get("continue") is False and
+                 hk.get("stopReason") == "enough" and
+                 [x.get("event") for x in hk.get("runs", [])] ==
+                 ["PreToolUse", "PostToolUse"],
+                 "meta.hooks: %s" % json.dumps(hk))
+        H.call("closeSession", {"sessionId": sid})
 
     def drain_under_pressure(self):
         """S12 on a connection with a lot queued: the drain answer must

@@ -1007,3 +1007,25 @@ Test(tooldef_runner, the_daemon_makes_mcp_tools_whatever_the_object_says)
 	tooldef_unref(def);
 	json_decref(v);
 }
+
+Test(tooldef_parse, hook_name)
+{
+	struct tooldef *def;
+
+	def = must_parse("{\"name\":\"deploy\",\"hookName\":\"Deploy\"," CMD
+	    "}");
+	cr_expect_str_eq(tooldef_hook_name(def), "Deploy");
+	cr_expect_str_eq(json_string_value(json_object_get(tooldef_json(def),
+	    "hookName")), "Deploy");
+	tooldef_unref(def);
+	def = must_parse("{\"name\":\"deploy\",\"hookName\":null," CMD "}");
+	cr_expect_null(tooldef_hook_name(def));
+	tooldef_unref(def);
+	def = must_parse("{\"name\":\"deploy\"," CMD "}");
+	cr_expect_null(tooldef_hook_name(def));
+	tooldef_unref(def);
+	cr_expect_null(parse("{\"name\":\"deploy\",\"hookName\":\"a b\"," CMD
+	    "}"));
+	cr_expect(strncmp(err, "hookName: must be a name", 24) == 0, "%s", err);
+	cr_expect_null(parse("{\"name\":\"deploy\",\"hookName\":5," CMD "}"));
+}

@@ -47,6 +47,9 @@ static void	sim_check(struct sim *);
 static struct sim_rec *sim_pick_rec(struct sim *, bool);
 static void	sim_exit(struct sim *, struct sim_rec *);
 static void	sim_add(struct sim *);
+static bool	sim_hooks(void *, struct exec_tool *, enum exec_hook_phase,
+    const json_t *);
+static void	sim_hooks_done(struct sim *, struct sim_rec *);
 
 static void
 sim_fail(struct sim *s, const char *fmt, ...)
@@ -120,13 +123,16 @@ sim_effect(void *arg, const struct exec_effect *e)
 
 	switch (e->kind) {
 	case EXEC_HOOKS_CANCEL:
-		/* The simulation configures no hooks. */
-		CHECK(s, false, "hooks cancelled without hooks");
+		k = (size_t)strtoul(exec_tool_id(e->tool) + 1, NULL, 10);
+		CHECK(s, k < s->nrecs && s->recs[k].hooks != 0,
+		    "hooks cancelled of a tool without hooks running");
+		s->recs[k].hooks = 0;
 		break;
 	case EXEC_SPAWN:
 		k = (size_t)strtoul(exec_tool_id(e->tool) + 1, NULL, 10);
 		r = &s->recs[k];
 		CHECK(s, !r->running && !r->completed, "spawn of t%zu twice", k);
+		CHECK(s, r->hooks == 0, "spawn of t%zu in its hooks", k);
 		CHECK(s, !s->turn_discarded[r->turn], "spawn in a discarded turn");
 		if (r->waiting)
 			r->waiting = false;
@@ -166,6 +172,8 @@ sim_effect(void *arg, const struct exec_effect *e)
 				/* Waiting tools of that turn stop counting. */
 				for (k = s->turn_start[turn]; k < s->nrecs; k++)
 					if (s->recs[k].waiting) {
+						CHECK(s, s->recs[k].hooks == 0,
+						    "t%zu's hooks not cancelled", k);
 						s->recs[k].waiting = false;
 						sim_leave(s, &s->recs[k]);
 					}
@@ -182,11 +190,16 @@ sim_effect(void *arg, const struct exec_effect *e)
 		r = sim_rec(s, p);
 		k = (size_t)(r - s->recs);
 		if (strcmp(e->method, "permission_request") == 0) {
-			CHECK(s, !r->waiting && !r->running, "permission twice");
-			r->waiting = true;
-			s->n_exec++;
-			if (!r->safe)
-				s->n_exec_unsafe++;
+			CHECK(s, !r->asked && !r->running && r->hooks == 0,
+			    "permission twice");
+			r->asked = true;
+			/* After its hooks it is in its slot already. */
+			if (!r->waiting) {
+				r->waiting = true;
+				s->n_exec++;
+				if (!r->safe)
+					s->n_exec_unsafe++;
+			}
 		} else if (strcmp(e->method, "progress") == 0) {
 			CHECK(s, r->results == 0, "progress after result t%zu", k);
 		} else if (strcmp(e->method, "tool_status") == 0) {
@@ -194,6 +207,7 @@ sim_effect(void *arg, const struct exec_effect *e)
 			    "status")), "completed") == 0) {
 				CHECK(s, !r->completed, "completed twice t%zu", k);
 				CHECK(s, !r->running, "completed while running");
+				CHECK(s, r->hooks == 0, "completed in its hooks");
 				r->completed = true;
 				if (r->waiting) {
 					r->waiting = false;
@@ -253,7 +267,8 @@ sim_pick_rec(struct sim *s, bool waiting)
 	size_t i, n = 0;
 
 	for (i = 0; i < s->nrecs; i++)
-		if (waiting ? s->recs[i].waiting : s->recs[i].running)
+		if (waiting ? s->recs[i].waiting && s->recs[i].hooks == 0 :
+		    s->recs[i].running)
 			found[n++] = &s->recs[i];
 	return n == 0 ? NULL : found[sim_pick(s, (unsigned)n)];
 }
@@ -365,7 +380,9 @@ sim_start(struct sim *s, const struct sim_ops *ops)
 	s->max_parallel = 1 + sim_pick(s, 4);
 	cfg.max_parallel = s->max_parallel;
 	cfg.effect = sim_effect;
+	cfg.hooks = sim_hooks;
 	cfg.arg = s;
+	s->hooks = sim_pick(s, 2) == 0;
 	s->ex = exec_new(&cfg, "/", NULL);
 	s->turn = 1;
 }
@@ -376,7 +393,7 @@ sim_step(struct sim *s)
 	struct sim_rec *r;
 	unsigned what = sim_pick(s, 100);
 	const char *text;
-	size_t len;
+	size_t len, k;
 	char id[16];
 
 	if (s->turn >= SIM_MAX_TURNS - 2)
@@ -398,6 +415,13 @@ sim_step(struct sim *s)
 			else
 				exec_progress_line(r->t, text, len);
 		}
+	} else if (what < 70 && s->hooks) {
+		s->step = "hooks";
+		for (k = 0, r = NULL; k < s->nrecs && r == NULL; k++)
+			if (s->recs[k].hooks != 0 && sim_pick(s, 2) == 0)
+				r = &s->recs[k];
+		if (r != NULL)
+			sim_hooks_done(s, r);
 	} else if (what < 75) {
 		s->step = "permission";
 		CHECK(s, exec_permission(s->ex, "nope", true, NULL) ==
@@ -442,7 +466,12 @@ sim_finish(struct sim *s)
 
 	s->step = "finish";
 	for (;;) {
-		if ((r = sim_pick_rec(s, true)) != NULL) {
+		for (k = 0, r = NULL; k < s->nrecs && r == NULL; k++)
+			if (s->recs[k].hooks != 0)
+				r = &s->recs[k];
+		if (r != NULL)
+			sim_hooks_done(s, r);
+		else if ((r = sim_pick_rec(s, true)) != NULL) {
 			snprintf(id, sizeof id, "t%zu", (size_t)(r - s->recs));
 			CHECK(s, exec_permission(s->ex, id, true, NULL) == 0,
 			    "permission refused");
@@ -468,4 +497,62 @@ sim_finish(struct sim *s)
 	exec_free(s->ex);
 	for (k = 0; k < s->ndefs; k++)
 		tooldef_unref(s->defs[k]);
+}
+
+/*
+ * exec_config.hooks: a tool reaches a hook phase; a third of them have
+ * hooks. Before the call that puts it in its slot (the same count as a
+ * permission's wait); after, it keeps the slot its process had.
+ */
+static bool
+sim_hooks(void *arg, struct exec_tool *t, enum exec_hook_phase ph,
+    const json_t *result)
+{
+	struct sim *s = arg;
+	struct sim_rec *r;
+	size_t k = (size_t)strtoul(exec_tool_id(t) + 1, NULL, 10);
+
+	CHECK(s, k < s->nrecs, "hooks of an unknown tool");
+	r = &s->recs[k];
+	CHECK(s, r->hooks == 0 && !r->running && !r->completed,
+	    "t%zu reaches hooks twice", k);
+	CHECK(s, (ph == EXEC_HOOK_POST) == (result != NULL),
+	    "a result only after the call");
+	if (!s->hooks || sim_pick(s, 3) != 0)
+		return false;
+	r->hooks = 1 + (int)ph;
+	r->t = t;
+	if (!r->waiting) {
+		r->waiting = true;
+		s->n_exec++;
+		if (!r->safe)
+			s->n_exec_unsafe++;
+	}
+	return true;
+}
+
+/* The hooks of r's phase decide, at random (and rewrite the input). */
+static void
+sim_hooks_done(struct sim *s, struct sim_rec *r)
+{
+	static const char *const inputs[] = { NULL, "{\"file_path\":\"/b\"}",
+		"{\"file_path\":7}", "{\"command\":\"ls\"}" };
+	struct exec_hooks_done d = { 0 };
+	struct exec_tool *t = r->t;
+	json_t *in = NULL;
+	unsigned k;
+
+	d.decision = (enum exec_hook_decision)sim_pick(s, 4);
+	d.reason = sim_pick(s, 2) ? "a hook's reason" : NULL;
+	d.context = sim_pick(s, 2) ? "context" : NULL;
+	d.blocked = sim_pick(s, 4) == 0;
+	k = sim_pick(s, nitems(inputs));
+	if (inputs[k] != NULL)
+		in = json_loads(inputs[k], 0, NULL);
+	d.updated_input = in;
+	d.stop = sim_pick(s, 8) == 0;
+	/* Its slot goes with its completion (a POST's, or a deny's). */
+	r->hooks = 0;
+	exec_hooks_done(t, &d);
+	json_decref(in);
 }

@@ -24,7 +24,11 @@ struct sim_rec {
 	bool known, safe, stream;
 	struct exec_tool *t; /* valid while running */
 	bool running;        /* has a process */
-	bool waiting;        /* permission requested, not yet answered */
+	bool waiting;        /* in its slot without a process: permission
+	                        requested, or its hooks run */
+	int hooks;           /* 1 + enum exec_hook_phase while its hooks
+	                        run (exec_config.hooks said so), else 0 */
+	bool asked;          /* a permission_request came */
 	bool killed;
 	bool completed;
 	int results;
@@ -54,6 +58,7 @@ struct sim {
 	uint64_t turn;
 	unsigned n_exec, n_exec_unsafe;
 	unsigned drains_pending, drains_answered;
+	bool hooks;          /* this schedule's tools may have hooks */
 	struct sim_rec *exiting; /* during its exec_exited call */
 	const char *step;
 	bool trace;          /* print every step and effect */

@@ -81,7 +81,7 @@ Test(hooks, safe_tools_run_their_hooks_side_by_side)
 	/* b's result waits for a's: results in order (S5). */
 	h_expect(h, "status b completed", "state 0 [a]", NULL);
 	done("a", EXEC_HOOK_DENY, "no", NULL);
-	h_expect(h, "hooks-cancel a", "status a completed",
+	h_expect(h, "status a completed",
 	    "result a permission_denied <tool_use_error>Hook PreToolUse:Tool "
 	    "denied this tool: no</tool_use_error>", "result b ok B",
 	    "state 0 []", NULL);

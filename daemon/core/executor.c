@@ -1988,6 +1988,9 @@ exec_hooks_done(struct exec_tool *t, const struct exec_hooks_done *d)
 		return;
 	}
 	exec_hooks_note(t, d);
+	/* Their word is in: nothing is left to cancel, the slot is kept. */
+	if (t->hook_phase != EXEC_HOOK_POST)
+		t->status = EXEC_WAITING_PERMISSION;
 	switch (t->hook_phase) {
 	case EXEC_HOOK_POST:
 		exec_hooks_post(t, d);

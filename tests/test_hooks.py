@@ -517,6 +517,37 @@ def operators(d):
             "a log line for the blocking run")
 
 
+def sandbox_floor(d):
+    """Under --min-sandbox a session's own hooks, which would run outside
+    the sandbox, are refused; the operator's still run."""
+    d2 = pydaemon.Daemon(d.path, ["--min-sandbox", "workspace-write",
+                                  "--hooks", OPERATOR])
+    d2.start()
+    try:
+        end = time.monotonic() + GUARD_S
+        while (not os.path.exists(d2.sock) and d2.proc.poll() is None
+               and time.monotonic() < end):
+            time.sleep(0.05)
+        if d2.proc.poll() is not None:
+            print("no --min-sandbox on this kernel: that check skipped")
+            return
+        c = Conn(d2.sock)
+        e = c.call("createSession", hooks={})
+        T.eq((e.get("error", {}).get("code"), e.get("error", {}).get("data")),
+             (-32602, {"field": "hooks"}), "session hooks under a floor")
+        root = fresh_root("floor")
+        sid = c.ok("createSession", cwd=root)["sessionId"]
+        result, meta = one(c, sid, "bash", {"command": "rm -rf %s" % root})
+        T.check("Blocked by policy" in result["content"],
+                "the operator's hooks still run: %r" % result["content"])
+        c.ok("closeSession", sessionId=sid)
+        c.close()
+        T.eq(d2.leftovers(), [], "nothing left by the second daemon")
+    finally:
+        d2.stop()
+        shutil.rmtree(d2.tmp, ignore_errors=True)
+
+
 def body(d):
     end = time.monotonic() + GUARD_S
     while not os.path.exists(d.sock) and time.monotonic() < end:
@@ -530,6 +561,7 @@ def body(d):
     duplicate_and_env(d)
     bad_config(d)
     client_tools(d)
+    sandbox_floor(d)
     operators(d)
 
 

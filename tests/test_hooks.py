@@ -194,6 +194,24 @@ def json_decisions(d):
     result, meta = one(c, sid, "bash", {"command": "echo old"})
     T.eq(result["content"], "new\n", "updatedInput's command is what ran")
     c.ok("closeSession", sessionId=sid)
+    # A PermissionRequest hook answers for the client.
+    sid = session(c, root, tools=[{
+        "name": "deploy", "command": ["/bin/echo", "deployed", "{env}"],
+        "requiresPermission": True, "hookName": "Deploy",
+        "inputSchema": {"type": "object", "properties": {
+            "env": {"type": "string"}}, "required": ["env"]}}],
+        hooks={"PermissionRequest": [{"matcher": "Deploy", "hooks": [hook(
+            "jq -r .tool_input.env | grep -qx staging && echo "
+            "'{\"hookSpecificOutput\": {\"hookEventName\": "
+            "\"PermissionRequest\", \"decision\": {\"behavior\": "
+            "\"allow\"}}}'; exit 0")]}]})
+    result, meta = one(c, sid, "deploy", {"env": "staging"})
+    T.eq((result["content"], meta["reason"]), ("deployed staging\n", "ok"),
+         "a PermissionRequest hook's allow runs it unasked")
+    T.eq([n["method"] for n in notes(c, sid)
+          if n["method"] == "permission_request"], [],
+         "no permission_request was sent")
+    c.ok("closeSession", sessionId=sid)
     c.close()
 
 
@@ -381,6 +399,16 @@ def duplicate_and_env(d):
     T.eq(after - before, 1, "the operator's and the session's same "
          "handler ran once")
     c.ok("closeSession", sessionId=sid)
+    # SessionEnd runs at closeSession; nothing waits for it.
+    ended = os.path.join(AREA, "ended.json")
+    sid = session(c, root, hooks={"SessionEnd": [{"hooks": [hook(
+        "cat > %s" % ended)]}]})
+    c.ok("closeSession", sessionId=sid)
+    got = wait_for(lambda: os.path.exists(ended) and
+                   open(ended).read().endswith("}") and
+                   json.load(open(ended)), "SessionEnd's file")
+    T.eq((got or {}).get("hook_event_name"), "SessionEnd", "SessionEnd ran")
+    T.eq((got or {}).get("session_id"), sid, "...for that session")
     c.close()
 
 

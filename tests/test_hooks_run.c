@@ -465,3 +465,35 @@ Test(hooks_run, missing_command_is_a_non_blocking_error)
 	json_decref(in);
 	free(cfg);
 }
+
+/* Text over 10,000 characters is cut; the whole of it goes to a file. */
+Test(hooks_run, long_text_goes_to_a_file)
+{
+	char *cfg = config1("PreToolUse", "*", "head -c 12000 /dev/zero | "
+	    "tr '\\\\0' r >&2; exit 2", NULL);
+	json_t *in = json_pack("{s:s}", "command", "ls");
+	struct hooks *hk;
+	struct done r;
+	const char *at;
+	char path[256];
+	FILE *f;
+	long size;
+
+	run(&hk, cfg, HOOKS_PRE_TOOL_USE, "Bash", in, &r, NULL);
+	cr_assert(run_until(is_called, &r));
+	cr_assert_eq(r.perm, HOOKS_PERM_DENY);
+	cr_assert_eq(strspn(r.reason, "r"), HOOKS_TEXT_MAX, "%.80s", r.reason);
+	at = strstr(r.reason, "the whole of it is in ");
+	cr_assert_not_null(at, "%s", r.reason + HOOKS_TEXT_MAX);
+	cr_assert_eq(sscanf(at + 22, "%255[^]]", path), 1);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	fseek(f, 0, SEEK_END);
+	size = ftell(f);
+	fclose(f);
+	cr_assert_eq(size, 12000);
+	done_clear(&r);
+	hooks_free(hk);
+	json_decref(in);
+	free(cfg);
+}

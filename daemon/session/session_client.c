@@ -142,13 +142,13 @@ session_client_serve(struct session *s, struct conn *c, const json_t *names,
 		    TOOLDEF_RUNNER_CLIENT) {
 			utf8_snprintf(err, errlen, "Invalid params: names[%zu]: the "
 			    "session has no client-run tool (runner \"client\") "
-			    "named \"%.64s\"", i, json_string_value(v));
+			    "named \"%s\"", i, json_string_value(v));
 			return STEXEC_ERR_INVALID_PARAMS;
 		}
 		cl = session_client_claim(s, json_string_value(v));
 		if (cl != NULL && cl->c != c && !take_over) {
 			utf8_snprintf(err, errlen, "State conflict: another "
-			    "connection serves \"%.64s\"; pass takeOver: true "
+			    "connection serves \"%s\"; pass takeOver: true "
 			    "to take it", json_string_value(v));
 			return STEXEC_ERR_STATE;
 		}
@@ -597,11 +597,11 @@ session_client_late(struct session *s, const char *id, char *err,
 		    &input, &result)) != NULL; i++)
 			if (strcmp(tid, id) == 0)
 				break;
-		utf8_snprintf(err, errlen, "State conflict: tool %.64s is %s; its "
+		utf8_snprintf(err, errlen, "State conflict: tool %s is %s; its "
 		    "result stands", id, tid != NULL ? exec_status_name(st) :
 		    "not running");
 	} else
-		utf8_snprintf(err, errlen, "State conflict: tool %.64s does not run "
+		utf8_snprintf(err, errlen, "State conflict: tool %s does not run "
 		    "in this session's turn (its turn ended, or no such tool); "
 		    "nothing was changed", id);
 	return STEXEC_ERR_STATE;
@@ -621,7 +621,7 @@ session_client_complete(struct session *s, struct conn *c, const char *id,
 	if (k == NULL || (k->end != EXEC_END_EXITED && k->cancel))
 		return session_client_late(s, id, err, errlen);
 	if (k->c != c) {
-		utf8_snprintf(err, errlen, "State conflict: tool %.64s was started "
+		utf8_snprintf(err, errlen, "State conflict: tool %s was started "
 		    "on another connection%s", id, k->c == NULL ? " (it waits "
 		    "for its name to be claimed)" : "");
 		return STEXEC_ERR_STATE;
@@ -720,7 +720,7 @@ session_client_progress(struct session *s, struct conn *c, const char *id,
 	if (k == NULL || k->end != EXEC_END_EXITED)
 		return session_client_late(s, id, err, errlen);
 	if (k->c != c) {
-		utf8_snprintf(err, errlen, "State conflict: tool %.64s was started "
+		utf8_snprintf(err, errlen, "State conflict: tool %s was started "
 		    "on another connection", id);
 		return STEXEC_ERR_STATE;
 	}

@@ -148,6 +148,7 @@ static const char *const proxy_vars[] = { "HTTP_PROXY", "http_proxy",
     "no_proxy" };
 
 static bool	session_proxy_var(const char *, uint16_t);
+static char	**session_env_strings(struct session *);
 static char	**session_envp(struct session *, struct exec_tool *,
 		    const json_t *, struct buf *, uint16_t);
 static void	session_pressure(struct session *);
@@ -206,6 +207,12 @@ static const struct job_hooks session_job_hooks = {
 	.ended = session_job_ended,
 };
 
+/* What session_hook.c needs of a session (session_int.h). */
+static const struct session_hook_ops session_hook_ops = {
+	.env = session_env_strings,
+	.decided = session_idle_update,
+};
+
 void
 session_init(const struct session_config *cfg)
 {
@@ -223,6 +230,7 @@ session_init(const struct session_config *cfg)
 	session_cfg = session_net_cfg = *cfg;
 	session_shell_init(&cfg->shell);
 	session_client_init(&ccfg);
+	session_hook_init(&session_hook_ops);
 	job_set_hooks(&session_job_hooks);
 	shell_init(cfg->base, &session_shell_hooks);
 	/* One timeout for all: libevent keeps them in a queue, not a heap. */
@@ -745,7 +753,7 @@ session_our_var(const char *key)
 }
 
 /* The session's env as "K=V" strings in one block, kept until it changes. */
-char **
+static char **
 session_env_strings(struct session *s)
 {
 	const json_t *env = exec_env(s->ex), *v;

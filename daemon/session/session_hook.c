@@ -42,6 +42,7 @@ struct session_hook_end {
 	char id[24];
 };
 
+static const struct session_hook_ops *session_hook_ops;
 static struct hooks *session_hook_operator;
 static int64_t session_hook_timeout_ms;
 static const char *session_hook_dir;
@@ -61,6 +62,12 @@ static void	session_hook_unlink(struct session_hook *,
     struct session_hook_run *);
 static void	session_hook_release(struct session *);
 static void	session_hook_env_file(struct session *);
+
+void
+session_hook_init(const struct session_hook_ops *ops)
+{
+	session_hook_ops = ops;
+}
 
 void
 session_hook_config(struct hooks *operator_hooks, int64_t timeout_ms,
@@ -208,7 +215,7 @@ session_hook_start(struct session *s, struct exec_tool *t,
 	spec.event = e;
 	spec.input = ev;
 	spec.cwd = exec_cwd(s->ex);
-	spec.envp = session_env_strings(s);
+	spec.envp = session_hook_ops->env(s);
 	spec.project_dir = s->root;
 	spec.env_file = e == HOOKS_SESSION_START ? (s->shell.env_file != NULL ?
 	    s->shell.env_file : sh->env_file) : NULL;
@@ -306,7 +313,7 @@ session_hook_done(void *arg, const struct hooks_decision *d)
 			log_hook(LOG_LEVEL_INFO, s->id, NULL, NULL,
 			    "SessionStart", "additionalContext: %s", d->context);
 		session_hook_release(s);
-		session_idle_update(s);
+		session_hook_ops->decided(s);
 		return;
 	}
 	done.name = session_hook_tool_name(t);
@@ -322,7 +329,7 @@ session_hook_done(void *arg, const struct hooks_decision *d)
 	done.stop = d->stop;
 	done.stop_reason = d->stop_reason;
 	exec_hooks_done(t, &done);
-	session_idle_update(s);
+	session_hook_ops->decided(s);
 }
 
 /* SessionStart is done: the tools it held go on to their own hooks. */
@@ -457,7 +464,7 @@ session_hook_end(struct session *s)
 	spec.event = HOOKS_SESSION_END;
 	spec.input = ev;
 	spec.cwd = exec_cwd(s->ex);
-	spec.envp = session_env_strings(s);
+	spec.envp = session_hook_ops->env(s);
 	spec.project_dir = s->root;
 	spec.timeout_ms = session_hook_timeout_ms;
 	spec.user = s->user;

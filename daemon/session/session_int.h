@@ -221,18 +221,24 @@ struct client_call *session_client_adopt(struct session *, struct exec_tool *,
 
 
 /*
- * Hooks (session_hook.c): the executor's hook phases, a tool's hooks
- * killed (EXEC_HOOKS_CANCEL), SessionEnd, and what a session lets go.
- * The session's env as "K=V" (session.c), which hooks get too; its shell
- * env file, its own or the daemon's (session_shell.c).
+ * Hooks (session_hook.c, below session.c): the executor's hook phases, a
+ * tool's hooks killed (EXEC_HOOKS_CANCEL), SessionEnd, and what a session
+ * lets go. What it needs of the session comes through its ops: the
+ * session's env as "K=V" (hooks get it too), and a word that the hooks of
+ * a tool have decided (the session may have become idle). The shell env
+ * file, the session's own or the daemon's, is session_shell.c's.
  */
 struct session_hook;
+struct session_hook_ops {
+	char **(*env)(struct session *);
+	void (*decided)(struct session *);
+};
+void session_hook_init(const struct session_hook_ops *);
 bool session_hook_phase(void *, struct exec_tool *, enum exec_hook_phase,
     const json_t *);
 void session_hook_cancel(struct session *, struct exec_tool *);
 void session_hook_end(struct session *);
 void session_hook_free(struct session *);
-char **session_env_strings(struct session *);
 const char *session_shell_env_file(const struct session *);
 
 #endif

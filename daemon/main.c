@@ -1068,6 +1068,7 @@ main_reexec(void)
 	 * its exec, whose failure only this image's memory would hold.
 	 */
 	proc_await_execs(MAIN_EXEC_WAIT_MS);
+	hooks_run_kill_all();
 	old = journal_redirect(mfd);
 	main_snapshot_as(true);
 	session_journal_handover();

@@ -14,6 +14,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -576,6 +577,52 @@ def sandbox_floor(d):
         shutil.rmtree(d2.tmp, ignore_errors=True)
 
 
+def reload(d):
+    """A reload (SIGHUP) while hooks run: a tool caught before its call
+    starts again, hooks and all; one caught in PostToolUse keeps its
+    result; no hook process is left."""
+    c = Conn(d.sock)
+    root = fresh_root("reload")
+    started = os.path.join(AREA, "pre-started")
+    sid = session(c, root, hooks={
+        "PreToolUse": [{"matcher": "Glob", "hooks": [hook(
+            "echo x >> %s; sleep 1" % started)]}],
+        "PostToolUse": [{"matcher": "LS", "hooks": [hook(
+            "touch %s.post; sleep 1" % started)]}]})
+    c.ok("addTool", sessionId=sid, toolUse={"id": "r1", "name": "glob",
+                                            "input": {"pattern": "*"}})
+    wait_for(lambda: os.path.exists(started), "the PreToolUse hook")
+    d.proc.send_signal(signal.SIGHUP)
+    c.close()
+    c = wait_for(lambda: reconnect(d), "the reloaded daemon")
+    c.ok("drain", sessionId=sid)
+    res = [n["params"] for n in notes(c, sid) if n["method"] == "tool_result"]
+    T.eq([(r["toolUseId"], r["meta"]["reason"]) for r in res],
+         [("r1", "ok")], "the tool caught in PreToolUse ran after the reload")
+    T.eq(open(started).read(), "x\nx\n", "its hooks ran again")
+    c.ok("addTool", sessionId=sid, toolUse={"id": "r2", "name": "list_dir",
+                                            "input": {"path": root}})
+    wait_for(lambda: os.path.exists(started + ".post"), "the PostToolUse hook")
+    d.proc.send_signal(signal.SIGHUP)
+    c.close()
+    c = wait_for(lambda: reconnect(d), "the reloaded daemon")
+    c.ok("drain", sessionId=sid)
+    res = [n["params"] for n in notes(c, sid) if n["method"] == "tool_result"]
+    T.eq([(r["toolUseId"], r["meta"]["reason"]) for r in res][-1:],
+         [("r2", "ok")], "the tool caught in PostToolUse kept its result")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def reconnect(d):
+    try:
+        c = Conn(d.sock)
+        c.ok("ping")
+        return c
+    except OSError:
+        return None
+
+
 def body(d):
     end = time.monotonic() + GUARD_S
     while not os.path.exists(d.sock) and time.monotonic() < end:
@@ -591,6 +638,7 @@ def body(d):
     client_tools(d)
     sandbox_floor(d)
     operators(d)
+    reload(d)
 
 
 if __name__ == "__main__":

@@ -197,6 +197,11 @@ struct hooks_run *hooks_run_start(const struct hooks_handler *const *,
  */
 void hooks_run_cancel(struct hooks_run *);
 /*
+ * A reload hands no hook over: every hook's process group gets SIGKILL
+ * now, and the next image reaps them (its tools' hooks run again there).
+ */
+void hooks_run_kill_all(void);
+/*
  * After proc_shutdown (which ends processes without callbacks): every run
  * still held is freed, with arg_free for its arg.
  */

@@ -6,6 +6,7 @@
 #include "hooks/hooks.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +280,18 @@ hooks_run_cancel(struct hooks_run *run)
 	for (i = 0; i < run->n; i++)
 		if (run->hooks[i].proc != NULL)
 			proc_kill(run->hooks[i].proc);
+}
+
+void
+hooks_run_kill_all(void)
+{
+	struct hooks_run *run;
+	size_t i;
+
+	for (run = hooks_runs; run != NULL; run = run->next)
+		for (i = 0; i < run->n; i++)
+			if (run->hooks[i].proc != NULL)
+				proc_signal(run->hooks[i].proc, SIGKILL);
 }
 
 void

@@ -39,7 +39,7 @@ static long	methods_rss(void);
 
 static void	methods_initialize(struct call *);
 static void	methods_create_session(struct call *);
-static bool	methods_hooks(struct call *, struct hooks **);
+static bool	methods_hooks(struct call *);
 static bool	methods_probe(struct call *, const json_t *);
 static void	methods_close_session(struct call *);
 static void	methods_list_sessions(struct call *);
@@ -278,19 +278,19 @@ methods_initialize(struct call *call)
 }
 
 /*
- * createSession's hooks (README, "Hooks"): Claude Code's "hooks" object;
- * -32602 names the place ("hooks.PreToolUse[0].hooks[1].timeout").
+ * createSession's hooks (README, "Hooks"): Claude Code's "hooks" object,
+ * checked; -32602 names the place ("hooks.PreToolUse[0].hooks[1].timeout").
  */
 static bool
-methods_hooks(struct call *call, struct hooks **out)
+methods_hooks(struct call *call)
 {
 	const json_t *v = json_object_get(call->params, "hooks");
 	char err[1024], field[256];
+	struct hooks *hk;
 	const char *sep;
 	json_t *wrap;
 	int rc;
 
-	*out = NULL;
 	if (v == NULL || json_is_null(v))
 		return true;
 	/* A hook runs unconfined: past the operator's floor, none may. */
@@ -302,13 +302,12 @@ methods_hooks(struct call *call, struct hooks **out)
 		return false;
 	}
 	wrap = json_pack("{s:O}", "hooks", v);
-	*out = hooks_new();
-	rc = hooks_add_json(*out, wrap, err, sizeof err);
+	hk = hooks_new();
+	rc = hooks_add_json(hk, wrap, err, sizeof err);
 	json_decref(wrap);
+	hooks_free(hk);
 	if (rc == 0)
 		return true;
-	hooks_free(*out);
-	*out = NULL;
 	if ((sep = strstr(err, ": ")) == NULL || (size_t)(sep - err) >=
 	    sizeof field) {
 		methods_bad_param(call, "hooks", "%s", err);
@@ -322,7 +321,6 @@ methods_hooks(struct call *call, struct hooks **out)
 static void
 methods_create_session(struct call *call)
 {
-	struct hooks *own_hooks = NULL;
 	const json_t *tools = json_object_get(call->params, "tools");
 	const json_t *env = json_object_get(call->params, "env"), *v;
 	struct tooldef_sandbox sandbox;
@@ -362,19 +360,17 @@ methods_create_session(struct call *call)
 				return;
 			}
 	}
-	if (!methods_hooks(call, &own_hooks))
+	if (!methods_hooks(call))
 		return;
 	if (!session_shell_parse(json_object_get(call->params, "shell"),
 	    &shell, field, sizeof field, err, sizeof err)) {
 		methods_bad_param(call, field, "%s", err);
-		hooks_free(own_hooks);
 		return;
 	}
 	if (!tooldef_parse_sandbox(json_object_get(call->params, "sandbox"),
 	    "sandbox", &sandbox, err, sizeof err)) {
 		methods_bad_param(call, "sandbox", "%s", err);
 		session_shell_clear(&shell);
-		hooks_free(own_hooks);
 		return;
 	}
 	if (!session_network_allowed(&sandbox, err, sizeof err)) {
@@ -436,18 +432,16 @@ methods_create_session(struct call *call)
 		}
 	}
 	s = session_create(conn_uid(call->c), defs, n, (unsigned)max_parallel,
-	    cwd, env, (unsigned)grace, &sandbox, &shell, &code, err,
-	    sizeof err);
+	    cwd, env, (unsigned)grace, &sandbox, &shell,
+	    json_object_get(call->params, "hooks"), &code, err, sizeof err);
 	if (s == NULL)
 		conn_error(call->c, call->id, code, NULL, "%s", err);
 	else {
-		session_hook_attach(s, own_hooks, err, sizeof err);
 		session_refer(s, call->c);
 		conn_reply(call->c, call->id, json_pack("{s:s}", "sessionId",
 		    session_id(s)));
 	}
 out:
-	hooks_free(own_hooks);
 	for (i = 0; i < n; i++)
 		tooldef_unref(defs[i]);
 	free(defs);

@@ -331,7 +331,8 @@ struct session *
 session_create(uid_t uid, struct tooldef **tools, size_t ntools,
     unsigned max_parallel, const char *cwd, const json_t *env,
     unsigned output_grace_ms, const struct tooldef_sandbox *sandbox,
-    const struct session_shell *shell, int *code, char *err, size_t errlen)
+    const struct session_shell *shell, const json_t *hooks, int *code,
+    char *err, size_t errlen)
 {
 	struct session *s;
 
@@ -367,6 +368,7 @@ session_create(uid_t uid, struct tooldef **tools, size_t ntools,
 	s->shell.keep_env = shell->keep_env;
 	s->shell.env_file = shell->env_file != NULL ?
 	    xstrdup(shell->env_file) : NULL;
+	session_hook_attach(s, hooks, true);
 	if (session_hooks != NULL)
 		session_hooks->created(s, tools, ntools, max_parallel, cwd,
 		    env);

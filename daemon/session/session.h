@@ -96,7 +96,8 @@ bool session_closing(void);
 struct session *session_create(uid_t, struct tooldef **tools, size_t ntools,
     unsigned max_parallel, const char *cwd, const json_t *env,
     unsigned output_grace_ms, const struct tooldef_sandbox *,
-    const struct session_shell *, int *code, char *err, size_t errlen);
+    const struct session_shell *, const json_t *hooks, int *code, char *err,
+    size_t errlen);
 /* The operator's floor (--min-sandbox): nothing may ask for less. */
 enum tooldef_sandbox_mode session_min_sandbox(void);
 /* NULL and an error code (-32001 or -32003) when it cannot be had. */
@@ -265,13 +266,12 @@ json_t *session_client_served_json(struct session *);
 
 /*
  * Hooks (README, "Hooks"): the operator's (--hooks, kept by the caller),
- * a hook's default timeout (<= 0: 600 s) and where long texts go; and a
- * new session's own (createSession hooks, NULL: none), added to them.
+ * a hook's default timeout (<= 0: 600 s) and where long texts go. A
+ * session's own come with session_create (createSession's "hooks",
+ * already checked; NULL: none).
  */
 struct hooks;
 void session_hook_config(struct hooks *operator_hooks, int64_t timeout_ms,
     const char *dir);
-int session_hook_attach(struct session *, struct hooks *own, char *err,
-    size_t errlen);
 
 #endif

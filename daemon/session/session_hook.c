@@ -35,6 +35,7 @@ struct session_hook {
 	struct exec_tool **held; /* ...these, in order */
 	size_t nheld;
 	char *env_file;          /* CLAUDE_ENV_FILE made for it, or NULL */
+	json_t *own;             /* createSession's hooks, for the journal */
 };
 
 /* SessionEnd's runs outlive their session: they keep its id. */
@@ -420,30 +421,52 @@ session_hook_env_file(struct session *s)
 	s->shell.env_file = xstrdup(path);
 }
 
-int
-session_hook_attach(struct session *s, struct hooks *own, char *err,
-    size_t errlen)
+void
+session_hook_attach(struct session *s, const json_t *own, bool start)
 {
 	struct session_hook *sh;
 	struct hooks *all;
+	json_t *wrap;
+	char err[1024];
 
+	if (own != NULL && json_is_null(own))
+		own = NULL;
 	if (session_hook_operator == NULL && own == NULL)
-		return 0;
+		return;
 	all = hooks_new();
-	if ((session_hook_operator != NULL && hooks_merge(all,
-	    session_hook_operator, err, errlen) == -1) || (own != NULL &&
-	    hooks_merge(all, own, err, errlen) == -1)) {
-		hooks_free(all);
-		return -1;
+	if (session_hook_operator != NULL)
+		hooks_merge(all, session_hook_operator, err, sizeof err);
+	if (own != NULL) {
+		/* Checked by createSession; a journal's could have gone bad. */
+		wrap = json_pack("{s:O}", "hooks", own);
+		if (hooks_add_json(all, wrap, err, sizeof err) == -1)
+			log_about(LOG_LEVEL_WARN, s->id, NULL, NULL, "its own "
+			    "hooks are dropped: %s", err);
+		json_decref(wrap);
 	}
 	sh = s->hook = xcalloc(1, sizeof *sh);
 	sh->hooks = all;
-	if (hooks_count(all, HOOKS_SESSION_START) > 0) {
+	sh->own = own != NULL ? json_deep_copy(own) : NULL;
+	if (!start && s->shell.env_file != NULL) {
+		char *mine;
+
+		/* Made again: the env file made for it is still its own. */
+		xasprintf(&mine, "/stexec-env-%s-", s->id);
+		if (strstr(s->shell.env_file, mine) != NULL)
+			sh->env_file = xstrdup(s->shell.env_file);
+		free(mine);
+	}
+	if (start && hooks_count(all, HOOKS_SESSION_START) > 0) {
 		session_hook_env_file(s);
 		sh->starting = session_hook_start(s, NULL, HOOKS_SESSION_START,
 		    NULL);
 	}
-	return 0;
+}
+
+const json_t *
+session_hook_own(const struct session *s)
+{
+	return s->hook != NULL ? s->hook->own : NULL;
 }
 
 /* SessionEnd: nothing waits for it; its lines name the session. */
@@ -504,6 +527,7 @@ session_hook_free(struct session *s)
 	}
 	free(sh->held);
 	hooks_free(sh->hooks);
+	json_decref(sh->own);
 	free(sh);
 	s->hook = NULL;
 }

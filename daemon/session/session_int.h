@@ -234,6 +234,13 @@ struct session_hook_ops {
 	void (*decided)(struct session *);
 };
 void session_hook_init(const struct session_hook_ops *);
+/*
+ * The operator's hooks and own (createSession's "hooks" object, checked;
+ * NULL: none) for s; start: SessionStart runs (not for a session a
+ * restart or reload makes again). Its own, as given, for the journal.
+ */
+void session_hook_attach(struct session *, const json_t *own, bool start);
+const json_t *session_hook_own(const struct session *);
 bool session_hook_phase(void *, struct exec_tool *, enum exec_hook_phase,
     const json_t *);
 void session_hook_cancel(struct session *, struct exec_tool *);

@@ -69,6 +69,8 @@ session_journal_created(struct session *s, struct tooldef **tools,
 	    s->sandbox.mode != TOOLDEF_SANDBOX_UNSET ?
 	    tooldef_sandbox_json(&s->sandbox) : NULL);
 	json_object_set_new(rec, "shell", session_shell_json(&s->shell));
+	if (session_hook_own(s) != NULL)
+		json_object_set(rec, "hooks", (json_t *)session_hook_own(s));
 	if (rec == NULL || (text = json_dumps(rec, JSON_COMPACT)) == NULL)
 		fatal("cannot encode session %s for the journal", s->id);
 	json_decref(rec);
@@ -379,6 +381,8 @@ session_restore_session(const json_t *rec)
 			log_about(LOG_LEVEL_WARN, id, NULL, NULL, "journal: "
 			    "%s: %s; its shell falls back to the defaults",
 			    field, err);
+		/* The operator's hooks and its own, without SessionStart. */
+		session_hook_attach(r->s, json_object_get(rec, "hooks"), false);
 		r->s->journal = json_dumps(rec, JSON_COMPACT);
 		r->adds = json_array();
 		r->delivered = json_object();

@@ -614,6 +614,38 @@ def reload(d):
     c.close()
 
 
+def restart(d):
+    """After a crash, the sessions made again keep their hooks: their own
+    (journaled) and the operator's."""
+    d3 = pydaemon.Daemon(d.path, ["--hooks", OPERATOR])
+    d3.start()
+    try:
+        wait_for(lambda: reconnect(d3), "the third daemon")
+        c = Conn(d3.sock)
+        root = fresh_root("restart")
+        sid = session(c, root, hooks={"PreToolUse": [{"matcher": "Bash",
+            "hooks": [hook("grep -q 'echo own' && exit 2; exit 0")]}]})
+        c.close()
+        d3.proc.kill()
+        d3.proc.wait()
+        d3.log.close()
+        d3.start()
+        c = wait_for(lambda: reconnect(d3), "the restarted daemon")
+        result, meta = one(c, sid, "bash", {"command": "echo own"})
+        T.eq(meta["reason"], "permission_denied",
+             "the session's own hook after a restart")
+        result, meta = one(c, sid, "bash", {"command": "rm -rf %s" % root})
+        T.check("Blocked by policy" in result["content"],
+                "the operator's hook after a restart: %r" % result["content"])
+        T.check(os.path.isdir(root), "and nothing was removed")
+        c.ok("closeSession", sessionId=sid)
+        c.close()
+        T.eq(d3.leftovers(), [], "nothing left by the restarted daemon")
+    finally:
+        d3.stop()
+        shutil.rmtree(d3.tmp, ignore_errors=True)
+
+
 def reconnect(d):
     try:
         c = Conn(d.sock)
@@ -639,6 +671,7 @@ def body(d):
     sandbox_floor(d)
     operators(d)
     reload(d)
+    restart(d)
 
 
 if __name__ == "__main__":

@@ -151,7 +151,8 @@ static json_t *
 session_hook_event(struct session *s, struct exec_tool *t,
     enum hooks_event e, const json_t *result)
 {
-	const json_t *res, *content;
+	const json_t *content;
+	const char *text;
 	json_t *ev;
 	size_t i;
 
@@ -176,15 +177,15 @@ session_hook_event(struct session *s, struct exec_tool *t,
 	json_object_set(ev, "duration_ms", json_object_get(json_object_get(
 	    result, "meta"), "durationMs"));
 	if (e == HOOKS_POST_TOOL_USE_FAILURE) {
-		res = json_object_get(result, "result");
-		content = json_object_get(res, "content");
-		if (json_is_array(content))
-			json_array_foreach(content, i, res)
-				if ((content = json_object_get(res, "text")) !=
-				    NULL)
-					break;
-		json_object_set_new(ev, "error", json_string(
-		    json_is_string(content) ? json_string_value(content) : ""));
+		/* error: the result's text (its first text block). */
+		content = json_object_get(json_object_get(result, "result"),
+		    "content");
+		text = json_string_value(content);
+		for (i = 0; text == NULL && i < json_array_size(content); i++)
+			text = json_string_value(json_object_get(
+			    json_array_get(content, i), "text"));
+		json_object_set_new(ev, "error", json_string(text != NULL ?
+		    text : ""));
 		json_object_set_new(ev, "is_interrupt", json_false());
 	}
 	return ev;

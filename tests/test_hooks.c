@@ -448,8 +448,12 @@ Test(decide, precedence_and_rewrites)
 	    "\"allow\"}}", "");
 	cr_assert_eq(d.perm, HOOKS_PERM_DENY);
 	cr_assert_str_eq(d.reason, "old style");
-	outcome(&d, 0, "{\"continue\":false,\"stopReason\":\"enough\"}", "");
+	outcome(&d, 0, "{\"continue\":false,\"stopReason\":\"enough\","
+	    "\"systemMessage\":\"for you\"}", "");
 	cr_assert(d.stop);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(
+	    d.runs, json_array_size(d.runs) - 1), "systemMessage")),
+	    "for you");
 	cr_assert_str_eq(d.stop_reason, "enough");
 	hooks_decision_clear(&d);
 }

@@ -185,6 +185,10 @@ hooks_json(struct hooks_decision *d, const json_t *top, json_t *run)
 	const char *s, *reason = hooks_reason(top, spec);
 	enum hooks_perm p = HOOKS_PERM_NONE;
 
+	/* For the user, not the model: the client shows it. */
+	if ((s = json_string_value(json_object_get(top, "systemMessage"))) !=
+	    NULL)
+		json_object_set_new(run, "systemMessage", json_string(s));
 	if (json_is_false(json_object_get(top, "continue"))) {
 		d->stop = true;
 		s = json_string_value(json_object_get(top, "stopReason"));

@@ -366,6 +366,14 @@ def interrupt_and_timeout(d):
     st = c.ok("status", sessionId=sid)
     T.eq([t["status"] for t in st["tools"]], ["hooks"],
          "status shows the tool in its hook phase")
+    cli = os.environ.get("STEXEC_CLI")
+    if cli:
+        env = dict(os.environ, STEXEC_SOCKET=d.sock)
+        top = subprocess.run([cli, "top", "--once"], env=env,
+                             capture_output=True, timeout=GUARD_S)
+        rows = [l for l in top.stdout.decode().splitlines() if "hang1" in l]
+        T.check(len(rows) == 1 and " hooks " in rows[0],
+                "top shows the tool in its hook phase: %r" % top.stdout)
     c.ok("abort", sessionId=sid, reason="interrupt")
     c.ok("drain", sessionId=sid)
     res = [n["params"] for n in notes(c, sid)

@@ -234,3 +234,28 @@ Test(hooks, an_interrupt_during_post_keeps_the_real_result)
 	cr_assert(h_logged(h, "hooks-cancel a"));
 	cr_assert(h_logged(h, "result a ok A"));
 }
+
+Test(hooks, pre_and_post_context_reach_the_model_in_one_reminder)
+{
+	json_t *runs = json_array();
+	struct exec_hooks_done pre = { .context = "branch main", .runs = runs,
+		.name = "Bash" };
+	struct exec_hooks_done post = { .context = "took 3 ms", .runs = runs,
+		.name = "Bash" };
+
+	h->hook_phases = PRE | POST;
+	h_add(h, "a", "bash", "{\"command\":\"ls\"}");
+	h_skip(h);
+	exec_hooks_done(exec_find(h->ex, "a"), &pre);
+	h_exit(h, h_find(h, "a"), 0, "A");
+	exec_hooks_done(exec_find(h->ex, "a"), &post);
+	json_decref(runs);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(
+	    h->last_result, "result"), "content")), "A\n<system-reminder>\n"
+	    "PreToolUse:Bash hook additional context: branch main\n"
+	    "PostToolUse:Bash hook additional context: took 3 ms\n"
+	    "</system-reminder>");
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(
+	    json_object_get(h->last_result, "meta"), "hooks"),
+	    "additionalContext")), "branch main\ntook 3 ms");
+}

@@ -83,6 +83,7 @@ struct exec_tool {
 	enum exec_hook_phase hook_phase; /* while EXEC_HOOKS */
 	json_t *hooks;        /* meta.hooks: {runs, context?, stop?...} */
 	char *ask_reason;     /* a PreToolUse "ask": the permission_request's */
+	struct buf remind;    /* hooks' lines for the model, after the result */
 	enum exec_reason post_why; /* POST: what exec_complete was given */
 	bool post_error;
 	uint64_t stamps[EXEC_NSTAMPS]; /* the I/O layer's, read by nobody here */
@@ -177,6 +178,7 @@ static void	exec_hooks_note(struct exec_tool *,
 static void	exec_hooks_post(struct exec_tool *,
     const struct exec_hooks_done *);
 static void	exec_hooks_input(struct exec_tool *, const json_t *);
+static void	exec_hooks_remind(struct exec_tool *);
 
 struct exec *
 exec_new(const struct exec_config *cfg, const char *cwd, const json_t *env)
@@ -251,6 +253,7 @@ exec_tool_free(struct exec_tool *t)
 	json_decref(t->meta_extra);
 	json_decref(t->hooks);
 	free(t->ask_reason);
+	buf_free(&t->remind);
 	buf_free(&t->early);
 	free(t->invalid);
 	free(t->id);
@@ -764,6 +767,7 @@ exec_settle(struct exec_tool *t, enum exec_reason why, bool is_error)
 	struct exec *ex = t->ex;
 
 	exec_set_status(t, EXEC_COMPLETED);
+	exec_hooks_remind(t);
 	if (t->hooks != NULL)
 		json_object_set(json_object_get(t->result, "meta"), "hooks",
 		    t->hooks);
@@ -1929,7 +1933,6 @@ exec_hooks_post(struct exec_tool *t, const struct exec_hooks_done *d)
 	json_t *content = json_object_get(result, "content");
 	const char *event = t->post_error ? "PostToolUseFailure" :
 	    "PostToolUse", *name = d->name != NULL ? d->name : t->name;
-	struct buf add = { 0 };
 	char *text;
 
 	if (d->updated_output != NULL) {
@@ -1944,15 +1947,29 @@ exec_hooks_post(struct exec_tool *t, const struct exec_hooks_done *d)
 		json_object_set_new(result, "content", content);
 	}
 	if (d->blocked)
-		buf_printf(&add, "%s:%s hook blocking error: %s\n", event,
-		    name, d->reason != NULL ? d->reason : "blocked");
+		buf_printf(&t->remind, "%s:%s hook blocking error: %s\n",
+		    event, name, d->reason != NULL ? d->reason : "blocked");
 	if (d->context != NULL)
-		buf_printf(&add, "%s:%s hook additional context: %s\n", event,
-		    name, d->context);
-	if (add.len == 0)
+		buf_printf(&t->remind, "%s:%s hook additional context: %s\n",
+		    event, name, d->context);
+}
+
+/*
+ * What hooks said for the model (README, Hooks): one reminder after the
+ * result's content, PreToolUse's lines before PostToolUse's.
+ */
+static void
+exec_hooks_remind(struct exec_tool *t)
+{
+	json_t *result = json_object_get(t->result, "result");
+	json_t *content = json_object_get(result, "content");
+	char *text;
+
+	if (t->remind.len == 0 || result == NULL)
 		return;
 	xasprintf(&text, "<system-reminder>\n%.*s</system-reminder>",
-	    (int)add.len, add.data);
+	    (int)t->remind.len, t->remind.data);
+	buf_free(&t->remind);
 	if (json_is_string(content)) {
 		char *joined;
 
@@ -1965,7 +1982,6 @@ exec_hooks_post(struct exec_tool *t, const struct exec_hooks_done *d)
 		    "text", "text", text));
 	}
 	free(text);
-	buf_free(&add);
 }
 
 /*
@@ -2014,8 +2030,9 @@ exec_hooks_done(struct exec_tool *t, const struct exec_hooks_done *d)
 			break;
 		}
 		if (d->context != NULL)
-			json_array_append_new(t->warnings, json_sprintf(
-			    "PreToolUse additional context: %s", d->context));
+			buf_printf(&t->remind, "PreToolUse:%s hook additional "
+			    "context: %s\n", d->name != NULL ? d->name : t->name,
+			    d->context);
 		if (d->decision == EXEC_HOOK_ALLOW) {
 			exec_spawn(t);
 		} else if (d->decision == EXEC_HOOK_ASK) {

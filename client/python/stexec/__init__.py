@@ -18,6 +18,12 @@ same client and Turn for asyncio.
         for block in turn.results:            # tool_result blocks, add order
             print(block["content"])
 
+Tools the client runs itself (ToolDefs with ``"runner": "client"``) are
+served by handlers: ``c.session(sid).serve({"TodoWrite": fn})``, where
+``fn(input, call)`` returns the result (a string, content blocks, or
+``{"content": ..., "isError": bool}``) and ``call.cancelled`` is set on
+tool_cancel; see ``Client.serve``.
+
 Threads: the client may be shared between threads (say, a UI thread that
 calls ``abort`` while another iterates a turn): requests are matched to
 responses by id and whichever thread waits reads for all of them. Only one

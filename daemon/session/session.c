@@ -91,6 +91,7 @@ struct session_tool {
 	bool shell;               /* a bash_session call (shell.h) */
 	struct proxy_tool *proxy; /* network rules: its way out */
 	int netns;                /* ...and its namespace (the session's) */
+	struct client_call *client; /* a client-run call (session_client.c) */
 };
 
 
@@ -200,6 +201,12 @@ static const struct job_hooks session_job_hooks = {
 	.answered = session_job_answered,
 	.ended = session_job_ended,
 };
+
+const struct session_config *
+session_config(void)
+{
+	return &session_cfg;
+}
 
 void
 session_init(const struct session_config *cfg)
@@ -661,14 +668,18 @@ static void
 session_effect(void *arg, const struct exec_effect *e)
 {
 	struct session *s = arg;
+	struct session_tool *st;
 
 	switch (e->kind) {
 	case EXEC_SPAWN:
 		session_spawn(s, e->tool, e->spawn);
 		break;
 	case EXEC_KILL:
-		if (session_proc(e->tool) != NULL)
-			proc_kill(session_proc(e->tool));
+		st = exec_tool_handle(e->tool);
+		if (st->proc != NULL)
+			proc_kill(st->proc);
+		else if (st->client != NULL)
+			session_client_cancel(st->client);
 		else
 			session_internal(s, e->tool, NULL);
 		break;
@@ -889,6 +900,14 @@ session_spawn(struct session *s, struct exec_tool *t,
 	if (req->job->internal != TOOLDEF_INTERNAL_NONE) {
 		free(st);
 		session_internal(s, t, req);
+		return;
+	}
+	if (tooldef_runner(exec_tool_def(t)) == TOOLDEF_RUNNER_CLIENT) {
+		exec_tool_set_handle(t, st);
+		session_running_add(s, t);
+		exec_tool_set_stamp(t, EXEC_STAMP_STARTED, metrics_now());
+		st->client = session_client_start(s, t, req);
+		session_idle_update(s);
 		return;
 	}
 	session_sandbox(s, req, &spec.sandbox, roots);
@@ -1264,6 +1283,25 @@ session_shell_spawn(struct session *s, struct exec_tool *t,
 	return j;
 }
 
+/* A client-run call is over (session_client.c): d, or else x. */
+void
+session_tool_finish(struct exec_tool *t, const struct exec_done *d,
+    const struct exec_exit *x)
+{
+	struct session *s = exec_arg(exec_tool_exec(t));
+
+	session_running_del(s, t);
+	session_completed++;
+	metrics_observe(METRICS_RUN, exec_tool_stamp(t, EXEC_STAMP_STARTED));
+	exec_tool_set_stamp(t, EXEC_STAMP_ENDED, metrics_now());
+	session_tool_done(t, false);
+	if (d != NULL)
+		exec_finish(t, d);
+	else
+		exec_exited(t, x);
+	session_job_ended(s);
+}
+
 /* A bash_session call is done. */
 static void
 session_shell_answer(struct exec_tool *t, const struct exec_exit *x)
@@ -1464,9 +1502,17 @@ session_keep_output(struct session *s, struct exec_tool *t,
 			    strerror(errno));
 		return;
 	}
+	session_keep_file(s, x->output.path, x->output.total, exec_tool_id(t));
+}
+
+/* A whole-output file is the session's (outputFiles), made at the first. */
+void
+session_keep_file(struct session *s, const char *path, uint64_t bytes,
+    const char *tool_use_id)
+{
 	if (s->files == NULL)
 		s->files = outdir_set_new();
-	outdir_add(s->files, x->output.path, x->output.total, exec_tool_id(t));
+	outdir_add(s->files, path, bytes, tool_use_id);
 }
 
 /* Give a notification its seq, log it, and hand it to the subscribers. */
@@ -2196,6 +2242,7 @@ session_free(struct session *s)
 		event_free(s->idle);
 	shell_free(s);
 	job_free_all(s);
+	session_client_free(s);
 	outdir_set_release(s->files, s->output_grace_ms);
 	exec_free(s->ex);
 	for (i = 0; i < s->tools.cap; i++)

@@ -96,6 +96,7 @@ struct session {
 	unsigned jobs_running;
 	unsigned jobs_pending;    /* background calls not yet jobs */
 	struct shell *live_shell; /* bash_session's (shell.h), or NULL */
+	struct client_call *client_calls; /* its client-run calls running */
 
 	struct session *prev, *next;
 };
@@ -181,5 +182,24 @@ char **session_shell_argv(struct session *, struct exec_tool *,
     const struct exec_spawn *);
 const char *session_shell_cwd_check(void *, struct exec_tool *,
     const char *cwd, bool moved);
+
+/*
+ * Client-run tools (session_client.c): EXEC_SPAWN and EXEC_KILL of one; a
+ * session's claims go with it. The call's end comes back through
+ * session_tool_finish (session.c): d, or else x.
+ */
+struct client_call;
+struct exec_spawn;
+struct exec_done;
+struct exec_exit;
+struct client_call *session_client_start(struct session *, struct exec_tool *,
+    const struct exec_spawn *);
+void session_client_cancel(struct client_call *);
+void session_client_free(struct session *);
+void session_tool_finish(struct exec_tool *, const struct exec_done *,
+    const struct exec_exit *);
+/* A whole-output file now belongs to the session (outputFiles). */
+void session_keep_file(struct session *, const char *path, uint64_t bytes,
+    const char *tool_use_id);
 
 #endif

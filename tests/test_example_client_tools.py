@@ -155,7 +155,7 @@ def interrupted(d):
     by = {b["tool_use_id"]: b for b in r["content"]}
     names = {i: name for i, name, _ in r["tools"]}
     task = next(i for i, n in names.items() if n == "Task")
-    T.check("%s Task cancelled here: interrupt" % task in r["err"],
+    T.check("%s Task cancelled here: interrupt\n" % task in r["err"],
             "--interrupt: the subagent's handler was cancelled (interrupt)")
     T.eq((by[task]["is_error"], by[task]["content"]),
          (True, "<tool_use_error>Interrupted by user</tool_use_error>"),

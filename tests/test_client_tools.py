@@ -14,6 +14,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -149,6 +150,9 @@ def ordering(d):
     states = {t["id"]: t["status"] for t in st["tools"]}
     T.eq(states.get("b2"), "queued", "the second bash waits for the "
          "unsafe client tool")
+    todo = [t for t in st["tools"] if t["id"] == "todo"][0]
+    T.eq((todo.get("runner"), "pid" in todo, "waitingForClient" in todo),
+         ("client", False, False), "status shows who runs it")
     c.ok("toolProgress", sessionId=sid, toolUseId="todo",
          progress={"done": 1})
     p = c.note("progress", lambda p: p["toolUseId"] == "todo")
@@ -397,6 +401,122 @@ def blocks(d):
     c.close()
 
 
+def images(d):
+    c, sid = session(d)
+    shot = png(5, 7)
+    # An image by its magic bytes, not its name.
+    path = os.path.join(AREA, "screenshot.txt")
+    with open(path, "wb") as f:
+        f.write(shot)
+    with open(os.path.join(AREA, "not-an-image.png"), "w") as f:
+        f.write("just text\n")
+    gif = b"GIF89a" + struct.pack("<HH", 640, 480) + b"\0" * 20
+    with open(os.path.join(AREA, "anim.gif"), "wb") as f:
+        f.write(gif)
+    with open(os.path.join(AREA, "huge.png"), "wb") as f:
+        f.write(png(9000, 2))
+    add(c, sid, "i1", "read_file", {"file_path": path})
+    add(c, sid, "i2", "read_file",
+        {"file_path": os.path.join(AREA, "not-an-image.png")})
+    add(c, sid, "i3", "read_file",
+        {"file_path": os.path.join(AREA, "anim.gif")})
+    add(c, sid, "i4", "read_file",
+        {"file_path": os.path.join(AREA, "huge.png")})
+    rs = results(c, 4)
+    blocks = rs[0]["result"]["content"]
+    T.check(isinstance(blocks, list) and len(blocks) == 1 and
+            blocks[0]["type"] == "image", "read_file of a PNG gives an "
+            "image block: %.200r" % (blocks,))
+    if isinstance(blocks, list) and blocks:
+        src = blocks[0]["source"]
+        T.eq((src["type"], src["media_type"]), ("base64", "image/png"),
+             "its source")
+        T.eq(base64.b64decode(src["data"]), shot,
+             "its data decodes to the file")
+    T.eq(rs[1]["result"]["content"], "     1\tjust text\n",
+         "a text file named .png is text")
+    T.eq(rs[2]["result"]["content"][0]["source"]["media_type"], "image/gif",
+         "a GIF")
+    T.check(rs[3]["result"]["is_error"] and "9000 x 2 pixels" in
+            rs[3]["result"]["content"] and "not rescaled" in
+            rs[3]["result"]["content"], "a 9000-pixel image is refused in "
+            "words: %.200r" % rs[3]["result"]["content"])
+    c.close()
+
+
+def new_image(d, before):
+    """Wait for the image after before (the event a reload gives)."""
+    guard = time.monotonic() + GUARD
+    while True:
+        try:
+            probe = Peer(d.sock)
+            now = probe.ok("initialize")["server"].get("instance")
+            probe.close()
+            if now != before:
+                return
+        except (OSError, EOFError):
+            pass
+        if time.monotonic() > guard:
+            raise AssertionError("no new image came")
+        time.sleep(0.05)
+
+
+def reload(d):
+    c, sid = session(d)
+    server = Peer(d.sock)
+    server.ok("serveTools", sessionId=sid, names=["TodoWrite", "Task"])
+    add(c, sid, "r1", "TodoWrite", {"todos": []})
+    server.note("tool_start", lambda p: p["toolUseId"] == "r1")
+    before = c.ok("initialize")["server"].get("instance")
+    d.proc.send_signal(signal.SIGHUP)
+    new_image(d, before)
+    # The carried connection still serves: the call goes on there.
+    server.ok("completeTool", sessionId=sid, toolUseId="r1",
+              content="across")
+    r = c.note("tool_result")
+    T.eq((r["toolUseId"], r["result"]["content"]), ("r1", "across"),
+         "a reload in the middle of a client call delivers its result")
+    c.ok("drain", sessionId=sid)
+    T.check(not any(n.get("method") == "tool_result" for n in c.notes),
+            "...once")
+    # Its claims came across too: a new call starts on it.
+    add(c, sid, "r2", "Task", {})
+    s = server.note("tool_start", lambda p: p["toolUseId"] == "r2")
+    T.check("resumed" not in s, "a new call after the reload is new")
+    server.ok("completeTool", sessionId=sid, toolUseId="r2", content="ok")
+    T.eq(c.note("tool_result")["toolUseId"], "r2", "and completes")
+    server.close()
+    c.close()
+
+
+def crash(d):
+    c, sid = session(d)
+    c.ok("serveTools", sessionId=sid, names=["TodoWrite"])
+    add(c, sid, "k1", "TodoWrite", {"todos": []})
+    c.note("tool_start")
+    c.close()
+    d.proc.send_signal(signal.SIGKILL)
+    d.proc.wait()
+    d.log.close()
+    d.start()
+    guard = time.monotonic() + GUARD
+    while True:
+        try:
+            c = Peer(d.sock)
+            break
+        except OSError:
+            if time.monotonic() > guard:
+                raise
+            time.sleep(0.05)
+    c.ok("drain", sessionId=sid)
+    got = [n["params"] for n in c.ok("events", sessionId=sid)["notifications"]
+           if n["method"] == "tool_result"]
+    T.eq([(r["toolUseId"], r["meta"]["reason"]) for r in got],
+         [("k1", "daemon_restarted")],
+         "after a crash, a client call gets daemon_restarted (S10)")
+    c.close()
+
+
 def body(d):
     guard = time.monotonic() + GUARD
     while not os.path.exists(d.sock) and time.monotonic() < guard:
@@ -407,6 +527,9 @@ def body(d):
     dropped(d)
     claims(d)
     blocks(d)
+    images(d)
+    reload(d)
+    crash(d)
 
 
 if __name__ == "__main__":

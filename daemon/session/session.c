@@ -289,6 +289,10 @@ session_tool_describe(struct exec_tool *t, json_t *o)
 	bool has_cpu;
 	long pid;
 
+	if (st != NULL && st->client != NULL) {
+		session_client_describe(st->client, o);
+		return;
+	}
 	if ((pid = session_tool_pid(t)) <= 0)
 		return;
 	json_object_set_new(o, "pid", json_integer(pid));
@@ -894,6 +898,7 @@ session_spawn(struct session *s, struct exec_tool *t,
 	struct buf vars = { 0 };
 	struct netpolicy *policy;
 	struct timeval tv;
+	struct timespec start;
 	char **envp, **wrapped, *input;
 	uint16_t port = 0;
 
@@ -905,7 +910,9 @@ session_spawn(struct session *s, struct exec_tool *t,
 	if (tooldef_runner(exec_tool_def(t)) == TOOLDEF_RUNNER_CLIENT) {
 		exec_tool_set_handle(t, st);
 		session_running_add(s, t);
-		exec_tool_set_stamp(t, EXEC_STAMP_STARTED, metrics_now());
+		/* Started as a process is once its exec is known: now. */
+		clock_gettime(CLOCK_MONOTONIC, &start);
+		session_proc_started(t, &start);
 		st->client = session_client_start(s, t, req);
 		session_idle_update(s);
 		return;
@@ -996,15 +1003,21 @@ session_tool_carried(struct exec_tool *t)
 {
 	struct session_tool *st = exec_tool_handle(t);
 
-	return st != NULL && st->proc != NULL && proc_carried(st->proc);
+	return st != NULL && ((st->proc != NULL && proc_carried(st->proc)) ||
+	    st->client != NULL);
 }
 
 void
 session_tool_save(struct exec_tool *t, struct handover_rec *r, json_t *o)
 {
 	struct session_tool *st = exec_tool_handle(t);
-	json_t *proc = json_object();
+	json_t *proc;
 
+	if (st->client != NULL) {
+		session_client_save(st->client, o);
+		return;
+	}
+	proc = json_object();
 	proc_save(st->proc, r, proc);
 	json_object_set_new(o, "proc", proc);
 	json_object_set_new(o, "stream", json_boolean(st->stream));
@@ -1026,6 +1039,12 @@ session_tool_adopt(struct session *s, struct exec_tool *t,
 	const char *data;
 	size_t n, i;
 
+	if ((v = json_object_get(o, "client")) != NULL) {
+		exec_tool_set_handle(t, st);
+		session_running_add(s, t);
+		st->client = session_client_adopt(s, t, v);
+		return;
+	}
 	for (i = 0; i < 2; i++) {
 		data = handover_get(in, o, i == 0 ? "carry1" : "carry2", &n);
 		if (n <= sizeof st->carry[i].bytes) {

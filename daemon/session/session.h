@@ -249,6 +249,17 @@ int session_client_complete(struct session *, struct conn *, const char *id,
 int session_client_progress(struct session *, struct conn *, const char *id,
     const json_t *progress, char *err, size_t errlen);
 void session_client_conn_closed(struct conn *);
+/*
+ * A reload carries claims with their connections (rpc/carry.c): what a
+ * connection serves, [{s, names}]; and in the next image, once its
+ * sessions are back, the same claims for the adopted connection, whose
+ * calls go on there without a new tool_start (fd: the descriptor both
+ * images share). Then session_client_carried_all: calls whose connection
+ * did not come back wait for a claim, as after a close.
+ */
+json_t *session_client_conn_json(struct conn *);
+void session_client_carried(struct conn *, int fd, const json_t *serves);
+void session_client_carried_all(void);
 /* The names this session's connections serve. */
 json_t *session_client_served_json(struct session *);
 

@@ -45,7 +45,10 @@ struct client_call {
 	struct event *timeout;    /* S16 */
 	struct event *grace;      /* the kill grace, or no server yet */
 	struct event *now;        /* its end, from the loop */
-	uint64_t started_ms;
+	uint64_t started_ms;      /* CLOCK_MONOTONIC, which a reload keeps */
+	uint64_t deadline_ms;     /* its timeout's; 0: none */
+	int carried_fd;           /* a reload: its connection's, until that
+	                             is adopted; else -1 */
 	size_t max_result;
 	struct client_call *prev, *next; /* the session's calls */
 };
@@ -55,8 +58,12 @@ static unsigned client_claim_n;
 
 static struct client_claim *session_client_claim(struct session *,
 		    const char *);
+static void	session_client_add_claim(struct session *, const char *,
+		    struct conn *);
 static void	session_client_unclaim(struct client_claim *);
 static void	session_client_send(struct conn *, const char *, json_t *);
+static void	session_client_link(struct session *, struct exec_tool *,
+		    struct client_call *);
 static void	session_client_start_on(struct client_call *,
 		    struct conn *);
 static void	session_client_wait(struct client_call *);
@@ -141,16 +148,10 @@ session_client_serve(struct session *s, struct conn *c, const json_t *names,
 	}
 	json_array_foreach(names, i, v) {
 		if ((cl = session_client_claim(s, json_string_value(v))) ==
-		    NULL) {
-			cl = xcalloc(1, sizeof *cl);
-			cl->s = s;
-			cl->name = xstrdup(json_string_value(v));
-			if ((cl->next = client_claims) != NULL)
-				client_claims->prev = cl;
-			client_claims = cl;
-			client_claim_n++;
-		}
-		cl->c = c;
+		    NULL)
+			session_client_add_claim(s, json_string_value(v), c);
+		else
+			cl->c = c;
 	}
 	session_refer(s, c);
 	/*
@@ -194,6 +195,20 @@ session_client_conn_closed(struct conn *c)
 			}
 		session_client_unclaim(cl);
 	}
+}
+
+static void
+session_client_add_claim(struct session *s, const char *name, struct conn *c)
+{
+	struct client_claim *cl = xcalloc(1, sizeof *cl);
+
+	cl->s = s;
+	cl->name = xstrdup(name);
+	cl->c = c;
+	if ((cl->next = client_claims) != NULL)
+		client_claims->prev = cl;
+	client_claims = cl;
+	client_claim_n++;
 }
 
 static void
@@ -241,8 +256,27 @@ session_client_start(struct session *s, struct exec_tool *t,
     const struct exec_spawn *req)
 {
 	struct client_call *k = xcalloc(1, sizeof *k);
-	struct event_base *base = session_config()->base;
 	struct client_claim *cl;
+
+	k->max_result = req->max_output;
+	k->started_ms = metrics_now() / 1000000;
+	k->deadline_ms = req->timeout_ms > 0 ? k->started_ms +
+	    (uint64_t)req->timeout_ms : 0;
+	session_client_link(s, t, k);
+	session_client_arm(k->timeout, req->timeout_ms);
+	if ((cl = session_client_claim(s, k->name)) != NULL)
+		session_client_start_on(k, cl->c);
+	else
+		session_client_wait(k);
+	return k;
+}
+
+/* The parts of a call every start shares, in the session's list. */
+static void
+session_client_link(struct session *s, struct exec_tool *t,
+    struct client_call *k)
+{
+	struct event_base *base = session_config()->base;
 
 	k->s = s;
 	k->t = t;
@@ -250,20 +284,144 @@ session_client_start(struct session *s, struct exec_tool *t,
 	k->name = exec_tool_name(t);
 	k->cancel = tooldef_interrupt(exec_tool_def(t)) == TOOLDEF_CANCEL;
 	k->end = EXEC_END_EXITED;
-	k->max_result = req->max_output;
-	k->started_ms = metrics_now() / 1000000;
+	k->carried_fd = -1;
 	k->timeout = evtimer_new(base, session_client_timeout_cb, k);
 	k->grace = evtimer_new(base, session_client_grace_cb, k);
 	k->now = evtimer_new(base, session_client_now_cb, k);
 	if ((k->next = s->client_calls) != NULL)
 		s->client_calls->prev = k;
 	s->client_calls = k;
-	session_client_arm(k->timeout, req->timeout_ms);
-	if ((cl = session_client_claim(s, k->name)) != NULL)
-		session_client_start_on(k, cl->c);
-	else
-		session_client_wait(k);
+}
+
+void
+session_client_describe(const struct client_call *k, json_t *o)
+{
+	json_object_set_new(o, "runner", json_string("client"));
+	json_object_set_new(o, "elapsedMs", json_integer((json_int_t)(
+	    metrics_now() / 1000000 - k->started_ms)));
+	/* Nobody serves its name yet (or any more): it waits for a claim. */
+	if (k->c == NULL)
+		json_object_set_new(o, "waitingForClient", json_true());
+}
+
+void
+session_client_save(const struct client_call *k, json_t *o)
+{
+	json_object_set_new(o, "client", json_pack("{s:b, s:i, s:i, s:I, "
+	    "s:I, s:b}", "started", k->started, "conn", k->c != NULL ?
+	    conn_fd(k->c) : -1, "end", (int)k->end, "startedMs",
+	    (json_int_t)k->started_ms, "deadlineMs", (json_int_t)k->deadline_ms,
+	    "closed", k->closed));
+}
+
+/* A reload: the call as it was, its connection to come (carried). */
+struct client_call *
+session_client_adopt(struct session *s, struct exec_tool *t, const json_t *o)
+{
+	struct client_call *k = xcalloc(1, sizeof *k);
+	uint64_t now = metrics_now() / 1000000;
+
+	session_client_link(s, t, k);
+	k->started = json_is_true(json_object_get(o, "started"));
+	k->closed = json_is_true(json_object_get(o, "closed"));
+	k->carried_fd = (int)json_integer_value(json_object_get(o, "conn"));
+	k->started_ms = (uint64_t)json_integer_value(json_object_get(o,
+	    "startedMs"));
+	k->deadline_ms = (uint64_t)json_integer_value(json_object_get(o,
+	    "deadlineMs"));
+	k->max_result = tooldef_max_result_bytes(exec_tool_def(t));
+	if (k->deadline_ms > 0)
+		session_client_arm(k->timeout, k->deadline_ms > now ?
+		    (int64_t)(k->deadline_ms - now) : 1);
+	switch (json_integer_value(json_object_get(o, "end"))) {
+	case EXEC_END_KILLED:
+	case EXEC_END_TIMED_OUT:
+		/* It was being stopped: it is, again, within a new grace. */
+		k->end = (enum exec_end)json_integer_value(json_object_get(o,
+		    "end"));
+		evtimer_del(k->timeout);
+		if (k->cancel)
+			event_active(k->now, EV_TIMEOUT, 0);
+		else
+			session_client_arm(k->grace,
+			    session_config()->kill_grace_ms);
+		break;
+	default:
+		break;
+	}
 	return k;
+}
+
+json_t *
+session_client_conn_json(struct conn *c)
+{
+	struct client_claim *cl;
+	json_t *out = json_array(), *names;
+	const char *sid;
+	size_t i;
+
+	for (cl = client_claims; cl != NULL; cl = cl->next) {
+		if (cl->c != c)
+			continue;
+		sid = session_id(cl->s);
+		names = NULL;
+		for (i = 0; i < json_array_size(out); i++)
+			if (strcmp(json_string_value(json_object_get(
+			    json_array_get(out, i), "s")), sid) == 0)
+				names = json_object_get(json_array_get(out, i),
+				    "names");
+		if (names == NULL) {
+			names = json_array();
+			json_array_append_new(out, json_pack("{s:s, s:o}", "s",
+			    sid, "names", names));
+		}
+		json_array_append_new(names, json_string(cl->name));
+	}
+	return out;
+}
+
+void
+session_client_carried(struct conn *c, int fd, const json_t *serves)
+{
+	struct client_call *k;
+	struct session *s;
+	const json_t *v, *name;
+	size_t i, j;
+	int code;
+
+	json_array_foreach(serves, i, v) {
+		if ((s = session_find(json_string_value(json_object_get(v,
+		    "s")), conn_uid(c), &code)) == NULL)
+			continue;
+		json_array_foreach(json_object_get(v, "names"), j, name) {
+			if (json_is_string(name) && session_client_claim(s,
+			    json_string_value(name)) == NULL)
+				session_client_add_claim(s,
+				    json_string_value(name), c);
+		}
+		for (k = s->client_calls; k != NULL; k = k->next)
+			if (k->carried_fd == fd) {
+				k->carried_fd = -1;
+				k->c = c;
+			}
+	}
+}
+
+void
+session_client_carried_all(void)
+{
+	struct client_call *k;
+	struct session *s;
+
+	for (s = session_list; s != NULL; s = s->next)
+		for (k = s->client_calls; k != NULL; k = k->next)
+			if (k->carried_fd != -1 || (k->c == NULL &&
+			    k->end == EXEC_END_EXITED)) {
+				if (k->carried_fd != -1)
+					k->closed = true;
+				k->carried_fd = -1;
+				session_client_wait(k);
+			}
 }
 
 static void

@@ -196,6 +196,12 @@ struct client_call *session_client_start(struct session *, struct exec_tool *,
     const struct exec_spawn *);
 void session_client_cancel(struct client_call *);
 void session_client_free(struct session *);
+/* status: what a client's call is doing (runner, elapsedMs, waiting). */
+void session_client_describe(const struct client_call *, json_t *);
+/* A reload: a call into its handover record, and back in the next image. */
+void session_client_save(const struct client_call *, json_t *);
+struct client_call *session_client_adopt(struct session *, struct exec_tool *,
+    const json_t *);
 void session_tool_finish(struct exec_tool *, const struct exec_done *,
     const struct exec_exit *);
 /* A whole-output file now belongs to the session (outputFiles). */

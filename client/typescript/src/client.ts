@@ -23,6 +23,7 @@ import type {
   Notification,
   StatsResult,
   StatusResult,
+  ServeNotification,
   ServeNotificationParamsMap,
   SubscribeResult,
   ToolResultContent,
@@ -113,6 +114,7 @@ export class Client {
   private closedByUser = false;
   // Client-run tools this client serves, and their calls in flight.
   private readonly serving = new Serving(this as unknown as ServePort);
+  private readonly serveListeners = new Set<(note: ServeNotification) => void>();
 
   private constructor(options: ClientOptions) {
     this.socketPath = options.path;
@@ -261,13 +263,25 @@ export class Client {
   private onServe(msg: Record<string, unknown>): void {
     const p = msg.params as Record<string, unknown> | undefined;
     if (typeof p !== "object" || p === null || typeof p.sessionId !== "string" || typeof p.toolUseId !== "string") return;
+    for (const fn of [...this.serveListeners]) {
+      try {
+        fn(msg as unknown as ServeNotification);
+      } catch (err) {
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+    }
     if (msg.method === "tool_cancel") {
       this.serving.onCancel(p as unknown as ServeNotificationParamsMap["tool_cancel"]);
       return;
     }
     if (typeof p.name !== "string" || typeof p.turn !== "number") return;
     const input = typeof p.input === "object" && p.input !== null && !Array.isArray(p.input) ? p.input : {};
-    this.serving.onStart({ ...(p as unknown as ServeNotificationParamsMap["tool_start"]), input: input as Record<string, unknown> });
+    this.serving.onStart(
+      { ...(p as unknown as ServeNotificationParamsMap["tool_start"]), input: input as Record<string, unknown> },
+      this.serveListeners.size > 0,
+    );
   }
 
   private deliver(note: Notification): void {
@@ -547,6 +561,27 @@ export class Client {
    */
   serve(sessionId: string, handlers: ToolHandlers, options: ServeOptions = {}): Promise<Result<"serveTools">> {
     return this.serving.serve(sessionId, handlers, options);
+  }
+
+  /**
+   * (extension) The raw claim, without handlers: the tool_start and
+   * tool_cancel notifications of these names go to onServeNotification()
+   * listeners, and the listener answers with completeTool. serve() does
+   * all of that for you.
+   */
+  serveTools(sessionId: string, names: string[], takeOver?: boolean): Promise<Result<"serveTools">> {
+    return this.send("serveTools", { sessionId, names, ...(takeOver ? { takeOver: true } : {}) });
+  }
+
+  /**
+   * (extension) Call `fn` for every tool_start and tool_cancel this
+   * connection gets (they are not session notifications: no seq, never in
+   * notifications()). While a listener is set, a call of a name without a
+   * serve() handler is left to it. Returns a function that removes it.
+   */
+  onServeNotification(fn: (note: ServeNotification) => void): () => void {
+    this.serveListeners.add(fn);
+    return () => this.serveListeners.delete(fn);
   }
 
   /** (extension) The names this client serves in the session. */

@@ -173,7 +173,8 @@ export class Serving {
     return this.calls.size;
   }
 
-  onStart(p: ToolStartParams): void {
+  /** A tool_start; `listened`: someone else takes calls without a handler. */
+  onStart(p: ToolStartParams, listened = false): void {
     const k = key(p.sessionId, p.toolUseId);
     const old = this.calls.get(k);
     if (old !== undefined && old.turn === p.turn) {
@@ -183,6 +184,8 @@ export class Serving {
       return;
     }
     const s = this.sessions.get(p.sessionId);
+    const handler = s?.handlers.get(p.name);
+    if (handler === undefined && listened) return;
     const controller = new AbortController();
     const call: Call = {
       sessionId: p.sessionId,
@@ -195,7 +198,6 @@ export class Serving {
       onError: s?.onError,
     };
     this.calls.set(k, call);
-    const handler = s?.handlers.get(p.name);
     if (handler === undefined) {
       call.outcome = { sessionId: p.sessionId, toolUseId: p.toolUseId, content: `this client has no handler for ${p.name}`, isError: true };
       this.complete(call);

@@ -379,3 +379,25 @@ test("with nobody claiming, a call ends after the grace with an error", async ()
   await c.closeSession(sid);
   c.close();
 });
+
+test("the raw claim: serveTools, onServeNotification and completeTool by hand", async () => {
+  const c = await Client.connect(d.socket);
+  const { sessionId: sid } = await c.createSession({ tools: [todoWrite] });
+  const got: string[] = [];
+  const stop = c.onServeNotification((n) => {
+    if (n.method !== "tool_start") return;
+    got.push(`${n.params.name} ${n.params.toolUseId} ${JSON.stringify(n.params.input)}`);
+    void c.toolProgress(sid, n.params.toolUseId, { by: "hand" }).then(() =>
+      c.completeTool(sid, n.params.toolUseId, [textBlock("by hand")]),
+    );
+  });
+  assert.deepEqual(await c.serveTools(sid, ["TodoWrite"]), { names: ["TodoWrite"] });
+  const turn = await Turn.begin(c, sid);
+  await turn.add({ id: "t", name: "TodoWrite", input: { todos: [] } });
+  const out = await turn.drain();
+  assert.deepEqual(got, ['TodoWrite t {"todos":[]}']);
+  assert.deepEqual(out.results[0]!.content, [{ type: "text", text: "by hand" }]);
+  stop();
+  await c.closeSession(sid);
+  c.close();
+});

@@ -219,7 +219,7 @@ def cascade_and_abort(d):
     add(c, sid, "k", "Task", {})
     c.note("tool_start", lambda p: p["toolUseId"] == "k")
     c.ok("abort", sessionId=sid, reason="interrupt")
-    T.eq(c.note("tool_cancel")["reason"], "interrupted",
+    T.eq(c.note("tool_cancel")["reason"], "interrupt",
          "tool_cancel says why")
     r = c.note("tool_result")
     T.eq((r["toolUseId"], r["meta"]["reason"]), ("k", "interrupted"),
@@ -234,6 +234,25 @@ def cascade_and_abort(d):
     r = c.note("tool_result")
     T.eq((r["meta"]["reason"], r["result"]["content"]), ("ok", "saved"),
          "the block tool finishes")
+    c.ok("drain", sessionId=sid)
+    # A hard abort cancels a block tool: its answer within the kill grace
+    # ends it, in the words a killed process gets.
+    add(c, sid, "h", "TodoWrite", {"todos": []})
+    c.note("tool_start", lambda p: p["toolUseId"] == "h")
+    c.ok("abort", sessionId=sid, reason="cancel")
+    T.eq(c.note("tool_cancel")["reason"], "abort", "tool_cancel: abort")
+    c.ok("completeTool", sessionId=sid, toolUseId="h", content="half")
+    r = c.note("tool_result")
+    T.eq((r["toolUseId"], r["meta"]["reason"]), ("h", "interrupted"),
+         "a hard abort's result")
+    c.ok("drain", sessionId=sid)
+    # A discard cancels a cancel tool; nothing of the turn is delivered.
+    add(c, sid, "dd", "Task", {})
+    c.note("tool_start", lambda p: p["toolUseId"] == "dd")
+    c.ok("discard", sessionId=sid)
+    T.eq(c.note("tool_cancel")["reason"], "discard", "tool_cancel: discard")
+    e = c.call("completeTool", sessionId=sid, toolUseId="dd", content="x")
+    T.eq(e.get("error", {}).get("code"), -32005, "a discarded call is over")
     c.close()
 
 
@@ -517,6 +536,20 @@ def crash(d):
     c.close()
 
 
+def left_running(d):
+    """Calls still running when the daemon stops: it stops cleanly (run()
+    checks its exit status)."""
+    c, sid = session(d)
+    c.ok("serveTools", sessionId=sid, names=["TodoWrite", "Task"])
+    add(c, sid, "l1", "Task", {})
+    add(c, sid, "l2", "TodoWrite", {"todos": []})
+    c.note("tool_start", lambda p: p["toolUseId"] == "l1")
+    c2, sid2 = session(d)
+    add(c2, sid2, "l3", "TodoWrite", {"todos": []})
+    T.eq(c2.ok("status", sessionId=sid2)["tools"][0].get(
+        "waitingForClient"), True, "an unserved call waits for a client")
+
+
 def body(d):
     guard = time.monotonic() + GUARD
     while not os.path.exists(d.sock) and time.monotonic() < guard:
@@ -530,6 +563,7 @@ def body(d):
     images(d)
     reload(d)
     crash(d)
+    left_running(d)
 
 
 if __name__ == "__main__":

@@ -151,6 +151,7 @@ static void	exec_add_output(struct buf *, const struct exec_exit *);
 static void	exec_exit_content(struct buf *, const struct exec_tool *,
 		    const struct exec_exit *, enum exec_reason);
 static json_t	*exec_content(struct exec_tool *, const struct buf *);
+static bool	exec_blocks_over(const struct exec_tool *, const json_t *);
 static void	exec_deliver(struct exec *);
 static void	exec_cascade(struct exec_tool *);
 static char	*exec_describe(const struct exec_tool *);
@@ -701,6 +702,18 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 		exec_cascade(t);
 }
 
+/* Whether more blocks would take a tool's past what any result may hold. */
+static bool
+exec_blocks_over(const struct exec_tool *t, const json_t *more)
+{
+	size_t have = t->blocks != NULL ? content_text_bytes(t->blocks) +
+	    content_image_bytes(t->blocks) : 0;
+
+	return have + content_text_bytes(more) + content_image_bytes(more) >
+	    tooldef_result_ceiling() || json_array_size(t->blocks) +
+	    json_array_size(more) > CONTENT_BLOCKS_MAX;
+}
+
 /*
  * The result's content: the text, or with blocks given (a tool's fd 3, a
  * client, an MCP server), the blocks after the text when there is any, so
@@ -712,7 +725,7 @@ exec_content(struct exec_tool *t, const struct buf *b)
 	json_t *text = json_stringn_nocheck(b->data != NULL ? b->data : "",
 	    b->len), *blocks;
 
-	if (t->blocks == NULL || (t->killed && !t->discarded))
+	if (t->blocks == NULL || t->killed)
 		return text;
 	if (b->len == 0) {
 		json_decref(text);
@@ -837,6 +850,12 @@ exec_progress_line(struct exec_tool *t, const char *line, size_t len)
 		if (!content_check(ctx, err, sizeof err))
 			json_array_append_new(t->warnings, json_sprintf(
 			    "content blocks ignored: %s", err));
+		else if (exec_blocks_over(t, ctx))
+			json_array_append_new(t->warnings, json_sprintf(
+			    "content blocks ignored: with them the result would "
+			    "pass the daemon's --max-result-bytes (%zu) or %u "
+			    "blocks", tooldef_result_ceiling(),
+			    CONTENT_BLOCKS_MAX));
 		else {
 			if (t->blocks == NULL)
 				t->blocks = json_array();
@@ -1607,8 +1626,12 @@ const char *
 exec_tool_kill_reason(const struct exec_tool *t)
 {
 	if (t->discarded)
-		return "discarded";
-	return t->killed ? exec_reason_names[t->killed_for] : NULL;
+		return t->ex->closed ? "closed" : "discard";
+	if (!t->killed)
+		return NULL;
+	if (t->killed_for == REASON_SIBLING_ERROR)
+		return "sibling_error";
+	return t->ex->turn.abort == ABORT_CANCEL ? "abort" : "interrupt";
 }
 
 const char *

@@ -351,9 +351,9 @@ bool exec_tool_discarded(const struct exec_tool *);
 /* Why it was told to be killed (an opaque reason), or -1. */
 int exec_tool_killed(const struct exec_tool *);
 /*
- * The same in words, for whoever is told to cancel it: "interrupted",
- * "sibling_error", "discarded" (its turn, or the session closed); NULL when
- * nobody told it.
+ * The same in words, for whoever is told to cancel it: "interrupt" (S8),
+ * "abort" (S9, or a denial, S13), "sibling_error" (S7), "discard" (S11),
+ * "closed" (closeSession); NULL when nobody told it to end.
  */
 const char *exec_tool_kill_reason(const struct exec_tool *);
 /* The I/O layer's handle for the tool's process. */

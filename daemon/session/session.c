@@ -1137,6 +1137,8 @@ session_tool_done(struct exec_tool *t, bool flush)
 			exec_output_chunk(t, i + 1, st->carry[i].bytes,
 			    st->carry[i].len);
 	job_free(st->job);
+	if (st->client != NULL)
+		session_client_drop(st->client);
 	proxy_tool_free(st->proxy);
 	if (st->yield != NULL)
 		event_free(st->yield);

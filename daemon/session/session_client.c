@@ -495,8 +495,7 @@ session_client_cancel(struct client_call *k)
 {
 	const char *why = exec_tool_kill_reason(k->t);
 
-	session_client_stop(k, EXEC_END_KILLED, why != NULL ? why :
-	    "closed");
+	session_client_stop(k, EXEC_END_KILLED, why != NULL ? why : "abort");
 }
 
 static void
@@ -534,25 +533,31 @@ session_client_now_cb(evutil_socket_t fd, short what, void *arg)
 	session_client_end(k, NULL, &x);
 }
 
-/* The call is over: forget it, then tell the executor (session.c). */
-static void
-session_client_end(struct client_call *k, const struct exec_done *d,
-    const struct exec_exit *x)
+/* Forget a call, without a word to anyone (its tool is done with it). */
+void
+session_client_drop(struct client_call *k)
 {
-	struct session *s = k->s;
-	struct exec_tool *t = k->t;
-	struct exec_done dd;
-	struct exec_exit xx;
-
 	if (k->prev != NULL)
 		k->prev->next = k->next;
 	else
-		s->client_calls = k->next;
+		k->s->client_calls = k->next;
 	if (k->next != NULL)
 		k->next->prev = k->prev;
 	event_free(k->timeout);
 	event_free(k->grace);
 	event_free(k->now);
+	free(k);
+}
+
+/* The call is over: tell the executor (session.c), which drops it. */
+static void
+session_client_end(struct client_call *k, const struct exec_done *d,
+    const struct exec_exit *x)
+{
+	struct exec_tool *t = k->t;
+	struct exec_done dd;
+	struct exec_exit xx;
+
 	if (d != NULL) {
 		dd = *d;
 		dd.duration_ms = (int64_t)(metrics_now() / 1000000 -
@@ -564,7 +569,6 @@ session_client_end(struct client_call *k, const struct exec_done *d,
 		    k->started_ms);
 		x = &xx;
 	}
-	free(k);
 	session_tool_finish(t, d, x);
 }
 

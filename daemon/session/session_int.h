@@ -195,6 +195,8 @@ struct exec_exit;
 struct client_call *session_client_start(struct session *, struct exec_tool *,
     const struct exec_spawn *);
 void session_client_cancel(struct client_call *);
+/* Its tool is done with it (session_tool_done): freed, nobody told. */
+void session_client_drop(struct client_call *);
 void session_client_free(struct session *);
 /* status: what a client's call is doing (runner, elapsedMs, waiting). */
 void session_client_describe(const struct client_call *, json_t *);

@@ -267,6 +267,31 @@ def sync_reconnect(d):
     T.eq(sum(1 for n in ev if n["method"] == "tool_result"), 1,
          "one tool_result")
 
+    # A result made while the connection is down is sent once the names
+    # are claimed again, once, and is no error.
+    go2, runs2, errors = threading.Event(), [], []
+
+    def todo2(input, call):
+        runs2.append(call.tool_use_id)
+        go2.wait(WAIT)
+        return "made while away"
+    c.serve(sid, {"TodoWrite": todo2},
+            on_error=lambda e, call: errors.append(e))
+    w = Client(d.sock, timeout=WAIT)
+    turn = Turn(w, sid)
+    turn.add("t", "TodoWrite", {"todos": []})
+    until(lambda: runs2, "the handler to start")
+    c._sock.shutdown(2)
+    until(lambda: c._broken is not None, "the break to be seen")
+    go2.set()
+    time.sleep(0.1)                 # its completeTool finds no connection
+    c.reconnect()
+    list(turn.finish(timeout=WAIT))
+    T.eq(contents(turn), [("t", "made while away", False)],
+         "a result made while away is delivered after the reconnect")
+    T.eq((runs2, errors), (["t"], []), "once, and no error told")
+    w.close()
+
     # The serving client dies; another claims and gets the call resumed.
     a = Client(d.sock, timeout=WAIT)
     a_ran = threading.Event()
@@ -334,6 +359,11 @@ async def aio_serve(d):
         await asyncio.wait_for(started.wait(), WAIT)
         await turn.interrupt()
         notes = [n async for n in turn.finish(timeout=WAIT)]
+        # The result is delivered at once; the task sees its cancel soon.
+        for _ in range(int(WAIT * 100)):
+            if reasons:
+                break
+            await asyncio.sleep(0.01)
         T.eq(reasons, ["interrupt"], "aio: tool_cancel cancels the task")
         T.eq(contents(turn)[0], ("t", "thread True", False),
              "aio: a plain handler ran in a thread")

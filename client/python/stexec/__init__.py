@@ -482,12 +482,21 @@ class Client:
 
         A -32004 replay gap (StexecError, ``data["oldestSeq"]``) means the
         daemon no longer holds what was missed; see PROTOCOL.md §2."""
-        self.close()
-        self.connect(timeout)
-        if resubscribe:
-            for sid in sorted(self._seqs.subscribed):
-                self.subscribe(sid, since=self._seqs.last.get(sid, 0))
-        self._claim_again()
+        with self._cond:
+            self._serving.held = True
+        try:
+            self.close()
+            self.connect(timeout)
+            if resubscribe:
+                for sid in sorted(self._seqs.subscribed):
+                    self.subscribe(sid, since=self._seqs.last.get(sid, 0))
+            self._claim_again()
+        finally:
+            with self._cond:
+                waiting = self._serving.release()
+            for call in waiting:
+                threading.Thread(target=self._complete, args=(call,),
+                                 daemon=True).start()
 
     def _claim_again(self) -> None:
         """Claim the served names again after a reconnect. takeOver: the
@@ -875,7 +884,7 @@ class Client:
 
     def _complete(self, call: _Call) -> None:
         with self._cond:
-            if call.sending or call.outcome is None:
+            if call.sending or call.outcome is None or self._serving.held:
                 return
             call.sending = True
         err: Optional[BaseException] = None
@@ -1219,6 +1228,7 @@ class _Call:
         self.sending = False
         self.worker: Any = None        # the thread or task running it
         self.cancels_task = False      # tool_cancel cancels the task
+        self.again = False             # sent on a connection that broke
 
 
 class _Serving:
@@ -1230,6 +1240,16 @@ class _Serving:
         self.handlers: Dict[str, Dict[str, Callable[..., Any]]] = {}
         self.on_error: Dict[str, Optional[Callable[..., Any]]] = {}
         self.calls: Dict[Tuple[str, str], _Call] = {}
+        # While a reconnect claims the names again, results wait: the
+        # daemon takes a result only on the connection its call was
+        # started on.
+        self.held = False
+
+    def release(self) -> List[_Call]:
+        """The claims are made again: the calls whose results wait."""
+        self.held = False
+        return [c for c in self.calls.values()
+                if c.outcome is not None and not c.sending]
 
     def register(self, session_id: str,
                  handlers: Mapping[str, Callable[..., Any]],
@@ -1312,15 +1332,18 @@ class _Serving:
         callback to tell, if any."""
         call.sending = False
         if isinstance(err, ConnectionLost):
+            call.again = True
             return None     # kept: the claim after a reconnect sends it
         key = (call.session_id, call.tool_use_id)
         if self.calls.get(key) is call:
             del self.calls[key]
         if err is None:
             return None
-        # A refusal after tool_cancel is expected: the result is delivered.
+        # A refusal after tool_cancel is expected (the result is
+        # delivered), and so is one of a result sent again (it had arrived).
         if isinstance(err, StexecError) and err.code == STATE_CONFLICT and \
-                call.ctx is not None and call.ctx.cancel_reason:
+                (call.again or (call.ctx is not None and
+                                call.ctx.cancel_reason)):
             return None
         return call.on_error
 

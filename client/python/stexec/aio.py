@@ -106,18 +106,24 @@ class Client:
         missed, and the replayed notifications it already has are dropped.
         A -32004 replay gap (StexecError, ``data["oldestSeq"]``) means the
         daemon no longer holds what was missed; see PROTOCOL.md §2."""
-        await self.close()
-        await self.connect(timeout)
-        if resubscribe:
-            for sid in sorted(self._seqs.subscribed):
-                await self.subscribe(sid, since=self._seqs.last.get(sid, 0))
-        # Claim the served names again. takeOver: the daemon may not have
-        # seen the old connection close yet, and its claims are this
-        # client's.
-        for sid, names in self._serving.claims():
-            await self.request("serveTools", {"sessionId": sid,
-                                              "names": names,
-                                              "takeOver": True})
+        self._serving.held = True
+        try:
+            await self.close()
+            await self.connect(timeout)
+            if resubscribe:
+                for sid in sorted(self._seqs.subscribed):
+                    await self.subscribe(sid,
+                                         since=self._seqs.last.get(sid, 0))
+            # Claim the served names again. takeOver: the daemon may not
+            # have seen the old connection close yet, and its claims are
+            # this client's.
+            for sid, names in self._serving.claims():
+                await self.request("serveTools", {"sessionId": sid,
+                                                  "names": names,
+                                                  "takeOver": True})
+        finally:
+            for call in self._serving.release():
+                asyncio.ensure_future(self._complete(call))
 
     async def __aenter__(self) -> "Client":
         if self._writer is None:
@@ -498,7 +504,7 @@ class Client:
         await self._complete(call)
 
     async def _complete(self, call: _Call) -> None:
-        if call.sending or call.outcome is None:
+        if call.sending or call.outcome is None or self._serving.held:
             return
         call.sending = True
         err: Optional[BaseException] = None

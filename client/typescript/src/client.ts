@@ -173,7 +173,13 @@ export class Client {
       this.closedByUser = false;
       this.fail(this.sock, new ConnectionLostError("reconnecting"));
     }
-    await this.open();
+    this.serving.hold();
+    try {
+      await this.open();
+    } catch (err) {
+      this.serving.release();
+      throw err;
+    }
     const sessions = [...this.subscribed];
     this.subscribed.clear();
     let first: unknown;
@@ -191,13 +197,17 @@ export class Client {
     }
     // Claim the served names again. takeOver: the daemon may not have seen
     // the old connection close yet, and its claims are this client's.
-    for (const [sid, names] of this.serving.served()) {
-      try {
-        await this.send("serveTools", { sessionId: sid, names, takeOver: true });
-      } catch (err) {
-        if (err instanceof ConnectionLostError) throw err;
-        first ??= err;
+    try {
+      for (const [sid, names] of this.serving.served()) {
+        try {
+          await this.send("serveTools", { sessionId: sid, names, takeOver: true });
+        } catch (err) {
+          if (err instanceof ConnectionLostError) throw err;
+          first ??= err;
+        }
       }
+    } finally {
+      this.serving.release();
     }
     if (first !== undefined) throw first;
   }

@@ -83,6 +83,8 @@ interface Call {
   // Set once the handler settled; kept until the daemon took it.
   outcome: CompleteParams | undefined;
   sending: boolean;
+  // Sent before on a connection that broke: the daemon may have it already.
+  again: boolean;
   onError: ServeOptions["onError"];
 }
 
@@ -115,6 +117,9 @@ function errorParams(sessionId: string, toolUseId: string, err: unknown, signal:
 export class Serving {
   private readonly sessions = new Map<string, SessionServe>();
   private readonly calls = new Map<string, Call>();
+  // While a reconnect claims the names again, results wait: the daemon
+  // takes a result only on the connection its call was started on.
+  private held = false;
 
   constructor(private readonly port: ServePort) {}
 
@@ -168,9 +173,15 @@ export class Serving {
     }
   }
 
-  /** How many calls run or wait to be handed back. */
-  get inFlight(): number {
-    return this.calls.size;
+  /** Results wait until release(): a reconnect is under way. */
+  hold(): void {
+    this.held = true;
+  }
+
+  /** The claims are made again: send the results that waited, or were cut off. */
+  release(): void {
+    this.held = false;
+    for (const c of this.calls.values()) if (c.outcome !== undefined && !c.sending) this.complete(c);
   }
 
   /** A tool_start; `listened`: someone else takes calls without a handler. */
@@ -195,6 +206,7 @@ export class Serving {
       controller,
       outcome: undefined,
       sending: false,
+      again: false,
       onError: s?.onError,
     };
     this.calls.set(k, call);
@@ -236,6 +248,7 @@ export class Serving {
   }
 
   private complete(c: Call): void {
+    if (this.held) return;
     const params = c.outcome!;
     const k = key(c.sessionId, c.toolUseId);
     c.sending = true;
@@ -246,10 +259,14 @@ export class Serving {
       (err: Error) => {
         c.sending = false;
         // Cut off: kept for the claim after reconnect() to send again.
-        if (err instanceof ConnectionLostError) return;
+        if (err instanceof ConnectionLostError) {
+          c.again = true;
+          return;
+        }
         if (this.calls.get(k) === c) this.calls.delete(k);
-        // After tool_cancel a refusal is expected (a cancel tool's result is delivered).
-        if (err instanceof StateConflictError && c.controller.signal.aborted) return;
+        // After tool_cancel a refusal is expected (a cancel tool's result is
+        // delivered), and so is one of a result sent again (it had arrived).
+        if (err instanceof StateConflictError && (c.controller.signal.aborted || c.again)) return;
         c.onError?.(err, { sessionId: c.sessionId, toolUseId: c.toolUseId, name: c.name });
       },
     );

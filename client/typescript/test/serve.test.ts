@@ -401,3 +401,38 @@ test("the raw claim: serveTools, onServeNotification and completeTool by hand", 
   await c.closeSession(sid);
   c.close();
 });
+
+test("a result made while the connection is down is sent once the names are claimed again", async () => {
+  const c = await Client.connect(d.socket);
+  const { sessionId: sid } = await c.createSession({ tools: [todoWrite] });
+  let runs = 0;
+  const g = gate();
+  const errors: Error[] = [];
+  await c.serve(
+    sid,
+    {
+      TodoWrite: async () => {
+        runs++;
+        await g.wait;
+        return "made while away";
+      },
+    },
+    { onError: (e) => errors.push(e) },
+  );
+  const w = await Client.connect(d.socket);
+  const turn = await Turn.begin(w, sid);
+  await turn.add({ id: "t", name: "TodoWrite", input: { todos: [] } });
+  await until(() => runs === 1);
+  cut(c);
+  g.open();
+  // The handler is done; its completeTool found no connection.
+  await new Promise((r) => setTimeout(r, 50));
+  await c.reconnect();
+  const out = await turn.drain();
+  assert.equal(runs, 1);
+  assert.equal(out.results[0]!.content, "made while away");
+  assert.deepEqual(errors, []);
+  await w.closeSession(sid);
+  w.close();
+  c.close();
+});

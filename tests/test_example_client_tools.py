@@ -12,7 +12,11 @@ the subagent ran while the message still streamed. Then the same with
 "interrupt", its result and those of the tools not yet started are
 "interrupted", every id is still paired. No tool process is left.
 
-  STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_example_client_tools.py
+  STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_example_client_tools.py [COMMAND...]
+
+COMMAND runs the example (default: this python3 on
+examples/client_tools.py; e.g. node examples/dist/client_tools.js, its
+TypeScript twin); the options and the stream follow.
 
 Exit 0 when every check passed, 1 otherwise, 77 (skipped) when
 STEXEC_DAEMON is unset. Ends with "N passed, M failed".
@@ -68,10 +72,13 @@ def timeline(err):
     return at
 
 
+COMMAND = sys.argv[1:] or [sys.executable, EXAMPLE]
+
+
 def run(d, interrupt):
     cwd = tempfile.mkdtemp(prefix="client-tools-", dir=d.tmp)
-    args = [sys.executable, EXAMPLE, "--socket", d.sock, "--cwd", cwd,
-            STREAM] + (["--interrupt"] if interrupt else [])
+    args = COMMAND + ["--socket", d.sock, "--cwd", cwd, STREAM] + (
+        ["--interrupt"] if interrupt else [])
     p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        timeout=120)
     err = p.stderr.decode("utf-8", "replace")

@@ -190,6 +190,7 @@ class Frontend {
     this.started();
     const sleep = (ms: number): Promise<void> =>
       new Promise((resolve, reject) => {
+        if (call.signal.aborted) return reject(call.signal.reason as Error);
         const timer = setTimeout(resolve, ms);
         call.signal.addEventListener("abort", () => {
           clearTimeout(timer);

@@ -14,6 +14,7 @@ Standard library only. Exit 0 when every check passed, 1 otherwise, 77
 """
 import asyncio
 import os
+import signal
 import struct
 import sys
 import threading
@@ -326,6 +327,42 @@ def sync_reconnect(d):
     c.close()
 
 
+def sync_reload(d):
+    """A reload (SIGHUP) in the middle of a client call: the connection is
+    handed over with its claim, the call goes on, runs once and its result
+    is delivered once."""
+    c = Client(d.sock, timeout=WAIT)
+    sid = c.create_session(tools=[TODO])
+    go, runs = threading.Event(), []
+
+    def todo(input, call):
+        runs.append(call.resumed)
+        go.wait(WAIT)
+        return "across the reload"
+    c.serve(sid, {"TodoWrite": todo})
+    turn = Turn(c, sid)
+    turn.add("t", "TodoWrite", {"todos": []})
+    until(lambda: runs, "the handler to start")
+    before = c.initialize()["server"]["instance"]
+    d.proc.send_signal(signal.SIGHUP)
+    end = time.monotonic() + WAIT
+    while c.initialize()["server"]["instance"] == before:
+        if time.monotonic() > end:
+            raise AssertionError("no reload within %s s" % WAIT)
+        time.sleep(0.05)
+    T.check(c.connected, "the connection lived through the reload")
+    go.set()
+    list(turn.finish(timeout=WAIT))
+    T.eq(runs, [False], "the call ran once across the reload")
+    T.eq(contents(turn), [("t", "across the reload", False)],
+         "its result, once, after the reload")
+    ev = c.events(sid, since=0)["notifications"]
+    T.eq(sum(1 for n in ev if n["method"] == "tool_result"), 1,
+         "one tool_result across the reload")
+    c.close_session(sid)
+    c.close()
+
+
 # ------------------------------------------------------------ asyncio
 
 async def aio_serve(d):
@@ -337,8 +374,8 @@ async def aio_serve(d):
 
         async def task(input, call):
             started.set()
-            await call.progress({"prompt": input["prompt"]})
             try:
+                await call.progress({"prompt": input["prompt"]})
                 await asyncio.sleep(WAIT)
             except asyncio.CancelledError:
                 reasons.append(call.cancel_reason)
@@ -427,7 +464,7 @@ def main():
                 break
             time.sleep(0.05)
         for step in (sync_ordering, sync_results, sync_cancel, sync_claims,
-                     sync_reconnect,
+                     sync_reconnect, sync_reload,
                      lambda d: asyncio.run(aio_serve(d))):
             try:
                 step(d)

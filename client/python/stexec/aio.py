@@ -17,6 +17,10 @@
 One task reads the socket and files responses by id and notifications in
 a queue, so any number of tasks may send requests at once. Let one task
 consume a session's notifications.
+
+Client-run tools: ``await c.session(sid).serve({"Task": handler})``, where
+``async def handler(input, call)`` returns the result and is cancelled on
+tool_cancel (``call.cancelled`` is set too); see ``Client.serve``.
 """
 
 from __future__ import annotations

@@ -577,7 +577,7 @@ export class Client {
    * (extension) The raw claim, without handlers: the tool_start and
    * tool_cancel notifications of these names go to onServeNotification()
    * listeners, and the listener answers with completeTool. serve() does
-   * all of that for you.
+   * all of that for you; reconnect() claims again only what serve() claimed.
    */
   serveTools(sessionId: string, names: string[], takeOver?: boolean): Promise<Result<"serveTools">> {
     return this.send("serveTools", { sessionId, names, ...(takeOver ? { takeOver: true } : {}) });

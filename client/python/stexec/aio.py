@@ -255,12 +255,15 @@ class Client:
         fut = self._pending.get(request_id)
         if fut is None:
             raise KeyError("no request %d is waiting" % request_id)
-        try:
-            msg = await asyncio.wait_for(asyncio.shield(fut), timeout)
-        except asyncio.TimeoutError:
+        # asyncio.wait, not wait_for: before Python 3.12 wait_for can lose
+        # a cancel of the caller (a served tool's task on tool_cancel) when
+        # the answer comes in the same pass of the loop.
+        done, _ = await asyncio.wait({fut}, timeout=timeout)
+        if not done:
             raise TimeoutError("no answer to request %d from stexecd at %s "
                                "within %s s" % (request_id, self.path,
-                                                timeout)) from None
+                                                timeout))
+        msg = fut.result()
         self._pending.pop(request_id, None)
         return _result_of(msg)
 

@@ -345,6 +345,8 @@ def claims(d):
         T.check(e.get("error", {}).get("message", "").startswith(
             "Invalid params: " + field), "names the field: %.80r"
             % e.get("error", {}).get("message"))
+        T.eq(e.get("error", {}).get("data", {}).get("field"), field,
+             "data.field")
     for params, field in (({"toolUseId": "nope", "content": "x"}, None),
                           ({"toolUseId": "q"}, "content"),
                           ({"toolUseId": "q", "content": 5}, "content"),

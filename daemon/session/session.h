@@ -239,7 +239,8 @@ void session_tool_describe(struct exec_tool *, json_t *);
 /*
  * Client-run tools (doc/design.md §7, Client-run tools; session_client.c):
  * serveTools, completeTool and toolProgress for a connection, 0 or a
- * JSON-RPC error code with err the message; and a connection's end.
+ * JSON-RPC error code with err the message (for -32602, "FIELD: problem");
+ * and a connection's end.
  */
 #define SESSION_CLIENT_NAMES_MAX 256
 int session_client_serve(struct session *, struct conn *, const json_t *names,

@@ -126,21 +126,21 @@ session_client_serve(struct session *s, struct conn *c, const json_t *names,
 
 	if (!json_is_array(names) || json_array_size(names) == 0 ||
 	    json_array_size(names) > SESSION_CLIENT_NAMES_MAX) {
-		utf8_snprintf(err, errlen, "Invalid params: names: must be an "
+		utf8_snprintf(err, errlen, "names: must be an "
 		    "array of 1 to %d tool names", SESSION_CLIENT_NAMES_MAX);
 		return STEXEC_ERR_INVALID_PARAMS;
 	}
 	/* All or nothing: every name is checked before any is claimed. */
 	json_array_foreach(names, i, v) {
 		if (!json_is_string(v)) {
-			utf8_snprintf(err, errlen, "Invalid params: names[%zu]: must "
+			utf8_snprintf(err, errlen, "names[%zu]: must "
 			    "be a string", i);
 			return STEXEC_ERR_INVALID_PARAMS;
 		}
 		def = idmap_get(&s->tools, json_string_value(v));
 		if (def == NULL || tooldef_runner(def) !=
 		    TOOLDEF_RUNNER_CLIENT) {
-			utf8_snprintf(err, errlen, "Invalid params: names[%zu]: the "
+			utf8_snprintf(err, errlen, "names[%zu]: the "
 			    "session has no client-run tool (runner \"client\") "
 			    "named \"%s\"", i, json_string_value(v));
 			return STEXEC_ERR_INVALID_PARAMS;
@@ -614,10 +614,8 @@ session_client_complete(struct session *s, struct conn *c, const char *id,
 	struct client_call *k = session_client_find(s, id);
 	struct exec_exit x;
 
-	if (!content_check(content, err + 16, errlen - 16)) {
-		memcpy(err, "Invalid params: ", 16);
+	if (!content_check(content, err, errlen))
 		return STEXEC_ERR_INVALID_PARAMS;
-	}
 	if (k == NULL || (k->end != EXEC_END_EXITED && k->cancel))
 		return session_client_late(s, id, err, errlen);
 	if (k->c != c) {

@@ -542,3 +542,37 @@ Test(decide, text_capped)
 	free(json);
 	free(big);
 }
+
+/* What the matchers said of a name is remembered; `if` is asked each time. */
+Test(config, remembered_matching_still_asks_if)
+{
+	struct hooks *a = load("{\"hooks\":{\"PreToolUse\":[{\"matcher\":"
+	    "\"Bash\",\"hooks\":[{\"type\":\"command\",\"command\":\"g\","
+	    "\"if\":\"Bash(rm *)\"}]},{\"matcher\":\"mcp__.*\",\"hooks\":"
+	    "[{\"type\":\"command\",\"command\":\"m\"}]}]}}");
+	const struct hooks_handler *h[4];
+	json_t *rm = json_pack("{s:s}", "command", "rm -rf x");
+	json_t *ls = json_pack("{s:s}", "command", "ls");
+	struct hooks_subject s = { .name = "bash", .alias = "Bash" };
+	int i;
+
+	cr_assert_not_null(a, "%s", err);
+	for (i = 0; i < 3; i++) {
+		s.name = "bash";
+		s.alias = "Bash";
+		s.input = rm;
+		cr_assert_eq(hooks_select(a, HOOKS_PRE_TOOL_USE, &s, h, 4), 1);
+		s.input = ls;
+		cr_assert_eq(hooks_select(a, HOOKS_PRE_TOOL_USE, &s, h, 4), 0);
+		s.name = "grep";
+		s.alias = "Grep";
+		cr_assert_eq(hooks_select(a, HOOKS_PRE_TOOL_USE, &s, h, 4), 0);
+		s.name = "mcp__x__y";
+		s.alias = NULL;
+		cr_assert_eq(hooks_select(a, HOOKS_PRE_TOOL_USE, &s, h, 4), 1);
+		cr_assert_eq(hooks_select(a, HOOKS_POST_TOOL_USE, &s, h, 4), 0);
+	}
+	json_decref(rm);
+	json_decref(ls);
+	hooks_free(a);
+}

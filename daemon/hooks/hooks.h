@@ -68,6 +68,8 @@ struct hooks_subject {
 /*
  * The handlers of an event that match, in configuration order, each
  * distinct handler (command, shell, if) once: up to max in out. How many.
+ * It remembers which events no matcher of a name matches (a cache: a
+ * tool no hook matches costs one lookup).
  */
 size_t hooks_select(const struct hooks *, enum hooks_event,
     const struct hooks_subject *, const struct hooks_handler **out,

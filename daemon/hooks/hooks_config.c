@@ -7,10 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idmap.h"
 #include "util.h"
 
 /* A hook's own timeout, in seconds as Claude Code's: at most a day. */
 #define HOOKS_TIMEOUT_MAX_S 86400
+/* Tool names whose matching a configuration remembers. */
+#define HOOKS_SEEN_MAX 1024
 
 struct hooks_handler {
 	char *command;
@@ -28,10 +31,23 @@ struct hooks_group {
 	size_t nhandlers;
 };
 
+/*
+ * What the matchers of each event said of one tool name (and alias): a
+ * matcher looks at names only, so a tool no hook matches costs one lookup.
+ */
+struct hooks_seen {
+	char *key;        /* name, '\n', alias */
+	unsigned known;   /* bit e: event e's matchers were run */
+	unsigned matched; /* bit e: one of them matched */
+};
+
 struct hooks {
 	struct hooks_group **groups[HOOKS_NEVENTS];
 	size_t ngroups[HOOKS_NEVENTS];
 	size_t nhandlers;
+	struct idmap seen;        /* key -> struct hooks_seen */
+	struct hooks_seen **seen_list;
+	size_t nseen;
 };
 
 static const char *const hooks_event_names[HOOKS_NEVENTS] = {
@@ -60,6 +76,9 @@ static struct hooks_group *hooks_parse_group(const json_t *, const char *,
 static bool	hooks_same(const struct hooks_handler *,
     const struct hooks_handler *);
 static bool	hooks_foreign(const char *);
+static void	hooks_seen_clear(struct hooks *);
+static struct hooks_seen *hooks_seen_get(struct hooks *, const char *,
+    const char *);
 
 const char *
 hooks_event_name(enum hooks_event e)
@@ -118,6 +137,7 @@ hooks_free(struct hooks *hk)
 			hooks_group_unref(hk->groups[e][i]);
 		free(hk->groups[e]);
 	}
+	hooks_seen_clear(hk);
 	free(hk);
 }
 
@@ -368,6 +388,7 @@ hooks_merge(struct hooks *dst, const struct hooks *src, char *err,
 {
 	size_t e, i;
 
+	hooks_seen_clear(dst);
 	for (e = 0; e < HOOKS_NEVENTS; e++) {
 		if (src->ngroups[e] == 0)
 			continue;
@@ -402,20 +423,69 @@ hooks_same(const struct hooks_handler *a, const struct hooks_handler *b)
 	    b->if_text != NULL ? b->if_text : "") == 0;
 }
 
+static void
+hooks_seen_clear(struct hooks *hk)
+{
+	size_t i;
+
+	for (i = 0; i < hk->nseen; i++) {
+		free(hk->seen_list[i]->key);
+		free(hk->seen_list[i]);
+	}
+	free(hk->seen_list);
+	hk->seen_list = NULL;
+	hk->nseen = 0;
+	idmap_free(&hk->seen);
+}
+
+/* The entry of a name and alias, made if there is room; else NULL. */
+static struct hooks_seen *
+hooks_seen_get(struct hooks *hk, const char *name, const char *alias)
+{
+	struct hooks_seen *seen;
+	char buf[512];
+	int len;
+
+	/* Looked up without an allocation: this is every call's cost. */
+	len = snprintf(buf, sizeof buf, "%s\n%s", name, alias != NULL ? alias :
+	    "");
+	if (len < 0 || (size_t)len >= sizeof buf)
+		return NULL;
+	if ((seen = idmap_get(&hk->seen, buf)) != NULL ||
+	    hk->nseen == HOOKS_SEEN_MAX)
+		return seen;
+	seen = xcalloc(1, sizeof *seen);
+	seen->key = xstrdup(buf);
+	hk->seen_list = xreallocarray(hk->seen_list, hk->nseen + 1,
+	    sizeof *hk->seen_list);
+	hk->seen_list[hk->nseen++] = seen;
+	idmap_put(&hk->seen, seen->key, seen);
+	return seen;
+}
+
 size_t
-hooks_select(const struct hooks *hk, enum hooks_event e,
+hooks_select(const struct hooks *chk, enum hooks_event e,
     const struct hooks_subject *s, const struct hooks_handler **out,
     size_t max)
 {
+	struct hooks *hk = (struct hooks *)chk; /* the cache is mutable */
 	const struct hooks_group *g;
 	const struct hooks_handler *h;
+	struct hooks_seen *seen;
 	size_t i, j, k, n = 0;
-	bool tool = e <= HOOKS_PERMISSION_REQUEST;
+	bool tool = e <= HOOKS_PERMISSION_REQUEST, any = false;
 
-	for (i = 0; hk != NULL && i < hk->ngroups[e]; i++) {
+	if (hk == NULL || hk->ngroups[e] == 0)
+		return 0;
+	seen = hooks_seen_get(hk, s->name, s->alias);
+	if (seen != NULL && (seen->known & (1U << e)) != 0 &&
+	    (seen->matched & (1U << e)) == 0)
+		return 0;
+	for (i = 0; i < hk->ngroups[e]; i++) {
 		g = hk->groups[e][i];
 		if (!hooks_matcher_match(g->matcher, s->name, s->alias))
 			continue;
+		any = true;
 		for (j = 0; j < g->nhandlers && n < max; j++) {
 			h = &g->handlers[j];
 			for (k = 0; k < n; k++)
@@ -429,6 +499,11 @@ hooks_select(const struct hooks *hk, enum hooks_event e,
 				continue;
 			out[n++] = h;
 		}
+	}
+	if (seen != NULL) {
+		seen->known |= 1U << e;
+		if (any)
+			seen->matched |= 1U << e;
 	}
 	return n;
 }

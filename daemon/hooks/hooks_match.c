@@ -20,6 +20,7 @@
 struct hooks_regex {
 	pcre2_code *code;
 	pcre2_match_context *mctx;
+	pcre2_match_data *md;   /* reused: the daemon matches on one thread */
 };
 
 struct hooks_matcher {
@@ -105,6 +106,9 @@ hooks_regex_compile(const char *src, bool anchored, char *err, size_t errlen)
 	pcre2_set_match_limit(re->mctx, HOOKS_MATCH_LIMIT);
 	pcre2_set_depth_limit(re->mctx, HOOKS_DEPTH_LIMIT);
 	pcre2_set_heap_limit(re->mctx, HOOKS_HEAP_LIMIT_KIB);
+	if ((re->md = pcre2_match_data_create_from_pattern(re->code, NULL)) ==
+	    NULL)
+		fatal("%s: out of memory", __func__);
 	return re;
 }
 
@@ -115,19 +119,17 @@ hooks_regex_free(struct hooks_regex *re)
 		return;
 	pcre2_code_free(re->code);
 	pcre2_match_context_free(re->mctx);
+	pcre2_match_data_free(re->md);
 	free(re);
 }
 
 int
 hooks_regex_match(const struct hooks_regex *re, const char *s, size_t len)
 {
-	pcre2_match_data *md;
 	int rc;
 
-	if ((md = pcre2_match_data_create_from_pattern(re->code, NULL)) == NULL)
-		fatal("%s: out of memory", __func__);
-	rc = pcre2_match(re->code, (PCRE2_SPTR)s, len, 0, 0, md, re->mctx);
-	pcre2_match_data_free(md);
+	rc = pcre2_match(re->code, (PCRE2_SPTR)s, len, 0, 0, re->md,
+	    re->mctx);
 	if (rc >= 0)
 		return 1;
 	if (rc == PCRE2_ERROR_NOMATCH)
@@ -231,6 +233,8 @@ hooks_matcher_match(const struct hooks_matcher *m, const char *name,
 
 	if (m->all)
 		return true;
+	if (alias != NULL && strcmp(alias, name) == 0)
+		alias = NULL;
 	if (m->re != NULL)
 		return hooks_regex_try(m->re, name) ||
 		    (alias != NULL && hooks_regex_try(m->re, alias));

@@ -251,6 +251,23 @@ def post(d):
             % result["content"])
     T.eq(meta["hooks"].get("additionalContext"), "formatted f.py",
          "meta.hooks.additionalContext")
+    c.ok("closeSession", sessionId=sid)
+    # updatedToolOutput replaces the output; exit 2 adds a reason.
+    sid = session(c, root, hooks={"PostToolUse": [{"matcher": "Bash",
+        "hooks": [hook("jq -r .tool_response.stdout | grep -q SECRET && "
+                       "jq -n '{hookSpecificOutput: {hookEventName: "
+                       "\"PostToolUse\", updatedToolOutput: \"[redacted]\"}}'"
+                       "; exit 0"),
+                  hook("echo 'lint: 2 warnings' >&2; exit 2")]}],
+        "PostToolUseFailure": [{"matcher": "Bash",
+                                "hooks": [hook(command(FAILURE, seen))]}]})
+    result, meta = one(c, sid, "bash", {"command": "echo SECRET=1"})
+    T.eq(result["content"], "[redacted]\n<system-reminder>\nPostToolUse:"
+         "Bash hook blocking error: lint: 2 warnings\n</system-reminder>",
+         "updatedToolOutput and an exit-2 reason")
+    T.eq([(r["outcome"], r.get("decision")) for r in meta["hooks"]["runs"]
+          if r["event"] == "PostToolUse"],
+         [("ok", None), ("blocked", "block")], "their runs")
     result, meta = one(c, sid, "bash", {"command": "echo no >&2; exit 3"})
     T.eq(meta["reason"], "exit", "the call failed")
     got = json.load(open(seen)) if os.path.exists(seen) else {}

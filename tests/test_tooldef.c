@@ -1011,12 +1011,15 @@ Test(tooldef_runner, the_daemon_makes_mcp_tools_whatever_the_object_says)
 Test(tooldef_parse, hook_name)
 {
 	struct tooldef *def;
+	json_t *j;
 
 	def = must_parse("{\"name\":\"deploy\",\"hookName\":\"Deploy\"," CMD
 	    "}");
 	cr_expect_str_eq(tooldef_hook_name(def), "Deploy");
-	cr_expect_str_eq(json_string_value(json_object_get(tooldef_json(def),
-	    "hookName")), "Deploy");
+	j = tooldef_json(def);
+	cr_expect_str_eq(json_string_value(json_object_get(j, "hookName")),
+	    "Deploy");
+	json_decref(j);
 	tooldef_unref(def);
 	def = must_parse("{\"name\":\"deploy\",\"hookName\":null," CMD "}");
 	cr_expect_null(tooldef_hook_name(def));

@@ -706,7 +706,9 @@ if __name__ == "__main__":
                 {"matcher": "Bash", "hooks": [hook(GUARD)]},
                 {"matcher": "*", "hooks": [hook(LOGGER)]}]}}, f)
     try:
-        rc = pydaemon.run(T, body, ["--hooks", OPERATOR])
+        # STEXEC_DAEMON_ARGS: the suite's --no-cgroup twin.
+        rc = pydaemon.run(T, body, ["--hooks", OPERATOR] + os.environ.get(
+            "STEXEC_DAEMON_ARGS", "").split())
     finally:
         shutil.rmtree(AREA, ignore_errors=True)
     sys.exit(rc)

@@ -576,3 +576,20 @@ Test(config, remembered_matching_still_asks_if)
 	json_decref(ls);
 	hooks_free(a);
 }
+
+/* A relative path in the input is the cwd's; the rule's are the root's. */
+Test(rule, relative_paths_against_the_cwd)
+{
+	struct hooks_rule *r = hooks_rule_parse("Edit(src/**)", err,
+	    sizeof err);
+	json_t *in = json_pack("{s:s}", "file_path", "a.c");
+	struct hooks_subject s = { .name = "edit_file", .alias = "Edit",
+		.input = in, .root = "/p", .cwd = "/p/src" };
+
+	cr_assert_not_null(r, "%s", err);
+	cr_assert(hooks_rule_match(r, &s));
+	s.cwd = "/p/lib";
+	cr_assert(!hooks_rule_match(r, &s));
+	json_decref(in);
+	hooks_rule_free(r);
+}

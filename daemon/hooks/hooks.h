@@ -64,6 +64,8 @@ struct hooks_subject {
 	const char *alias;   /* Claude Code's name (hookName), or NULL */
 	const json_t *input; /* the tool's input, or NULL */
 	const char *root;    /* the session root: `if` paths are against it */
+	const char *cwd;     /* a relative path in the input is against it
+	                        (NULL: the root) */
 };
 /*
  * The handlers of an event that match, in configuration order, each

@@ -68,7 +68,7 @@ static char	*hooks_bash_regex(const char *);
 static char	*hooks_path_regex(const char *, const char *);
 static bool	hooks_rule_bash(const struct hooks_rule *, const json_t *);
 static bool	hooks_rule_path(struct hooks_rule *, const json_t *,
-    const char *);
+    const char *, const char *);
 static const char *hooks_input_path(const json_t *);
 
 static bool
@@ -573,7 +573,8 @@ hooks_input_path(const json_t *input)
 
 /* The rule's expression is made for a root once and kept (a cache). */
 static bool
-hooks_rule_path(struct hooks_rule *r, const json_t *input, const char *root)
+hooks_rule_path(struct hooks_rule *r, const json_t *input, const char *root,
+    const char *cwd)
 {
 	const char *path = hooks_input_path(input);
 	char *src, *abs = NULL, why[300];
@@ -594,7 +595,7 @@ hooks_rule_path(struct hooks_rule *r, const json_t *input, const char *root)
 			return true;
 	}
 	if (path[0] != '/')
-		xasprintf(&abs, "%s/%s", root, path);
+		xasprintf(&abs, "%s/%s", cwd != NULL ? cwd : root, path);
 	m = hooks_regex_match(r->re, abs != NULL ? abs : path,
 	    strlen(abs != NULL ? abs : path));
 	free(abs);
@@ -613,7 +614,7 @@ hooks_rule_match(const struct hooks_rule *cr, const struct hooks_subject *s)
 	case HOOKS_RULE_BASH:
 		return hooks_rule_bash(r, s->input);
 	case HOOKS_RULE_PATH:
-		return hooks_rule_path(r, s->input, s->root);
+		return hooks_rule_path(r, s->input, s->root, s->cwd);
 	case HOOKS_RULE_TOOL:
 	case HOOKS_RULE_OTHER:
 		break;

@@ -51,7 +51,7 @@ static const char *session_hook_dir;
 static bool	session_hook_start(struct session *, struct exec_tool *,
     enum hooks_event, const json_t *);
 static json_t	*session_hook_event(struct session *, struct exec_tool *,
-    enum hooks_event, const json_t *);
+    enum hooks_event, const json_t *, const json_t *);
 static json_t	*session_hook_input(struct session *, const json_t *);
 static json_t	*session_hook_response(struct exec_tool *, const json_t *);
 static const char *session_hook_tool_name(struct exec_tool *);
@@ -147,9 +147,10 @@ session_hook_response(struct exec_tool *t, const json_t *params)
 	return r;
 }
 
+/* The event's JSON; input: the tool's, its paths made absolute. */
 static json_t *
 session_hook_event(struct session *s, struct exec_tool *t,
-    enum hooks_event e, const json_t *result)
+    enum hooks_event e, const json_t *input, const json_t *result)
 {
 	const json_t *content;
 	const char *text;
@@ -167,8 +168,7 @@ session_hook_event(struct session *s, struct exec_tool *t,
 	}
 	json_object_set_new(ev, "tool_name",
 	    json_string(session_hook_tool_name(t)));
-	json_object_set_new(ev, "tool_input", session_hook_input(s,
-	    exec_tool_input(t)));
+	json_object_set(ev, "tool_input", (json_t *)input);
 	json_object_set_new(ev, "tool_use_id", json_string(exec_tool_id(t)));
 	if (result == NULL)
 		return ev;
@@ -201,7 +201,7 @@ session_hook_start(struct session *s, struct exec_tool *t,
 	struct hooks_subject subj = { .root = s->root };
 	struct session_hook_run *r;
 	struct hooks_run_spec spec = { 0 };
-	json_t *ev;
+	json_t *ev, *input = NULL;
 	size_t n;
 
 	if (t != NULL) {
@@ -211,9 +211,13 @@ session_hook_start(struct session *s, struct exec_tool *t,
 	} else {
 		subj.name = e == HOOKS_SESSION_START ? "startup" : "other";
 	}
+	subj.cwd = exec_cwd(s->ex);
 	if ((n = hooks_select(sh->hooks, e, &subj, h, nitems(h))) == 0)
 		return false;
-	ev = session_hook_event(s, t, e, result);
+	if (t != NULL)
+		input = session_hook_input(s, exec_tool_input(t));
+	ev = session_hook_event(s, t, e, input, result);
+	json_decref(input);
 	spec.event = e;
 	spec.input = ev;
 	spec.cwd = exec_cwd(s->ex);
@@ -484,7 +488,7 @@ session_hook_end(struct session *s)
 	if (s->hook == NULL || (n = hooks_select(s->hook->hooks,
 	    HOOKS_SESSION_END, &subj, h, nitems(h))) == 0)
 		return;
-	ev = session_hook_event(s, NULL, HOOKS_SESSION_END, NULL);
+	ev = session_hook_event(s, NULL, HOOKS_SESSION_END, NULL, NULL);
 	spec.event = HOOKS_SESSION_END;
 	spec.input = ev;
 	spec.cwd = exec_cwd(s->ex);

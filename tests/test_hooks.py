@@ -438,6 +438,21 @@ def duplicate_and_env(d):
     c.close()
 
 
+def readme_policy(d):
+    """The README's policy is a configuration the daemon takes."""
+    with open(os.path.join(HERE, "..", "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("## Hooks"):]
+    block = section[section.index("```json\n") + 8:]
+    policy = json.loads(block[:block.index("```")])
+    c = Conn(d.sock)
+    r = c.call("createSession", hooks=policy["hooks"])
+    T.check("result" in r, "the README's policy is taken: %r" % r)
+    if "result" in r:
+        c.ok("closeSession", sessionId=r["result"]["sessionId"])
+    c.close()
+
+
 def bad_config(d):
     c = Conn(d.sock)
     for hooks, field in (
@@ -692,6 +707,7 @@ def body(d):
     interrupt_and_timeout(d)
     duplicate_and_env(d)
     bad_config(d)
+    readme_policy(d)
     client_tools(d)
     sandbox_floor(d)
     operators(d)

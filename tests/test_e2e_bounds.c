@@ -416,7 +416,7 @@ Test(results, a_ceiling_size_result_of_control_bytes_is_bounded)
  * `events` gives it back as it was pushed.
  */
 Test(results, a_ceiling_size_result_arrives_whole_in_order,
-    .timeout = 600)
+    .timeout = 600 * STEXEC_TEST_BUILD_SCALE)
 {
 	/* A log budget that keeps the result for `events`. */
 	struct daemon *d = d_start("--retention-bytes", "268435456", NULL);

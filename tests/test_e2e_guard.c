@@ -131,30 +131,30 @@ crash(int sig, const char *opt)
 	restart(d, opt);
 }
 
-Test(guard, a_sigkilled_daemon_leaves_no_tool, .timeout = 120)
+Test(guard, a_sigkilled_daemon_leaves_no_tool, .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	crash(SIGKILL, NULL);
 }
 
 Test(guard, a_sigkilled_daemon_leaves_no_tool_without_a_cgroup,
-    .timeout = 120)
+    .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	crash(SIGKILL, "--no-cgroup");
 }
 
-Test(guard, an_aborted_daemon_leaves_no_tool, .timeout = 120)
+Test(guard, an_aborted_daemon_leaves_no_tool, .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	crash(SIGABRT, NULL);
 }
 
 Test(guard, an_aborted_daemon_leaves_no_tool_without_a_cgroup,
-    .timeout = 120)
+    .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	crash(SIGABRT, "--no-cgroup");
 }
 
 Test(guard, a_clean_shutdown_leaves_no_tool_and_no_sentinel,
-    .timeout = 120)
+    .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct daemon *d = d_start(NULL);
 	struct client *c = spread(d);
@@ -170,7 +170,7 @@ Test(guard, a_clean_shutdown_leaves_no_tool_and_no_sentinel,
 }
 
 Test(guard, a_killed_sentinel_is_replaced_and_told_every_group,
-    .timeout = 120)
+    .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct daemon *d = d_start("--no-cgroup", NULL);
 	struct client *c = spread(d);

@@ -1369,7 +1369,7 @@ fd_leaks(const char *log)
 	return out;
 }
 
-Test(valgrind, a_full_session_is_clean_under_valgrind, .timeout = 280)
+Test(valgrind, a_full_session_is_clean_under_valgrind, .timeout = 280 * STEXEC_TEST_BUILD_SCALE)
 {
 	static const char *vg[] = { "valgrind", "--leak-check=full",
 		"--errors-for-leak-kinds=definite", "--track-fds=yes",

@@ -59,17 +59,17 @@ struct t {
 /* Criterion runs each test in a process of its own. */
 static struct t T_;
 
-TestSuite(S1, .fini = e2e_fini, .timeout = 90);
-TestSuite(S2, .fini = e2e_fini, .timeout = 90);
-TestSuite(S3, .fini = e2e_fini, .timeout = 90);
-TestSuite(S4, .fini = e2e_fini, .timeout = 90);
-TestSuite(S5, .fini = e2e_fini, .timeout = 90);
-TestSuite(S6, .fini = e2e_fini, .timeout = 90);
-TestSuite(S7, .fini = e2e_fini, .timeout = 90);
-TestSuite(S8, .fini = e2e_fini, .timeout = 90);
-TestSuite(S9, .fini = e2e_fini, .timeout = 90);
-TestSuite(S10, .fini = e2e_fini, .timeout = 90);
-TestSuite(S15, .fini = e2e_fini, .timeout = 90);
+TestSuite(S1, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S2, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S3, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S4, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S5, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S6, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S7, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S8, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S9, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S10, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S15, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
 
 /* A tool running its input's `command` with /bin/sh -c. */
 static json_t *

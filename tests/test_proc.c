@@ -350,7 +350,7 @@ read_file(const char *path, size_t *len)
 	return b.data;
 }
 
-Test(proc, exit_zero_with_stdout, .timeout = 30)
+Test(proc, exit_zero_with_stdout, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 
@@ -370,7 +370,7 @@ Test(proc, exit_zero_with_stdout, .timeout = 30)
 	finish();
 }
 
-Test(proc, exit_code, .timeout = 30)
+Test(proc, exit_code, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 
@@ -384,7 +384,7 @@ Test(proc, exit_code, .timeout = 30)
 	finish();
 }
 
-Test(proc, stderr_only, .timeout = 30)
+Test(proc, stderr_only, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 
@@ -397,7 +397,7 @@ Test(proc, stderr_only, .timeout = 30)
 	finish();
 }
 
-Test(proc, join_rule, .timeout = 30)
+Test(proc, join_rule, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 }, c = { 0 }, d = { 0 };
 
@@ -419,7 +419,7 @@ Test(proc, join_rule, .timeout = 30)
 	finish();
 }
 
-Test(proc, killed_by_own_signal, .timeout = 30)
+Test(proc, killed_by_own_signal, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 
@@ -432,7 +432,7 @@ Test(proc, killed_by_own_signal, .timeout = 30)
 	finish();
 }
 
-Test(proc, spawn_enoent, .timeout = 30)
+Test(proc, spawn_enoent, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "");
@@ -452,7 +452,7 @@ Test(proc, spawn_enoent, .timeout = 30)
 	finish();
 }
 
-Test(proc, spawn_not_executable, .timeout = 30)
+Test(proc, spawn_not_executable, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "");
@@ -476,7 +476,7 @@ Test(proc, spawn_not_executable, .timeout = 30)
  * (spawn_launch): the child's output, a failure before its exec (reported
  * as from a waited spawn), and a kill at once all come out the same.
  */
-Test(proc, launched_beside_a_running_tool, .timeout = 30)
+Test(proc, launched_beside_a_running_tool, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 }, c = { 0 }, d = { 0 };
 	struct proc_spec aspec = sh_spec(&a, "sleep 10");
@@ -550,7 +550,7 @@ run_until_execd(struct proc *p, int timeout_ms)
  * is known, without an event of its own; one whose execve fails (a file
  * the kernel cannot execute: ENOEXEC) never is, nor counted.
  */
-Test(proc, launched_starts_once_its_exec_is_known, .timeout = 30)
+Test(proc, launched_starts_once_its_exec_is_known, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 }, c = { 0 };
 	struct proc_spec aspec = sh_spec(&a, "sleep 10");
@@ -599,7 +599,7 @@ Test(proc, launched_starts_once_its_exec_is_known, .timeout = 30)
 }
 
 /* The same for a tool of another user: its groups are the run's copy. */
-Test(proc, launched_as_another_user, .timeout = 30)
+Test(proc, launched_as_another_user, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	static const gid_t groups[] = { 65534, 100 };
 	struct proc_user nobody = { 65534, 65534, groups, 2, NULL };
@@ -626,7 +626,7 @@ Test(proc, launched_as_another_user, .timeout = 30)
 	finish();
 }
 
-Test(proc, spawn_bad_cwd, .timeout = 30)
+Test(proc, spawn_bad_cwd, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, f = { 0 };
 	struct proc_spec spec = sh_spec(&r, "pwd");
@@ -650,7 +650,7 @@ Test(proc, spawn_bad_cwd, .timeout = 30)
 	finish();
 }
 
-Test(proc, cwd_and_path_from_env, .timeout = 30)
+Test(proc, cwd_and_path_from_env, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, n = { 0 };
 	struct proc_spec spec = sh_spec(&r, "pwd");
@@ -675,7 +675,7 @@ Test(proc, cwd_and_path_from_env, .timeout = 30)
 	finish();
 }
 
-Test(proc, stdin_delivered, .timeout = 30)
+Test(proc, stdin_delivered, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "cat");
@@ -692,7 +692,7 @@ Test(proc, stdin_delivered, .timeout = 30)
 	finish();
 }
 
-Test(proc, stdin_large_delivered, .timeout = 30)
+Test(proc, stdin_large_delivered, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "wc -c");
@@ -712,7 +712,7 @@ Test(proc, stdin_large_delivered, .timeout = 30)
 	finish();
 }
 
-Test(proc, stdin_never_read, .timeout = 30)
+Test(proc, stdin_never_read, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, s = { 0 };
 	struct proc_spec spec = sh_spec(&r, "echo done");
@@ -740,7 +740,7 @@ Test(proc, stdin_never_read, .timeout = 30)
 	finish();
 }
 
-Test(proc, progress_lines, .timeout = 30)
+Test(proc, progress_lines, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 
@@ -760,7 +760,7 @@ Test(proc, progress_lines, .timeout = 30)
 	finish();
 }
 
-Test(proc, progress_long_line_cut, .timeout = 30)
+Test(proc, progress_long_line_cut, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	size_t i;
@@ -781,7 +781,7 @@ Test(proc, progress_long_line_cut, .timeout = 30)
 	finish();
 }
 
-Test(proc, stream_output_chunks, .timeout = 30)
+Test(proc, stream_output_chunks, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, q = { 0 };
 	struct proc_spec spec = sh_spec(&r, "printf out1; printf err1 >&2;"
@@ -805,7 +805,7 @@ Test(proc, stream_output_chunks, .timeout = 30)
 	finish();
 }
 
-Test(proc, timeout_term_ignored, .timeout = 30)
+Test(proc, timeout_term_ignored, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "trap '' TERM; echo started;"
@@ -825,7 +825,7 @@ Test(proc, timeout_term_ignored, .timeout = 30)
 	finish();
 }
 
-Test(proc, timeout_term_obeyed, .timeout = 30)
+Test(proc, timeout_term_obeyed, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "sleep 100");
@@ -856,7 +856,7 @@ kill_later_cb(evutil_socket_t fd, short events, void *arg)
 	in_call = false;
 }
 
-Test(proc, kill, .timeout = 30)
+Test(proc, kill, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "sleep 100");
@@ -876,7 +876,7 @@ Test(proc, kill, .timeout = 30)
 	finish();
 }
 
-Test(proc, kill_from_line_callback, .timeout = 30)
+Test(proc, kill_from_line_callback, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "trap '' TERM; echo go >&3;"
@@ -907,7 +907,7 @@ kill_in_grace_cb(evutil_socket_t fd, short events, void *arg)
 	proc_kill(r->p);
 }
 
-Test(proc, kill_during_leftover_grace, .timeout = 30)
+Test(proc, kill_during_leftover_grace, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "sleep 100 & echo $!");
@@ -929,7 +929,7 @@ Test(proc, kill_during_leftover_grace, .timeout = 30)
 	finish();
 }
 
-Test(proc, max_procs_fifo_and_kill_queued, .timeout = 30)
+Test(proc, max_procs_fifo_and_kill_queued, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 }, c = { 0 };
 	struct proc_spec aspec = sh_spec(&a, "sleep 0.3; echo a");
@@ -991,7 +991,7 @@ check_truncated(struct result *r, const char *want, size_t wlen, size_t max)
 	free(file);
 }
 
-Test(proc, truncation_stdout, .timeout = 30)
+Test(proc, truncation_stdout, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "seq 1 150000");
@@ -1014,7 +1014,7 @@ Test(proc, truncation_stdout, .timeout = 30)
 	finish();
 }
 
-Test(proc, truncation_both_streams, .timeout = 30)
+Test(proc, truncation_both_streams, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, s = { 0 }, t = { 0 };
 	struct proc_spec spec = sh_spec(&r, "seq 1 200000 | head -c 1000001;"
@@ -1069,7 +1069,7 @@ Test(proc, truncation_both_streams, .timeout = 30)
 	finish();
 }
 
-Test(proc, truncation_boundary, .timeout = 30)
+Test(proc, truncation_boundary, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 };
 	struct proc_spec aspec = sh_spec(&a,
@@ -1098,7 +1098,7 @@ Test(proc, truncation_boundary, .timeout = 30)
 	finish();
 }
 
-Test(proc, output_file_error_reported, .timeout = 30)
+Test(proc, output_file_error_reported, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "seq 1 100000");
@@ -1122,7 +1122,7 @@ Test(proc, output_file_error_reported, .timeout = 30)
 	finish();
 }
 
-Test(proc, timeout_stopped_tool, .timeout = 30)
+Test(proc, timeout_stopped_tool, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "kill -STOP $$; echo resumed");
@@ -1139,7 +1139,7 @@ Test(proc, timeout_stopped_tool, .timeout = 30)
 	finish();
 }
 
-Test(proc, flood_bounded_memory, .timeout = 120)
+Test(proc, flood_bounded_memory, .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, e = { 0 };
 	struct proc_spec spec = sh_spec(&r, "head -c 1073741824 /dev/zero");
@@ -1190,7 +1190,7 @@ resume_cb(evutil_socket_t fd, short events, void *arg)
 	proc_pause(r->p, false);
 }
 
-Test(proc, pause_backpressure, .timeout = 30)
+Test(proc, pause_backpressure, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "head -c 4194304 /dev/zero");
@@ -1214,7 +1214,7 @@ Test(proc, pause_backpressure, .timeout = 30)
 	finish();
 }
 
-Test(proc, background_job_holds_stdout, .timeout = 30)
+Test(proc, background_job_holds_stdout, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	pid_t pid;
@@ -1232,7 +1232,7 @@ Test(proc, background_job_holds_stdout, .timeout = 30)
 	finish();
 }
 
-Test(proc, setsid_escapee, .timeout = 30)
+Test(proc, setsid_escapee, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	pid_t pid;
@@ -1249,7 +1249,7 @@ Test(proc, setsid_escapee, .timeout = 30)
 	finish();
 }
 
-Test(proc, escapees_that_fork_again, .timeout = 30)
+Test(proc, escapees_that_fork_again, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	char *s, *end;
@@ -1280,7 +1280,7 @@ Test(proc, escapees_that_fork_again, .timeout = 30)
 	finish();
 }
 
-Test(proc, escapee_of_running_tool_spared, .timeout = 30)
+Test(proc, escapee_of_running_tool_spared, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 };
 	struct proc_spec aspec = sh_spec(&a, "pid=$( (setsid sleep 100"
@@ -1328,7 +1328,7 @@ check_cloexec_line(void *arg, const char *line, size_t len)
 	cr_assert_geq(n, 3);
 }
 
-Test(proc, no_fds_leaked, .timeout = 30)
+Test(proc, no_fds_leaked, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, c = { 0 };
 	struct proc_spec spec = sh_spec(&r, "");
@@ -1352,7 +1352,7 @@ Test(proc, no_fds_leaked, .timeout = 30)
 	finish();
 }
 
-Test(proc, env_exact, .timeout = 30)
+Test(proc, env_exact, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "");
@@ -1380,7 +1380,7 @@ Test(proc, env_exact, .timeout = 30)
 	finish();
 }
 
-Test(proc, child_signals_and_group, .timeout = 30)
+Test(proc, child_signals_and_group, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, g = { 0 };
 
@@ -1421,7 +1421,7 @@ chain_exit(void *arg, const struct proc_exit *e)
 	(void)r;
 }
 
-Test(proc, spawn_from_exit_callback, .timeout = 30)
+Test(proc, spawn_from_exit_callback, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "echo first");
@@ -1445,7 +1445,7 @@ shutdown_exit(void *arg, const struct proc_exit *e)
 	proc_shutdown();
 }
 
-Test(proc, shutdown_from_exit_callback, .timeout = 30)
+Test(proc, shutdown_from_exit_callback, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, other = { 0 }, third = { 0 };
 	struct proc_spec spec = sh_spec(&r, "echo bye");
@@ -1471,7 +1471,7 @@ Test(proc, shutdown_from_exit_callback, .timeout = 30)
 	finish();
 }
 
-Test(proc, shutdown_kills_everything, .timeout = 30)
+Test(proc, shutdown_kills_everything, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 }, c = { 0 };
 	struct proc_spec aspec = sh_spec(&a, "sleep 100");

@@ -15,6 +15,24 @@ import tempfile
 import traceback
 
 
+def scale():
+    """The time rule (tests/README.md): the factor every duration a test
+    chooses is multiplied by: $STEXEC_TEST_TIME_SCALE (tests/run sets it),
+    else the build's (meson: 3 with a sanitizer, else 1)."""
+    v = os.environ.get("STEXEC_TEST_TIME_SCALE") or \
+        os.environ.get("STEXEC_TEST_BUILD_SCALE") or "1"
+    f = float(v)
+    if not 1 <= f <= 100:
+        sys.exit("STEXEC_TEST_TIME_SCALE=%s: a factor from 1 to 100 was "
+                 "expected" % v)
+    return f
+
+
+def scaled(seconds):
+    """seconds (a guard, or a duration given to the daemon) times scale()."""
+    return seconds * scale()
+
+
 class Checks:
     def __init__(self):
         self.passed = 0
@@ -117,7 +135,7 @@ class Daemon:
                 return self.proc.returncode
             self.proc.send_signal(signal.SIGTERM)
             try:
-                return self.proc.wait(timeout=15)
+                return self.proc.wait(timeout=scaled(15))
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()

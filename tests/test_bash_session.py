@@ -35,7 +35,7 @@ def sh(c, sid, command=None, **more):
 
 def wait_for_sock(d):
     # The event is the daemon listening; the guard only stops a hang.
-    guard = time.monotonic() + 120
+    guard = time.monotonic() + pydaemon.scaled(120)
     while True:
         try:
             return Conn(d.sock)
@@ -235,7 +235,7 @@ def sandboxed(d):
 
 
 def new_image(c, before):
-    guard = time.monotonic() + 120
+    guard = time.monotonic() + pydaemon.scaled(120)
     while True:
         now = c.ok("initialize")["server"].get("instance")
         if now != before:

@@ -104,7 +104,7 @@ def dev_server(d):
     T.eq(j["status"], "killed", "listJobs: killed after kill_shell")
     T.eq(j["pid"], None, "no pid once dead")
     # A subscriber saw it all live (the log keeps only recent turns).
-    sub.s.settimeout(10)
+    sub.s.settimeout(pydaemon.scaled(10))
     events = []
     while not any(n.get("method") == "job_exit" for n in events):
         events.append(json.loads(sub.f.readline()))
@@ -331,7 +331,7 @@ def reload_carries_jobs(d):
     time.sleep(0.2)
     d.proc.send_signal(signal.SIGHUP)
     new_image(d, c, before)
-    poll.s.settimeout(10)
+    poll.s.settimeout(pydaemon.scaled(10))
     answer = json.loads(poll.f.readline())
     T.eq((answer.get("id"), answer.get("result", {}).get("status")),
          (5, "running"), "the pending readJob is answered at the reload")
@@ -414,7 +414,7 @@ def reload_carries_input(d):
 
 def wait_status(sub, tid, status):
     """Read sub's notifications until tool_status tid status."""
-    sub.s.settimeout(10)
+    sub.s.settimeout(pydaemon.scaled(10))
     while True:
         n = json.loads(sub.f.readline())
         if (n.get("method") == "tool_status" and
@@ -617,7 +617,7 @@ def idle_expiry_kills(d):
         c.close()
         # The event is the job's end; the guard only stops a hang. (A call
         # naming the session would hold it open: none until then.)
-        guard = time.monotonic() + 120
+        guard = time.monotonic() + pydaemon.scaled(120)
         while d2.leftovers() and time.monotonic() < guard:
             time.sleep(0.1)
         T.eq(d2.leftovers(), [], "the expired session's job is gone")
@@ -713,7 +713,7 @@ def stop_while_killing(d):
          [("k", "executing")], "kill_shell waits for the job's end")
     c.close()
     d.proc.send_signal(signal.SIGTERM)
-    T.eq(d.proc.wait(timeout=15), 0, "the daemon stops cleanly meanwhile")
+    T.eq(d.proc.wait(timeout=pydaemon.scaled(15)), 0, "the daemon stops cleanly meanwhile")
     T.eq(d.leftovers(), [], "and leaves nothing")
     d.log.close()
     d.start()

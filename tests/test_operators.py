@@ -71,7 +71,7 @@ class Rpc:
 
 def cli(d, *args, check=True):
     p = subprocess.run([CLI, "--socket", d.sock] + list(args),
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=pydaemon.scaled(60))
     if check:
         T.check(p.returncode == 0, "stexec-cli %s: exit %d: %s" %
                 (" ".join(args), p.returncode, p.stderr))
@@ -245,7 +245,7 @@ def started(d):
          "started (stats, metric): only the running tool, no failed exec")
     r.call("addTool", sessionId=sid, toolUse={
         "id": "l2", "name": "quiet", "input": {}})
-    deadline = time.time() + 10
+    deadline = time.time() + pydaemon.scaled(10)
     while counts()[0] == s1 and time.time() < deadline:
         time.sleep(0.01)
     s2, m2 = counts()
@@ -282,7 +282,7 @@ def top(d):
                     return
 
     try:
-        read(time.time() + 1)
+        read(time.time() + pydaemon.scaled(1))
         T.check("\x1b[?1049h" in data, "top enters the alternate screen")
         T.check("\x1b[H" in data and "\x1b[K" in data,
                 "frames: cursor home, each line cleared to its end")
@@ -338,7 +338,7 @@ def top(d):
             r"top1\s+bash\s+executing\s+\d+\.\ds", once) is not None,
             "top --once: a plain frame with the tool: %r" % once)
         os.write(fd, b"q")
-        read(time.time() + 2)
+        read(time.time() + pydaemon.scaled(2))
         _, status = os.waitpid(pid, 0)
         pid = 0
         T.eq(os.waitstatus_to_exitcode(status), 0, "top's exit status")
@@ -377,10 +377,10 @@ def reload(d):
     """A reload (SIGHUP) keeps the counters and counts itself."""
     before, _, _ = scrape(d)
     os.kill(d.proc.pid, signal.SIGHUP)
-    after, deadline = {}, time.time() + 15
+    after, deadline = {}, time.time() + pydaemon.scaled(15)
     while time.time() < deadline:
         p = subprocess.run([CLI, "--socket", d.sock, "metrics"],
-                           capture_output=True, text=True, timeout=30)
+                           capture_output=True, text=True, timeout=pydaemon.scaled(30))
         if p.returncode == 0:
             after = {(s.name, tuple(sorted(s.labels.items()))): s.value
                      for f in text_string_to_metric_families(p.stdout)
@@ -440,7 +440,7 @@ def journal_fields():
          "--output-dir", os.path.join(tmp, "out")],
         stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
     try:
-        deadline = time.time() + 10
+        deadline = time.time() + pydaemon.scaled(10)
         while (not os.path.exists(sock) and time.time() < deadline
                and p.poll() is None):
             time.sleep(0.02)
@@ -458,7 +458,7 @@ def journal_fields():
         r.call("closeSession", sessionId=sid)
         r.close()
         entries = []
-        deadline = time.time() + 3
+        deadline = time.time() + pydaemon.scaled(3)
         while time.time() < deadline:
             try:
                 msg = js.recv(65536).decode("utf-8", "replace")
@@ -484,7 +484,7 @@ def journal_fields():
                 "journal: closing with SESSION_ID")
     finally:
         p.send_signal(signal.SIGTERM)
-        T.eq(p.wait(timeout=15), 0, "the journald daemon's exit status")
+        T.eq(p.wait(timeout=pydaemon.scaled(15)), 0, "the journald daemon's exit status")
         log.close()
         with open(os.path.join(tmp, "stream.log"), "rb") as f:
             text = f.read().decode("utf-8", "replace")
@@ -502,7 +502,7 @@ def main():
         return 77
 
     def body(d):
-        deadline = time.time() + 10
+        deadline = time.time() + pydaemon.scaled(10)
         while not os.path.exists(d.sock) and time.time() < deadline:
             time.sleep(0.02)
         metrics(d)

@@ -190,7 +190,7 @@ async def resume(c, sid):
     except stexec.ConnectionLost:
         T.check(True, "a closed client raises ConnectionLost")
     await asyncio.sleep(0.5)         # ticks go on while nobody listens
-    await c.reconnect(timeout=5)
+    await c.reconnect(timeout=pydaemon.scaled(5))
     T.check(c.connected, "reconnected")
     async for n in c.notifications(timeout=WAIT, session_id=sid):
         got.append(n)
@@ -345,7 +345,7 @@ async def jobs_real(c):
 
 async def online(d):
     c = aio.Client(d.sock, timeout=WAIT)
-    await c.connect(timeout=10)         # the daemon may still be starting
+    await c.connect(timeout=pydaemon.scaled(10))         # the daemon may still be starting
     async with c:
         sid = await turn_in_order(c, d.tmp)
         await interrupt_from_task(c, sid)

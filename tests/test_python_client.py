@@ -299,7 +299,7 @@ class Run:
         os.environ["STEXEC_SOCKET"] = self.d.sock
         c = Client(timeout=WAIT, connect=False)  # path from $STEXEC_SOCKET
         T.eq(c.path, self.d.sock, "Client() takes $STEXEC_SOCKET")
-        c.connect(timeout=10)
+        c.connect(timeout=pydaemon.scaled(10))
         self.c = c
         c.ping()
         info = c.initialize("test_python_client", "1")
@@ -478,7 +478,7 @@ class Run:
         except stexec.ConnectionLost:
             T.check(True, "a closed client raises ConnectionLost")
         time.sleep(0.5)   # ticks go on while nobody listens
-        c.reconnect(timeout=5)
+        c.reconnect(timeout=pydaemon.scaled(5))
         T.check(c.connected, "reconnected")
         for n in c.notifications(timeout=WAIT, session_id=sid):
             got.append(n)

@@ -222,7 +222,7 @@ def reload_keeps(d):
     before = c.ok("initialize")["server"].get("instance")
     d.proc.send_signal(signal.SIGHUP)
     # The event is the new image; the guard only stops a hang.
-    guard = time.monotonic() + 120
+    guard = time.monotonic() + pydaemon.scaled(120)
     while c.ok("initialize")["server"].get("instance") == before:
         if time.monotonic() > guard:
             raise AssertionError("no new image")
@@ -254,7 +254,7 @@ def bad_params(d):
 
 
 def body(d):
-    guard = time.monotonic() + 120
+    guard = time.monotonic() + pydaemon.scaled(120)
     while not os.path.exists(d.sock) and time.monotonic() < guard:
         time.sleep(0.05)
     keeps_cwd(d)

@@ -162,6 +162,23 @@ struct exec_exit {
 /* The tool's process has ended and every process of it is dead. */
 void exec_exited(struct exec_tool *, const struct exec_exit *);
 /*
+ * A tool without a process of its own (tooldef_runner: a client's, an MCP
+ * server's) ended with this result. EXEC_SPAWN started it and EXEC_KILL
+ * asked to cancel it; one that was killed, discarded or timed out ends
+ * instead with exec_exited (EXEC_END_KILLED, EXEC_END_TIMED_OUT), or here,
+ * which then gives the words a killed process gets.
+ */
+struct exec_done {
+	const json_t *content; /* a string or checked content blocks
+	                          (content.h), within the tool's bounds */
+	bool is_error;
+	const json_t *meta;    /* NULL, or members added to the result's meta */
+	int64_t duration_ms;
+};
+void exec_finish(struct exec_tool *, const struct exec_done *);
+/* A progress notification with this data (S6), for such a tool. */
+void exec_progress(struct exec_tool *, const json_t *data);
+/*
  * The tool's process runs on as a job of the session (doc/design.md §7,
  * Jobs): the tool completes now with reason "background", this content and
  * meta.job (stolen); the process is no longer the turn's (abort, discard

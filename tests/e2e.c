@@ -32,6 +32,8 @@ static void	c_fill(struct client *, int);
 static json_t	*c_read_until(struct client *, long long);
 static json_t	*c_next(struct client *, long long);
 static json_t	*c_take_response(struct client *, int);
+static bool	c_is_tool(const json_t *, const char *, const char *,
+		    const char *);
 static void	e2e_track(struct daemon *, bool);
 
 const char *
@@ -710,6 +712,45 @@ c_wait(struct client *c, const char *method, int timeout_ms)
 		cr_assert(msg != NULL, "no %s notification within %d ms", method,
 		    e2e_ms(timeout_ms));
 		if (strcmp(e2e_str(msg, "method"), method) == 0)
+			return msg;
+		json_array_append_new(c->queue, msg);
+	}
+}
+
+static bool
+c_is_tool(const json_t *msg, const char *method, const char *id,
+    const char *status)
+{
+	const json_t *p = json_object_get(msg, "params");
+
+	return strcmp(e2e_str(msg, "method"), method) == 0 &&
+	    e2e_str(p, "toolUseId") != NULL &&
+	    strcmp(e2e_str(p, "toolUseId"), id) == 0 && (status == NULL ||
+	    (e2e_str(p, "status") != NULL &&
+	    strcmp(e2e_str(p, "status"), status) == 0));
+}
+
+json_t *
+c_wait_tool(struct client *c, const char *method, const char *tool_use_id,
+    const char *status, int timeout_ms)
+{
+	long long until = e2e_now_ms() + e2e_ms(timeout_ms);
+	json_t *msg;
+	size_t i;
+
+	json_array_foreach(c->queue, i, msg) {
+		if (!c_is_tool(msg, method, tool_use_id, status))
+			continue;
+		json_incref(msg);
+		json_array_remove(c->queue, i);
+		return msg;
+	}
+	for (;;) {
+		msg = c_next(c, until);
+		cr_assert(msg != NULL, "no %s %s%s%s within %d ms", method,
+		    tool_use_id, status != NULL ? " " : "", status != NULL ?
+		    status : "", e2e_ms(timeout_ms));
+		if (c_is_tool(msg, method, tool_use_id, status))
 			return msg;
 		json_array_append_new(c->queue, msg);
 	}

@@ -103,6 +103,12 @@ json_t *c_response(struct client *, int timeout_ms);
 json_t *c_response_to(struct client *, int id, int timeout_ms);
 /* The next notification with this method (others stay queued). */
 json_t *c_wait(struct client *, const char *method, int timeout_ms);
+/*
+ * The next notification with this method about this tool (params.toolUseId)
+ * and, unless NULL, with this params.status; the others stay queued.
+ */
+json_t *c_wait_tool(struct client *, const char *method,
+    const char *tool_use_id, const char *status, int timeout_ms);
 /* Every queued notification and those that arrive until one with method
  * (included), as an array of notification objects. */
 json_t *c_until(struct client *, const char *method, int timeout_ms);

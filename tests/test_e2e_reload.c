@@ -121,7 +121,7 @@ Test(reload, running_tools_keep_running_and_deliver_their_results)
 	json_decref(c_add(c, sid, "t1", "bash",
 	    "{\"command\":\"sleep 1; echo one\"}"));
 	json_decref(c_add(c, sid, "t2", "bash", "{\"command\":\"echo two\"}"));
-	usleep(200 * 1000);
+	json_decref(c_wait_tool(c, "tool_status", "t1", "executing", SLOW));
 	reload(d, c);
 	c_close(c);
 	cr_assert_eq(d->pid, pid);
@@ -146,21 +146,26 @@ Test(reload, a_pending_drain_is_answered_and_streams_come_whole)
 {
 	struct daemon *d = d_start(NULL);
 	struct client *c = c_open(d);
-	json_t *sid_j = c_session(c, json_pack("{s:[o]}", "tools", e2e_json(
-	    "{\"name\":\"talk\",\"command\":[\"/bin/sh\",\"-c\","
-	    "\"printf hello; sleep 1; printf world\"],"
-	    "\"streamOutput\":true}"))), *r, *list, *n = NULL;
-	const char *sid = json_string_value(sid_j);
-	char text[64] = "", line[256];
+	json_t *sid_j, *r, *list, *n = NULL;
+	const char *sid;
+	char text[64] = "", line[512];
 	size_t i;
 
+	/* talk ends only once the test lets it: after the reload. */
+	snprintf(line, sizeof line, "{\"name\":\"talk\",\"command\":"
+	    "[\"/bin/sh\",\"-c\",\"printf hello; while [ ! -e %s ]; do "
+	    "sleep 0.05; done; printf world\"],\"streamOutput\":true}",
+	    d_path(d, "go"));
+	sid_j = c_session(c, json_pack("{s:[o]}", "tools", e2e_json(line)));
+	sid = json_string_value(sid_j);
 	json_decref(c_add(c, sid, "t", "talk", NULL));
 	/* A drain pending across the reload: the new image answers it. */
 	snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":99,"
 	    "\"method\":\"drain\",\"params\":{\"sessionId\":\"%s\"}}", sid);
 	c_send_raw(c, line);
-	usleep(200 * 1000);
+	json_decref(c_wait_tool(c, "tool_status", "t", "executing", SLOW));
 	reload(d, c);
+	make_file(d_path(d, "go"));
 	r = c_response_to(c, 99, SLOW);
 	cr_assert_not_null(r, "the carried drain was not answered");
 	cr_assert_eq(e2e_int(r, "id"), 99);
@@ -258,7 +263,7 @@ Test(reload, tools_added_meanwhile_run_after_it_and_no_connect_is_refused)
 
 	json_decref(c_add(c, sid, "slow", "bash",
 	    "{\"command\":\"sleep 1; echo slow\"}"));
-	usleep(100 * 1000);
+	json_decref(c_wait_tool(c, "tool_status", "slow", "executing", SLOW));
 	kill(d->pid, SIGHUP);
 	/*
 	 * Meanwhile: more tools, pings, connects. The reload closes
@@ -612,7 +617,8 @@ Test(reload, a_subscribed_connection_is_carried_with_its_half_line)
 	    "{\"command\":\"sleep 0.5; echo later\"}"));
 	cr_assert_eq(write(c->fd, half, sizeof half - 1),
 	    (ssize_t)(sizeof half - 1));
-	usleep(100 * 1000);
+	/* A moment for the daemon to read the half line (a set-up, scaled). */
+	usleep((useconds_t)e2e_ms(100) * 1000);
 	kill(d->pid, SIGHUP);
 	wait_new_image(d, before, SLOW);
 	/* The rest of the line, to the new image, on the same socket. */
@@ -683,7 +689,7 @@ Test(reload, an_interrupt_and_a_context_change_are_carried)
 
 	/* Turn 1: ctx's modifier is pending when the reload comes. */
 	json_decref(c_add(c, sid, "c1", "ctx", NULL));
-	usleep(200 * 1000);
+	json_decref(c_wait_tool(c, "tool_status", "c1", "executing", SLOW));
 	kill(d->pid, SIGHUP);
 	wait_new_image(d, before, SLOW);
 	free(before);
@@ -725,7 +731,7 @@ Test(reload, a_tool_that_ends_during_the_exec_delivers_its_real_result)
 	const char *sid = json_string_value(sid_j);
 	const json_t *res;
 	char *before = instance_of(c);
-	char id[16];
+	char id[16], cmd[128];
 	int i;
 
 	/* Ending around the exec, one of them in it (2 ms apart). */
@@ -734,9 +740,11 @@ Test(reload, a_tool_that_ends_during_the_exec_delivers_its_real_result)
 		json_decref(c_add(c, sid, id, "read_file",
 		    "{\"file_path\":\"/etc/hostname\"}"));
 	}
-	json_decref(c_add(c, sid, "exit3", "bash",
-	    "{\"command\":\"sleep 0.3; echo bye; exit 3\"}"));
-	usleep(295 * 1000);
+	/* Its end aimed at the exec, in units scaled together. */
+	snprintf(cmd, sizeof cmd, "{\"command\":\"sleep %.3f; echo bye; "
+	    "exit 3\"}", e2e_ms(300) / 1000.0);
+	json_decref(c_add(c, sid, "exit3", "bash", cmd));
+	usleep((useconds_t)e2e_ms(295) * 1000);
 	kill(d->pid, SIGHUP);
 	wait_new_image(d, before, SLOW);
 	c_close(c);

@@ -81,7 +81,7 @@ Test(restart, a_crash_mid_turn_keeps_the_pairing_and_leaves_nothing)
 	json_decref(c_wait(c, "tool_result", SLOW));
 	json_decref(c_add(c, sid, "t2", "bash", "{\"command\":\"sleep 60\"}"));
 	json_decref(c_add(c, sid, "t3", "bash", "{\"command\":\"echo three\"}"));
-	usleep(300 * 1000);
+	json_decref(c_wait_tool(c, "tool_status", "t2", "executing", SLOW));
 	/* The last seq the client has been sent so far. */
 	seen = c_call(c, "events", json_pack("{s:s}", "sessionId", sid));
 	last = e2e_int(seen, "lastSeq");
@@ -205,7 +205,7 @@ Test(restart, a_dead_daemons_tmpdirs_are_removed)
 	    "\"concurrencySafe\":true,\"sandbox\":\"read-only\"}")));
 
 	json_decref(c_add(c, json_string_value(sid_j), "t", "ro", NULL));
-	usleep(300 * 1000);
+	json_decref(c_wait_tool(c, "tool_status", "t", "executing", SLOW));
 	cr_assert_eq(tmpdirs(d), 1, "the read-only tool has no TMPDIR");
 	c_close(c);
 	crash(d);
@@ -302,7 +302,7 @@ Test(restart, a_stop_keeps_the_sessions_and_close_ends_them)
 	    "{\"command\":\"sleep 60\"}"));
 	json_decref(c_call(c, "closeSession", json_pack("{s:O}", "sessionId",
 	    gone)));
-	usleep(200 * 1000);
+	json_decref(c_wait_tool(c, "tool_status", "t", "executing", SLOW));
 	c_close(c);
 	/* SIGTERM: the tools are killed, the sessions stay in the journal. */
 	cr_assert_eq(d_terminate(d), 0);

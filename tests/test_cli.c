@@ -133,7 +133,7 @@ cli_bg(struct daemon *d, const char *arg, ...)
 static int
 cli_wait(struct cli_proc *p, int ms, char **out, char **err)
 {
-	long long until = e2e_now_ms() + ms;
+	long long until = e2e_now_ms() + e2e_ms(ms);
 	int status;
 	pid_t r;
 
@@ -171,7 +171,7 @@ cli(struct daemon *d, char **out, char **err, const char *arg, ...)
 static bool
 wait_for_file(const char *path, const char *needle, int ms)
 {
-	long long until = e2e_now_ms() + ms;
+	long long until = e2e_now_ms() + e2e_ms(ms);
 	char *text;
 	bool found;
 
@@ -192,7 +192,7 @@ static bool
 wait_for_status(struct client *c, const char *sid, const char *id,
     const char *status, int ms)
 {
-	long long until = e2e_now_ms() + ms;
+	long long until = e2e_now_ms() + e2e_ms(ms);
 	json_t *r, *t;
 	size_t i;
 	bool found;
@@ -262,7 +262,7 @@ cli_pty(struct daemon *d, int cols, const char *arg, ...)
 static bool
 pty_pump(struct cli_proc *p, const char *needle, int ms)
 {
-	long long until = e2e_now_ms() + ms;
+	long long until = e2e_now_ms() + e2e_ms(ms);
 	struct pollfd pfd = { .fd = p->pty, .events = POLLIN };
 	char buf[4096];
 	ssize_t n;
@@ -651,7 +651,7 @@ Test(cli, ctrl_c_interrupts_run)
 	struct cli_proc *p = cli_bg(d, "run", "bash",
 	    "{\"command\":\"sleep 30\"}", "bash", "{\"command\":\"echo no\"}",
 	    NULL);
-	long long until = e2e_now_ms() + 10000;
+	long long until = e2e_now_ms() + e2e_ms(10000);
 	char *out, *err, *sid;
 	double secs;
 	json_t *r;

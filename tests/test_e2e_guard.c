@@ -48,7 +48,7 @@ spread(struct daemon *d)
 {
 	struct client *c = c_open(d);
 	json_t *sid = c_session(c, NULL);
-	long long until = e2e_now_ms() + SLOW;
+	long long until = e2e_now_ms() + e2e_ms(SLOW);
 	int n, last = -1, stable = 0;
 
 	json_decref(c_add(c, json_string_value(sid), "spread", "bash",
@@ -174,7 +174,7 @@ Test(guard, a_killed_sentinel_is_replaced_and_told_every_group,
 {
 	struct daemon *d = d_start("--no-cgroup", NULL);
 	struct client *c = spread(d);
-	long long until = e2e_now_ms() + SLOW;
+	long long until = e2e_now_ms() + e2e_ms(SLOW);
 	pid_t first = d_sentinel(d), second = 0;
 	int left;
 

@@ -95,7 +95,7 @@ has_session(struct daemon *d, const char *sid)
 static bool
 wait_gone(struct daemon *d, const char *sid, int ms)
 {
-	long long until = e2e_now_ms() + ms;
+	long long until = e2e_now_ms() + e2e_ms(ms);
 
 	while (has_session(d, sid)) {
 		if (e2e_now_ms() > until)
@@ -140,7 +140,7 @@ accepted(struct client *c, char *msg, size_t len)
 static struct client *
 c_alone(struct daemon *d)
 {
-	long long until = e2e_now_ms() + SLOW;
+	long long until = e2e_now_ms() + e2e_ms(SLOW);
 	struct client *c;
 	json_t *r;
 	int n;
@@ -538,7 +538,7 @@ Test(outputs, a_killed_or_discarded_tool_leaves_no_file)
 	for (i = 0; i < 2; i++) {
 		json_decref(c_add(c, s, how[i], "big", NULL));
 		/* The output is on disk once the file shows up. */
-		until = e2e_now_ms() + SLOW;
+		until = e2e_now_ms() + e2e_ms(SLOW);
 		while (count_files(d) == 0) {
 			cr_assert(e2e_now_ms() < until, "no output file");
 			usleep(20000);
@@ -557,7 +557,7 @@ Test(outputs, a_killed_or_discarded_tool_leaves_no_file)
 		}
 		/* A discarded tool runs on (S11) and ends unseen. */
 		cr_assert(d_wait_no_leftovers(d, SLOW));
-		until = e2e_now_ms() + SLOW;
+		until = e2e_now_ms() + e2e_ms(SLOW);
 		while (count_files(d) != 0) {
 			cr_assert(e2e_now_ms() < until, "a file nobody was "
 			    "told of was left");

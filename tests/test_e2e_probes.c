@@ -702,7 +702,7 @@ PROBE(kill_stop_the_daemon, NULL)
 	c_send_raw(e->c, text);
 	free(text);
 	json_decref(req);
-	until = e2e_now_ms() + SLOW;
+	until = e2e_now_ms() + e2e_ms(SLOW);
 	while ((!ended || replies < 2) && e2e_now_ms() < until) {
 		if (proc_state(e->dpid) == 'T') {
 			stopped = true;
@@ -730,7 +730,7 @@ PROBE(kill_stop_the_daemon, NULL)
 	r = esc_result(e);
 	t0 = e2e_now_ms();
 	c_ping(e->c);
-	cr_assert_lt(e2e_now_ms() - t0, 2000, "the ping took %lld ms",
+	cr_assert_lt(e2e_now_ms() - t0, e2e_ms(2000), "the ping took %lld ms",
 	    e2e_now_ms() - t0);
 	verdict(e, r, stopped, NONE, "kill -STOP the daemon");
 }

@@ -623,7 +623,7 @@ Test(reload, a_subscribed_connection_is_carried_with_its_half_line)
 	wait_new_image(d, before, SLOW);
 	/* The rest of the line, to the new image, on the same socket. */
 	c_send_raw(c, "\"method\":\"ping\"}");
-	until = e2e_now_ms() + SLOW;
+	until = e2e_now_ms() + e2e_ms(SLOW);
 	while ((!got_result || !got_ping) && e2e_now_ms() < until &&
 	    (m = c_read(c, 1000)) != NULL) {
 		if (json_object_get(m, "id") != NULL) {

@@ -223,7 +223,7 @@ static json_t *
 t_await_n(struct t *t, const char *method, const char *id,
     const char *status, int n)
 {
-	long long until = e2e_now_ms() + WAIT_MS;
+	long long until = e2e_now_ms() + e2e_ms(WAIT_MS);
 	json_t *p;
 
 	for (;;) {
@@ -395,7 +395,7 @@ t_exists(struct t *t, const char *name)
 static long long
 t_num(struct t *t, const char *id, const char *what)
 {
-	long long until = e2e_now_ms() + WAIT_MS;
+	long long until = e2e_now_ms() + e2e_ms(WAIT_MS);
 	char name[128], buf[64];
 	ssize_t n;
 	int fd;

@@ -185,7 +185,7 @@ Test(guard, a_killed_sentinel_is_replaced_and_told_every_group,
 		usleep(5000);
 	}
 	/* Let the new one read what the daemon replayed to it. */
-	usleep(100000);
+	usleep((useconds_t)e2e_ms(100) * 1000);
 	d_kill(d, SIGKILL);
 	/* The token-less sleep is found by its group only: the replay. */
 	if (!d_wait_no_leftovers(d, GUARD_MS)) {

@@ -884,7 +884,7 @@ Test(resume, a_client_that_reconnects_with_since_misses_nothing)
 	expect_contiguous(before, 1);
 	c_close(c);
 	/* The tool goes on meanwhile. */
-	usleep(300000);
+	usleep((useconds_t)e2e_ms(300) * 1000);
 
 	c = c_open(d);
 	r = c_call(c, "subscribe", json_pack("{s:s, s:I}", "sessionId", s,
@@ -1180,7 +1180,7 @@ Test(memory, a_subscriber_that_does_not_read_gets_backpressure_not_loss)
 	for (t0 = e2e_now_ms(); e2e_now_ms() - t0 < e2e_ms(3000);) {
 		if ((rss = c_rss(ctl)) > max_rss)
 			max_rss = rss;
-		usleep(100000);
+		usleep((useconds_t)e2e_ms(100) * 1000);
 	}
 	/* Unthrottled, 64 MiB take well under a second: it must be held. */
 	r = c_call(ctl, "status", json_pack("{s:s}", "sessionId", s));

@@ -789,7 +789,7 @@ Test(S13, request_when_s3_allows_and_no_process_before_allow)
 	 * join an unsafe tool. */
 	cr_assert_str_eq(status_of(c, sid, "s"), "queued");
 	/* Not an ordering proof, only a chance for a wrong spawn to show. */
-	usleep(300000);
+	usleep((useconds_t)e2e_ms(300) * 1000);
 	cr_assert(!exists(d, "p_start"), "the tool ran before allow");
 	cr_assert(!exists(d, "s_start"), "a tool started beside a tool "
 	    "waiting for permission");
@@ -1758,7 +1758,7 @@ Test(S19, max_procs_is_shared_between_sessions)
 	wait_file(d, "a_start", 5000);
 	add(cb, sb, "b", "u_block", STAMP("b_start"), NULL);
 	/* Not an ordering proof, only a chance for a wrong start to show. */
-	usleep(300000);
+	usleep((useconds_t)e2e_ms(300) * 1000);
 	cr_assert(!exists(d, "b_start"), "B's tool started beyond --max-procs");
 	touch(d, "go");
 	drain_expect(cb, sb, 1, NULL, "b:ok");

@@ -678,14 +678,21 @@ Test(reload, an_interrupt_and_a_context_change_are_carried)
 {
 	struct daemon *d = d_start(NULL);
 	struct client *c = c_open(d);
-	json_t *sid_j = c_session(c, json_pack("{s:[o, o]}", "tools",
-	    e2e_json("{\"name\":\"blk\",\"command\":[\"/bin/sh\",\"-c\","
-	    "\"sleep 0.6; echo done\"]}"), e2e_json("{\"name\":\"ctx\","
-	    "\"command\":[\"/bin/sh\",\"-c\",\"echo '{\\\"context\\\":"
-	    "{\\\"env\\\":{\\\"CARRIED\\\":\\\"yes\\\"}}}' >&3; "
-	    "sleep 0.6\"]}"))), *list, *r;
-	const char *sid = json_string_value(sid_j);
-	char *before = instance_of(c);
+	json_t *sid_j, *list, *r;
+	const char *sid;
+	char *before = instance_of(c), blk[256], ctx[256];
+
+	/* Each runs until the test lets it end (a file it makes). */
+	snprintf(blk, sizeof blk, "{\"name\":\"blk\",\"command\":"
+	    "[\"/bin/sh\",\"-c\",\"while [ ! -e %s ]; do sleep 0.05; done; "
+	    "echo done\"]}", d_path(d, "blk_go"));
+	snprintf(ctx, sizeof ctx, "{\"name\":\"ctx\",\"command\":"
+	    "[\"/bin/sh\",\"-c\",\"echo '{\\\"context\\\":{\\\"env\\\":"
+	    "{\\\"CARRIED\\\":\\\"yes\\\"}}}' >&3; while [ ! -e %s ]; "
+	    "do sleep 0.05; done\"]}", d_path(d, "ctx_go"));
+	sid_j = c_session(c, json_pack("{s:[o, o]}", "tools", e2e_json(blk),
+	    e2e_json(ctx)));
+	sid = json_string_value(sid_j);
 
 	/* Turn 1: ctx's modifier is pending when the reload comes. */
 	json_decref(c_add(c, sid, "c1", "ctx", NULL));
@@ -693,6 +700,7 @@ Test(reload, an_interrupt_and_a_context_change_are_carried)
 	kill(d->pid, SIGHUP);
 	wait_new_image(d, before, SLOW);
 	free(before);
+	make_file(d_path(d, "ctx_go"));
 	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", sid)));
 	json_decref(c_add(c, sid, "e1", "bash",
 	    "{\"command\":\"echo $CARRIED\"}"));
@@ -712,6 +720,7 @@ Test(reload, an_interrupt_and_a_context_change_are_carried)
 	wait_new_image(d, before, SLOW);
 	free(before);
 	json_decref(c_add(c, sid, "b2", "blk", NULL));
+	make_file(d_path(d, "blk_go"));
 	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", sid)));
 	list = recent_notes(c, sid);
 	cr_assert_str_eq(e2e_content(result_of(list, "b1")), "done\n");

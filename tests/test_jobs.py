@@ -40,7 +40,7 @@ def output_until(c, sid, jid, want, limit=60):
     where the last stopped (since 0 would answer at once, a busy loop that
     gives up after a guessed time); limit is only a backstop."""
     text, since = "", 0
-    deadline = time.monotonic() + limit
+    deadline = time.monotonic() + pydaemon.scaled(limit)
     while want not in text and time.monotonic() < deadline:
         r = c.ok("readJob", sessionId=sid, jobId=jid, since=since,
                  waitMs=5000)
@@ -318,7 +318,7 @@ def reload_carries_jobs(d):
     c.ok("addTool", sessionId=sid, toolUse={"id": "late", "name": "bash",
          "input": {"command": "echo late; sleep 300",
                    "run_in_background": True, "yield_ms": 30000}})
-    time.sleep(0.3)
+    time.sleep(pydaemon.scaled(0.3))
     before = c.ok("initialize")["server"].get("instance")
     # A long-poll pending across the reload is answered, not lost.
     poll = Conn(d.sock)
@@ -328,7 +328,7 @@ def reload_carries_jobs(d):
                                   "sessionId": sid, "jobId": "j-1",
                                   "waitMs": 60000}}) + "\n").encode())
     poll.f.flush()
-    time.sleep(0.2)
+    time.sleep(pydaemon.scaled(0.2))
     d.proc.send_signal(signal.SIGHUP)
     new_image(d, c, before)
     poll.s.settimeout(pydaemon.scaled(10))
@@ -673,7 +673,7 @@ def crash(d):
         "run_in_background": True}))
     r = c.ok("readJob", sessionId=sid, jobId="j-1", since=0, waitMs=5000)
     T.eq(r["text"], "later\n", "the job said something")
-    time.sleep(0.2)
+    time.sleep(pydaemon.scaled(0.2))
     c.close()
     d.proc.kill()
     d.proc.wait()

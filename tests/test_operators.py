@@ -362,7 +362,11 @@ def logs_text(d):
     r.call("drain", sessionId=sid)
     r.call("closeSession", sessionId=sid)
     r.close()
-    time.sleep(0.2)
+    # The log lines are the event: wait for the result's, with a guard.
+    deadline = time.time() + pydaemon.scaled(10)
+    while ("tool lg1 (bash): result" not in d.log_tail(400) and
+           time.time() < deadline):
+        time.sleep(0.05)
     log = d.log_tail(400)
     T.check(re.search(r"^stexecd: info: session %s: created for uid \d+" %
                       sid, log, re.M) is not None, "created, in the text")

@@ -85,7 +85,8 @@ def keeps_cwd(d):
     T.eq(sh(c, sid, "exec 3>&-; cd sub"), ("", "ok"), "fd 3 closed")
     T.eq(sh(c, sid, "pwd"), (root + "/sub\n", "ok"),
          "the cwd carried with fd 3 closed")
-    content, reason = sh(c, sid, "cd ..; sleep 30", timeout=300)
+    content, reason = sh(c, sid, "cd ..; sleep 30",
+                         timeout=int(pydaemon.scaled(300)))
     T.eq(reason, "timeout", "a call that times out")
     T.eq(sh(c, sid, "pwd"), (root + "/sub\n", "ok"),
          "a timed-out call does not move the cwd")

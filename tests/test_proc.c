@@ -22,6 +22,7 @@
 
 #include <event2/event.h>
 
+#include "e2e.h"
 #include "supervisor/proc.h"
 #include "util.h"
 
@@ -200,7 +201,7 @@ run_until(bool *flag, int timeout_ms)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (!*flag) {
-		if (ms_since(&t0) > timeout_ms)
+		if (ms_since(&t0) > e2e_ms(timeout_ms))
 			return false;
 		event_base_loop(base, EVLOOP_ONCE);
 	}
@@ -538,7 +539,7 @@ run_until_execd(struct proc *p, int timeout_ms)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (!proc_execd(p)) {
-		if (ms_since(&t0) > timeout_ms)
+		if (ms_since(&t0) > e2e_ms(timeout_ms))
 			return false;
 		event_base_loop(base, EVLOOP_ONCE);
 	}
@@ -819,7 +820,7 @@ Test(proc, timeout_term_ignored, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 	cr_assert_eq(r.signal, SIGKILL);
 	cr_assert_str_eq(r.head.data, "started\n");
 	cr_assert_geq(r.duration_ms, 450, "%lld", (long long)r.duration_ms);
-	cr_assert_lt(ms_between(&r.spawned, &r.ended), 5000);
+	cr_assert_lt(ms_between(&r.spawned, &r.ended), e2e_ms(5000));
 	cr_assert_eq(count_children(), 0);
 	result_free(&r);
 	finish();
@@ -830,7 +831,8 @@ Test(proc, timeout_term_obeyed, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "sleep 100");
 
-	start(5000, 0, 0);
+	/* The grace and the bound scale together (tests/README.md). */
+	start(e2e_ms(5000), 0, 0);
 	spec.timeout_ms = 100;
 	spawn(&r, &spec);
 	cr_assert(run_until(&r.done, 10000));
@@ -838,7 +840,7 @@ Test(proc, timeout_term_obeyed, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 	cr_assert_eq(r.signal, SIGTERM);
 	cr_assert_geq(r.duration_ms, 90);
 	/* Well before the 5 s grace. */
-	cr_assert_lt(ms_between(&r.spawned, &r.ended), 3000);
+	cr_assert_lt(ms_between(&r.spawned, &r.ended), e2e_ms(3000));
 	result_free(&r);
 	finish();
 }
@@ -871,7 +873,7 @@ Test(proc, kill, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 	event_free(ev);
 	cr_assert_eq(r.end, PROC_KILLED);
 	cr_assert_eq(r.signal, SIGTERM);
-	cr_assert_lt(ms_between(&r.spawned, &r.ended), 3000);
+	cr_assert_lt(ms_between(&r.spawned, &r.ended), e2e_ms(3000));
 	result_free(&r);
 	finish();
 }
@@ -911,18 +913,19 @@ Test(proc, kill_during_leftover_grace, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "sleep 100 & echo $!");
-	struct timeval tv = { 0, 300000 };
+	struct timeval tv = { e2e_ms(300) / 1000, e2e_ms(300) % 1000 * 1000 };
 	struct event *ev;
 	pid_t pid;
 
-	start(0, 5000, 0);
+	/* The grace, the kill's moment and the bound scale together. */
+	start(0, e2e_ms(5000), 0);
 	spawn(&r, &spec);
 	ev = evtimer_new(base, kill_in_grace_cb, &r);
 	evtimer_add(ev, &tv);
 	cr_assert(run_until(&r.done, 10000));
 	event_free(ev);
 	cr_assert_eq(r.end, PROC_KILLED);
-	cr_assert_lt(ms_between(&r.spawned, &r.ended), 2500);
+	cr_assert_lt(ms_between(&r.spawned, &r.ended), e2e_ms(2500));
 	pid = (pid_t)atol(r.head.data);
 	cr_assert(pid > 0 && pid_gone(pid));
 	result_free(&r);
@@ -932,10 +935,14 @@ Test(proc, kill_during_leftover_grace, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 Test(proc, max_procs_fifo_and_kill_queued, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 }, c = { 0 };
-	struct proc_spec aspec = sh_spec(&a, "sleep 0.3; echo a");
+	char acmd[64];
+	struct proc_spec aspec;
 	struct proc_spec bspec = sh_spec(&b, "echo b");
 	struct proc_spec cspec = sh_spec(&c, "echo c");
 
+	/* a's time and the bounds on b's scale together. */
+	snprintf(acmd, sizeof acmd, "sleep %.3f; echo a", e2e_ms(300) / 1000.0);
+	aspec = sh_spec(&a, acmd);
 	start(0, 0, 1);
 	spawn(&a, &aspec);
 	spawn(&b, &bspec);
@@ -960,8 +967,8 @@ Test(proc, max_procs_fifo_and_kill_queued, .timeout = 30 * STEXEC_TEST_BUILD_SCA
 	cr_assert_str_eq(a.head.data, "a\n");
 	cr_assert_str_eq(b.head.data, "b\n");
 	/* b's clock started when it really started. */
-	cr_assert_lt(b.duration_ms, 250);
-	cr_assert_geq(ms_between(&a.spawned, &b.ended), 300);
+	cr_assert_lt(b.duration_ms, e2e_ms(250));
+	cr_assert_geq(ms_between(&a.spawned, &b.ended), e2e_ms(300));
 	cr_assert_eq(proc_started(), 2);
 	cr_assert_eq(proc_running(), 0);
 	result_free(&a);
@@ -1127,14 +1134,14 @@ Test(proc, timeout_stopped_tool, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "kill -STOP $$; echo resumed");
 
-	start(5000, 0, 0);
+	start(e2e_ms(5000), 0, 0);
 	spec.timeout_ms = 100;
 	spawn(&r, &spec);
 	cr_assert(run_until(&r.done, 10000));
 	cr_assert_eq(r.end, PROC_TIMED_OUT);
 	/* TERM acted on at once thanks to the CONT, not KILL after 5 s. */
 	cr_assert_eq(r.signal, SIGTERM);
-	cr_assert_lt(ms_between(&r.spawned, &r.ended), 3000);
+	cr_assert_lt(ms_between(&r.spawned, &r.ended), e2e_ms(3000));
 	result_free(&r);
 	finish();
 }
@@ -1226,7 +1233,7 @@ Test(proc, background_job_holds_stdout, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 	pid = (pid_t)atol(r.head.data);
 	cr_assert_gt(pid, 0);
 	cr_assert(pid_gone(pid), "background sleep %ld survived", (long)pid);
-	cr_assert_lt(ms_between(&r.spawned, &r.ended), 2000);
+	cr_assert_lt(ms_between(&r.spawned, &r.ended), e2e_ms(2000));
 	cr_assert_eq(count_children(), 0);
 	result_free(&r);
 	finish();
@@ -1243,7 +1250,7 @@ Test(proc, setsid_escapee, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 	pid = (pid_t)atol(r.head.data);
 	cr_assert_gt(pid, 0);
 	cr_assert(pid_gone(pid), "escapee %ld survived", (long)pid);
-	cr_assert_lt(ms_between(&r.spawned, &r.ended), 2000);
+	cr_assert_lt(ms_between(&r.spawned, &r.ended), e2e_ms(2000));
 	cr_assert_eq(count_children(), 0);
 	result_free(&r);
 	finish();

@@ -25,7 +25,7 @@ import fakejobs  # noqa: E402
 import pydaemon  # noqa: E402
 from pydaemon import Checks  # noqa: E402
 
-WAIT = float(os.environ.get("STEXEC_TEST_WAIT", "20"))
+WAIT = pydaemon.scaled(float(os.environ.get("STEXEC_TEST_WAIT", "20")))
 INTERRUPTED = "<tool_use_error>Interrupted by user</tool_use_error>"
 
 # A safe session tool that sleeps: the read added after it runs beside it.
@@ -189,7 +189,7 @@ async def resume(c, sid):
         T.check(False, "a closed client still answers")
     except stexec.ConnectionLost:
         T.check(True, "a closed client raises ConnectionLost")
-    await asyncio.sleep(0.5)         # ticks go on while nobody listens
+    await asyncio.sleep(pydaemon.scaled(0.5))  # ticks go on meanwhile
     await c.reconnect(timeout=pydaemon.scaled(5))
     T.check(c.connected, "reconnected")
     async for n in c.notifications(timeout=WAIT, session_id=sid):
@@ -209,8 +209,8 @@ async def resume(c, sid):
     async with aio.Client(c.path, timeout=WAIT) as c2:
         T.eq(await c2.subscribe(sid, since=before), last,
              "subscribe since on a second connection: lastSeq")
-        again = [n async for n in c2.notifications(timeout=1,
-                                                   session_id=sid)]
+        again = [n async for n in c2.notifications(
+            timeout=pydaemon.scaled(1), session_id=sid)]
         T.eq([n.params for n in again], [n.params for n in got],
              "replay with since on a second connection")
 
@@ -245,7 +245,8 @@ async def run_and_errors(c, sid):
     T.eq(pings, [None] * 50, "50 concurrent requests")
     await c.close_session(sid)
     closed = [(n.method, n.session_id)
-              async for n in c.notifications(timeout=2, session_id=sid)
+              async for n in c.notifications(timeout=pydaemon.scaled(2),
+                                             session_id=sid)
               if n.method == "session_closed"]
     T.eq(closed, [("session_closed", sid)], "session_closed")
 

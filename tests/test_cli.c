@@ -939,7 +939,7 @@ Test(cli, watch_fits_a_terminal)
 	cr_assert(pty_pump(w, "executing", 10000), "%s", w->text);
 	json_decref(c_add(c, s, "b", "read_file",
 	    "{\"file_path\":\"/etc/hostname\"}"));
-	/* A moment for watch to ask b's name (a set-up, scaled), then a ends. */
+	/* A moment for watch to ask b's name (scaled), then a ends. */
 	usleep((useconds_t)e2e_ms(500) * 1000);
 	write_file(d_path(d, "go"), "");
 	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", s)));

@@ -104,7 +104,8 @@ fake_recv(struct fake *f)
 			memmove(f->buf, nl + 1, f->len);
 			return j;
 		}
-		cr_assert(poll(&p, 1, e2e_ms(5000)) == 1, "client sent nothing");
+		cr_assert(poll(&p, 1, e2e_ms(5000)) == 1,
+		    "client sent nothing");
 		f->buf = realloc(f->buf, f->len + 65536);
 		n = read(f->fd, f->buf + f->len, 65536);
 		cr_assert(n > 0, "client closed");

@@ -443,7 +443,8 @@ Test(results, a_ceiling_size_result_arrives_whole_in_order,
 		if (e2e_now_ms() - p0 > worst)
 			worst = e2e_now_ms() - p0;
 		if ((msg = c_read(c, 5)) == NULL) {
-			cr_assert(e2e_now_ms() - t0 < e2e_ms(4 * SLOW), "no drain reply");
+			cr_assert(e2e_now_ms() - t0 < e2e_ms(4 * SLOW),
+			    "no drain reply");
 			continue;
 		}
 		method = json_string_value(json_object_get(msg, "method"));

@@ -131,7 +131,8 @@ crash(int sig, const char *opt)
 	restart(d, opt);
 }
 
-Test(guard, a_sigkilled_daemon_leaves_no_tool, .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
+Test(guard, a_sigkilled_daemon_leaves_no_tool,
+    .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	crash(SIGKILL, NULL);
 }
@@ -142,7 +143,8 @@ Test(guard, a_sigkilled_daemon_leaves_no_tool_without_a_cgroup,
 	crash(SIGKILL, "--no-cgroup");
 }
 
-Test(guard, an_aborted_daemon_leaves_no_tool, .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
+Test(guard, an_aborted_daemon_leaves_no_tool,
+    .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	crash(SIGABRT, NULL);
 }

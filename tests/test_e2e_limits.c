@@ -526,7 +526,8 @@ Test(outputs, files_go_when_the_grace_after_close_ends)
 	cr_assert(exists(p1), "the grace was not kept");
 	for (until = e2e_now_ms() + e2e_ms(SLOW); exists(p1);
 	    usleep(20 * 1000))
-		cr_assert_lt(e2e_now_ms(), until, "the file outlived its grace");
+		cr_assert_lt(e2e_now_ms(), until,
+		    "the file outlived its grace");
 	cr_assert_eq(count_files(d), 0);
 	free(p0);
 	free(p1);

@@ -1120,7 +1120,8 @@ Test(memory, a_gigabyte_of_output_is_cut_and_saved_with_bounded_memory)
 		if (msg != NULL && strcmp(method_of(msg), "tool_result") == 0)
 			break;
 		json_decref(msg);
-		cr_assert(e2e_now_ms() - t0 < e2e_ms(240000), "no result in 4 minutes");
+		cr_assert(e2e_now_ms() - t0 < e2e_ms(240000),
+		    "no result in 4 minutes");
 	}
 	cr_log_info("1 GiB through the daemon in %lld ms, rss at most %lld KiB",
 	    e2e_now_ms() - t0, max_rss / 1024);
@@ -1393,7 +1394,8 @@ fd_leaks(const char *log)
 	return out;
 }
 
-Test(valgrind, a_full_session_is_clean_under_valgrind, .timeout = 280 * STEXEC_TEST_BUILD_SCALE)
+Test(valgrind, a_full_session_is_clean_under_valgrind,
+    .timeout = 280 * STEXEC_TEST_BUILD_SCALE)
 {
 	static const char *vg[] = { "valgrind", "--leak-check=full",
 		"--errors-for-leak-kinds=definite", "--track-fds=yes",

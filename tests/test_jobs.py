@@ -713,7 +713,8 @@ def stop_while_killing(d):
          [("k", "executing")], "kill_shell waits for the job's end")
     c.close()
     d.proc.send_signal(signal.SIGTERM)
-    T.eq(d.proc.wait(timeout=pydaemon.scaled(15)), 0, "the daemon stops cleanly meanwhile")
+    T.eq(d.proc.wait(timeout=pydaemon.scaled(15)), 0,
+         "the daemon stops cleanly meanwhile")
     T.eq(d.leftovers(), [], "and leaves nothing")
     d.log.close()
     d.start()

@@ -71,7 +71,8 @@ class Rpc:
 
 def cli(d, *args, check=True):
     p = subprocess.run([CLI, "--socket", d.sock] + list(args),
-                       capture_output=True, text=True, timeout=pydaemon.scaled(60))
+                       capture_output=True, text=True,
+                       timeout=pydaemon.scaled(60))
     if check:
         T.check(p.returncode == 0, "stexec-cli %s: exit %d: %s" %
                 (" ".join(args), p.returncode, p.stderr))
@@ -384,7 +385,8 @@ def reload(d):
     after, deadline = {}, time.time() + pydaemon.scaled(15)
     while time.time() < deadline:
         p = subprocess.run([CLI, "--socket", d.sock, "metrics"],
-                           capture_output=True, text=True, timeout=pydaemon.scaled(30))
+                           capture_output=True, text=True,
+                           timeout=pydaemon.scaled(30))
         if p.returncode == 0:
             after = {(s.name, tuple(sorted(s.labels.items()))): s.value
                      for f in text_string_to_metric_families(p.stdout)
@@ -488,7 +490,8 @@ def journal_fields():
                 "journal: closing with SESSION_ID")
     finally:
         p.send_signal(signal.SIGTERM)
-        T.eq(p.wait(timeout=pydaemon.scaled(15)), 0, "the journald daemon's exit status")
+        T.eq(p.wait(timeout=pydaemon.scaled(15)), 0,
+             "the journald daemon's exit status")
         log.close()
         with open(os.path.join(tmp, "stream.log"), "rb") as f:
             text = f.read().decode("utf-8", "replace")

@@ -228,7 +228,8 @@ family_repeat(struct family *fam, const char *piece)
 	buf_free(&b);
 }
 
-Test(pattern, accepted_patterns_compile_within_the_bound, .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
+Test(pattern, accepted_patterns_compile_within_the_bound,
+    .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct family fam = { 0 };
 	char *p1, *p2, *p3, *alt;

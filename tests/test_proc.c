@@ -477,7 +477,8 @@ Test(proc, spawn_not_executable, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
  * (spawn_launch): the child's output, a failure before its exec (reported
  * as from a waited spawn), and a kill at once all come out the same.
  */
-Test(proc, launched_beside_a_running_tool, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
+Test(proc, launched_beside_a_running_tool,
+    .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 }, c = { 0 }, d = { 0 };
 	struct proc_spec aspec = sh_spec(&a, "sleep 10");
@@ -551,7 +552,8 @@ run_until_execd(struct proc *p, int timeout_ms)
  * is known, without an event of its own; one whose execve fails (a file
  * the kernel cannot execute: ENOEXEC) never is, nor counted.
  */
-Test(proc, launched_starts_once_its_exec_is_known, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
+Test(proc, launched_starts_once_its_exec_is_known,
+    .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 }, c = { 0 };
 	struct proc_spec aspec = sh_spec(&a, "sleep 10");
@@ -932,7 +934,8 @@ Test(proc, kill_during_leftover_grace, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 	finish();
 }
 
-Test(proc, max_procs_fifo_and_kill_queued, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
+Test(proc, max_procs_fifo_and_kill_queued,
+    .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 }, c = { 0 };
 	char acmd[64];
@@ -1287,7 +1290,8 @@ Test(proc, escapees_that_fork_again, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 	finish();
 }
 
-Test(proc, escapee_of_running_tool_spared, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
+Test(proc, escapee_of_running_tool_spared,
+    .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 };
 	struct proc_spec aspec = sh_spec(&a, "pid=$( (setsid sleep 100"

@@ -346,7 +346,8 @@ async def jobs_real(c):
 
 async def online(d):
     c = aio.Client(d.sock, timeout=WAIT)
-    await c.connect(timeout=pydaemon.scaled(10))         # the daemon may still be starting
+    # The daemon may still be starting.
+    await c.connect(timeout=pydaemon.scaled(10))
     async with c:
         sid = await turn_in_order(c, d.tmp)
         await interrupt_from_task(c, sid)

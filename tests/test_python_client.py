@@ -510,7 +510,8 @@ class Run:
              [("f", "four\n")], "Turn.run results")
         T.eq(turn.drained and turn.drained["turn"], 4, "turn 4 drained")
         # What came after the drain answer (the final state).
-        self.collect(c.notifications(timeout=pydaemon.scaled(0.3), session_id=sid))
+        self.collect(c.notifications(timeout=pydaemon.scaled(0.3),
+                                     session_id=sid))
         last = c.last_seq(sid)
         T.eq(last, self.seen[-1].seq if self.seen else None,
              "last_seq is the newest notification")
@@ -518,7 +519,8 @@ class Run:
         T.eq(c.subscribe(sid, since=last - 5), last,
              "resubscribe lastSeq")
         c.ping()
-        dup = list(c.notifications(timeout=pydaemon.scaled(0.3), session_id=sid))
+        dup = list(c.notifications(timeout=pydaemon.scaled(0.3),
+                                   session_id=sid))
         T.eq([n.seq for n in dup], [], "replayed duplicates are dropped")
         ev = c.events(sid, since=last - 5)
         T.eq([m["params"]["seq"] for m in ev["notifications"]],
@@ -533,7 +535,8 @@ class Run:
         T.eq(seqs, list(range(1, len(seqs) + 1)),
              "the whole session: seq 1..N, no gap, no duplicate")
         c.close_session(sid)
-        closed = self.collect(c.notifications(timeout=pydaemon.scaled(2), session_id=sid))
+        closed = self.collect(c.notifications(timeout=pydaemon.scaled(2),
+                                              session_id=sid))
         T.eq([(n.method, n.seq) for n in closed],
              [("session_closed", len(seqs) + 1)], "session_closed")
         try:

@@ -181,7 +181,8 @@ def read_job(d):
     t0 = time.monotonic()
     r7 = c2.ok("readJob", sessionId=sid, jobId=big, since=0,
                maxBytes=4194304, filter=costly)
-    T.check(time.monotonic() - t0 < 1, "a costly filter answers at once")
+    T.check(time.monotonic() - t0 < pydaemon.scaled(1),
+            "a costly filter answers at once")
     T.check(0 < r7["next"] < 600000 and r7["text"].startswith("y\ny\n"),
             "it stops early, next says where: %r" % r7["next"])
     T.eq(len(r7["text"]), r7["next"], "every line looked at matched")
@@ -203,13 +204,13 @@ def yields(d):
     sid = c.ok("createSession")["sessionId"]
     (res, meta), = turn(c, sid, ("bash", {
         "command": "echo early; sleep 30", "run_in_background": True,
-        "yield_ms": 500}))
+        "yield_ms": int(pydaemon.scaled(500))}))
     T.eq(meta["reason"], "background", "still running after yield_ms")
     T.check("early" in res["content"], "with the output so far: " +
             res["content"])
     (res, meta), = turn(c, sid, ("bash", {
         "command": "echo quick", "run_in_background": True,
-        "yield_ms": 3000}))
+        "yield_ms": int(pydaemon.scaled(3000))}))
     T.eq((meta["reason"], res["content"]), ("ok", "quick\n"),
          "ended before yield_ms: an ordinary result")
     T.eq(len(c.ok("listJobs", sessionId=sid)["jobs"]), 1, "one job only")
@@ -588,8 +589,10 @@ def parallel_calls_count(d):
     """Background calls in flight count against --max-jobs-per-session (3)
     before they are jobs: of five parallel ones, three become jobs."""
     c = Conn(d.sock)
-    tools = [{"name": "bg", "command": ["sleep", "1"], "background": True,
-              "concurrencySafe": True, "yieldMs": 300}]
+    # The tool's time and its yield scale together (tests/README.md).
+    tools = [{"name": "bg", "command": ["sleep", str(pydaemon.scaled(1))],
+              "background": True, "concurrencySafe": True,
+              "yieldMs": int(pydaemon.scaled(300))}]
     sid = c.ok("createSession", tools=tools)["sessionId"]
     got = turn(c, sid, *[("bg", {})] * 5)
     T.eq(sorted(m["reason"] for _, m in got),

@@ -185,7 +185,7 @@ test('a background bash, bash_output and kill_shell pass through like any tool',
   for (const name of ['bash_output', 'kill_shell']) assert.ok(names.includes(name), `no ${name}`);
   const started = await client.callTool({
     name: 'bash',
-    arguments: { command: 'echo serving; sleep 30', run_in_background: true, yield_ms: 300 },
+    arguments: { command: 'echo serving; sleep 30', run_in_background: true, yield_ms: scaled(300) },
   });
   assert.equal(started.isError, false, text(started));
   const m = /Started job (j-\d+)/.exec(text(started));

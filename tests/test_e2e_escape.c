@@ -491,14 +491,15 @@ Test(escape, network_rules_run_only_where_they_hold)
 	world_stop(&w);
 }
 
-/* Whether a connection came to the listening socket within ms. */
+/* Whether a connection came to the listening socket within ms, scaled. */
 static bool
 accepted(int fd, int ms)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
 	int c;
 
-	if (poll(&p, 1, ms) != 1 || (c = accept(fd, NULL, NULL)) == -1)
+	if (poll(&p, 1, e2e_ms(ms)) != 1 ||
+	    (c = accept(fd, NULL, NULL)) == -1)
 		return false;
 	close(c);
 	return true;

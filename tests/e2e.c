@@ -545,6 +545,15 @@ c_keep(struct client *c, json_t *msg)
 	    c->responses : c->queue, msg);
 }
 
+void
+c_drop(struct client *c, json_t *msg)
+{
+	if (msg != NULL && json_object_get(msg, "id") != NULL)
+		c_keep(c, msg);
+	else
+		json_decref(msg);
+}
+
 /* The next notification off the socket, responses kept; NULL at the end. */
 static json_t *
 c_next(struct client *c, long long until)

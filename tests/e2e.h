@@ -96,6 +96,12 @@ json_t *c_read(struct client *, int timeout_ms);
  * other.
  */
 void c_keep(struct client *, json_t *);
+/*
+ * A message read with c_read that the caller is done with (takes the
+ * reference; NULL is fine): a notification is dropped, a response kept
+ * as by c_keep.
+ */
+void c_drop(struct client *, json_t *);
 /* The next response (has an id), notifications queued; NULL on EOF or
  * timeout. For requests sent with c_send_raw. */
 json_t *c_response(struct client *, int timeout_ms);

@@ -381,7 +381,7 @@ Test(results, a_ceiling_size_result_of_control_bytes_is_bounded)
 		if (msg != NULL && strcmp(json_string_value(json_object_get(msg,
 		    "method")) ?: "", "tool_result") == 0)
 			break;
-		json_decref(msg);
+		c_drop(c, msg);
 		cr_assert(e2e_now_ms() - t0 < e2e_ms(4 * SLOW), "no result");
 	}
 	peak = status_bytes(d->pid, "VmHWM");

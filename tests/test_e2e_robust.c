@@ -865,7 +865,7 @@ Test(resume, a_client_that_reconnects_with_since_misses_nothing)
 		msg = c_read(c, SLOW);
 		cr_assert(msg != NULL, "the stream stopped");
 		if (json_object_get(msg, "id") != NULL) {
-			json_decref(msg);
+			c_keep(c, msg);
 			continue;
 		}
 		json_array_append_new(before, msg);
@@ -1119,7 +1119,7 @@ Test(memory, a_gigabyte_of_output_is_cut_and_saved_with_bounded_memory)
 		msg = c_read(c, 100);
 		if (msg != NULL && strcmp(method_of(msg), "tool_result") == 0)
 			break;
-		json_decref(msg);
+		c_drop(c, msg);
 		cr_assert(e2e_now_ms() - t0 < e2e_ms(240000),
 		    "no result in 4 minutes");
 	}

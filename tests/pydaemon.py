@@ -59,18 +59,22 @@ class Conn:
         self.s.connect(path)
         self.f = self.s.makefile("rwb")
         self.rid = 0
+        # Responses to other requests (sent raw) read meanwhile: kept.
+        self.responses = {}
 
     def call(self, method, **params):
-        """The whole response (result or error); notifications skipped."""
+        """The whole response (result or error); notifications skipped, a
+        response to another request kept in responses, never dropped."""
         self.rid += 1
         self.f.write((json.dumps({"jsonrpc": "2.0", "id": self.rid,
                                   "method": method, "params": params})
                       + "\n").encode())
         self.f.flush()
-        while True:
+        while self.rid not in self.responses:
             msg = json.loads(self.f.readline())
-            if msg.get("id") == self.rid:
-                return msg
+            if "method" not in msg:
+                self.responses[msg.get("id")] = msg
+        return self.responses.pop(self.rid)
 
     def ok(self, method, **params):
         msg = self.call(method, **params)

@@ -44,7 +44,7 @@ def clean_env(**extra):
 def run(argv, cwd, **extra):
     p = subprocess.run(argv, cwd=cwd, env=clean_env(**extra),
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=120)
+                       timeout=pydaemon.scaled(120))
     out = p.stdout.decode("utf-8", "replace")
     if p.returncode != 0:
         print("$ %s\n%s" % (" ".join(argv), out), file=sys.stderr)

@@ -71,7 +71,8 @@ def dev_server(d):
     (res, meta), = turn(c, sid, ("bash", {
         "command": "exec python3 -u -m http.server %d --bind 127.0.0.1"
         % port, "run_in_background": True}))
-    T.check(time.monotonic() - t0 < 2, "the job's result comes at once")
+    T.check(time.monotonic() - t0 < pydaemon.scaled(2),
+            "the job's result comes at once")
     T.eq(meta["reason"], "background", "meta.reason")
     T.eq(res["is_error"], False, "a job's result is no error")
     jid = meta["job"]["jobId"]
@@ -139,7 +140,8 @@ def read_job(d):
     # Nothing new yet: waitMs holds the answer until "four" comes.
     t0 = time.monotonic()
     r2 = c.ok("readJob", sessionId=sid, jobId=jid, waitMs=5000)
-    while "four" not in r2["text"] and time.monotonic() - t0 < 5:
+    while ("four" not in r2["text"] and
+           time.monotonic() - t0 < pydaemon.scaled(5)):
         r2 = c.ok("readJob", sessionId=sid, jobId=jid, waitMs=5000)
     T.check("four" in r2["text"], "waitMs brings the later output")
     T.check(time.monotonic() - t0 > 0.3, "the answer waited for it")
@@ -244,7 +246,8 @@ def terminal(d):
     c.ok("writeJob", sessionId=sid, jobId=jid, data="2+2\n")
     text = ""
     t0 = time.monotonic()
-    while "4\r\n" not in text and time.monotonic() - t0 < 10:
+    while ("4\r\n" not in text and
+           time.monotonic() - t0 < pydaemon.scaled(10)):
         text += c.ok("readJob", sessionId=sid, jobId=jid,
                      waitMs=2000)["text"]
     T.check("4\r\n" in text, "bc answers 2+2 on its terminal: %r" % text)
@@ -546,7 +549,8 @@ def slots(d):
     t0 = time.monotonic()
     (res, meta), = turn(c, sid, ("bash", {"command": "echo free"}))
     T.eq(res["content"], "free\n", "a tool runs beside three jobs")
-    T.check(time.monotonic() - t0 < 5, "without waiting for a slot")
+    T.check(time.monotonic() - t0 < pydaemon.scaled(5),
+            "without waiting for a slot")
     c.ok("closeSession", sessionId=sid)
     c.close()
 

@@ -290,9 +290,11 @@ def top(d):
         r = Rpc(d.sock)
         sid = r.call("createSession")["sessionId"]
         mark = len(data)
+        # Long enough for top's frames, scaled (tests/README.md).
+        nap = "sleep %d" % pydaemon.scaled(5)
         r.call("addTool", sessionId=sid, toolUse={
             "id": "top1", "name": "bash",
-            "input": {"command": "sleep 5"}})
+            "input": {"command": nap}})
         # Queued behind it: what it runs, cut to the terminal's width.
         r.call("addTool", sessionId=sid, toolUse={
             "id": "top2", "name": "bash",
@@ -302,11 +304,12 @@ def top(d):
         t0 = time.time()
         seen = None
         queued = []
-        while time.time() < t0 + 20 and (seen is None or not queued):
+        while (time.time() < t0 + pydaemon.scaled(20) and
+               (seen is None or not queued)):
             read(time.time() + 0.05)
             for ln in screen_rows(data[mark:]):
                 m = re.search(r"top1\s+bash\s+executing\s+(\d+\.\d)s\s+"
-                              r"(\S+)\s+(\S+)\s+(\S+)\s+sleep 5$", ln)
+                              r"(\S+)\s+(\S+)\s+(\S+)\s+" + nap + "$", ln)
                 if m and sid in ln:
                     seen = (time.time() - t0, m.groups(), ln)
             queued = [ln for ln in screen_rows(data[mark:]) if "top2" in ln]
@@ -317,7 +320,7 @@ def top(d):
                 len(queued[-1]) <= 132, "top shows a queued tool's input "
                 "cut to the terminal's width: %r" % queued[-1:])
         st = r.call("status", sessionId=sid)["tools"][0]
-        T.eq(st.get("input"), {"command": "sleep 5"}, "status: the input")
+        T.eq(st.get("input"), {"command": nap}, "status: the input")
         # Measured wherever a memory controller is, v1 (hybrid) or v2.
         how = r.call("initialize")["capabilities"]["enforcement"][
             "limits"]["memoryBytes"]

@@ -9,7 +9,8 @@ release tarball has no .git), and each must have no cycle:
 - calls between modules: a module is x.c with its x.h; an arrow runs from
   a module to each other module whose non-static function it calls;
 - #includes between layers: each folder under daemon/ is one layer, each
-  module at the top of daemon/ (main, util, log, ...) one of its own.
+  module at the top of daemon/ (main, util, log, ...) one of its own;
+- and #includes between files.
 """
 import os
 import re
@@ -145,14 +146,14 @@ def call_graph(files, texts):
     return edges, why, owner
 
 
-def include_graph(files, texts):
-    """Layer -> layers whose headers it includes, and the files."""
+def include_graph(files, texts, node):
+    """node(file) -> node(header) for each #include, and the files."""
     edges, why = {}, {}
     for rel in files:
         for name in INCLUDE.findall(texts[rel]):
             for cand in (os.path.join(os.path.dirname(rel), name), name):
                 if os.path.isfile(os.path.join(DAEMON, cand)):
-                    a, b = layer(rel), layer(os.path.normpath(cand))
+                    a, b = node(rel), node(os.path.normpath(cand))
                     if a != b:
                         edges.setdefault(a, set()).add(b)
                         why.setdefault((a, b), set()).add(
@@ -180,12 +181,19 @@ def main():
     report(comps, edges, why)
     check(not comps, "no circle of calls between the modules of daemon/")
 
-    edges, why = include_graph(files, texts)
+    edges, why = include_graph(files, texts, layer)
     check("supervisor" in edges.get("session", ()),
           "the include graph holds session/ including supervisor/")
     comps = cycles(edges)
     report(comps, edges, why)
     check(not comps, "no circle of #includes between the layers of daemon/")
+
+    edges, why = include_graph(files, texts, lambda rel: rel)
+    check("session/job.h" in edges.get("session/session.c", ()),
+          "the include graph holds session.c including job.h")
+    comps = cycles(edges)
+    report(comps, edges, why)
+    check(not comps, "no circle of #includes between the files of daemon/")
 
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "exec_harness.h"
+#include "util.h"
 
 static struct harness *h;
 
@@ -207,4 +208,34 @@ Test(blocks, a_killed_tools_blocks_are_not_its_result)
 	h_expect(h, "kill a", "status a completed", "result a interrupted "
 	    "<tool_use_error>Interrupted by user</tool_use_error>",
 	    "state 0 []", NULL);
+}
+
+Test(blocks, fd3_blocks_past_the_result_ceiling_are_refused_in_a_warning)
+{
+	size_t big = tooldef_result_ceiling() / 2 + 1;
+	char *text = xmalloc(big + 1);
+	json_t *line = NULL;
+	char *s;
+	int i;
+
+	memset(text, 'x', big);
+	text[big] = '\0';
+	h_add(h, "a", "bash", "{\"command\":\"plot\"}");
+	h_skip(h);
+	for (i = 0; i < 2; i++) {
+		line = json_pack("{s:[{s:s, s:s}]}", "content", "type", "text",
+		    "text", text);
+		s = json_dumps(line, JSON_COMPACT);
+		exec_progress_line(h_find(h, "a"), s, strlen(s));
+		free(s);
+		json_decref(line);
+	}
+	h_exit(h, h_find(h, "a"), 0, "");
+	h_skip(h);
+	cr_assert_eq(json_array_size(json_object_get(json_object_get(
+	    h->last_result, "result"), "content")), 1);
+	cr_assert(strstr(json_string_value(json_array_get(json_object_get(
+	    json_object_get(h->last_result, "meta"), "warnings"), 0)),
+	    "--max-result-bytes") != NULL);
+	free(text);
 }

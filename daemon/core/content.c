@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/content.h"
+#include "utf8.h"
 
 static bool	content_fail(char *, size_t, const char *, ...)
 		    __attribute__((format(printf, 3, 4)));
@@ -20,7 +21,7 @@ content_fail(char *err, size_t errlen, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	utf8_vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 	return false;
 }
@@ -66,7 +67,7 @@ content_check_block(const json_t *b, size_t i, char *err, size_t errlen)
 	json_object_foreach((json_t *)b, key, v)
 		if (strcmp(key, "type") != 0 && strcmp(key, "text") != 0)
 			return content_fail(err, errlen, "content[%zu]: unknown "
-			    "member \"%.64s\" in a text block", i, key);
+			    "member \"%s\" in a text block", i, key);
 	return true;
 }
 
@@ -80,7 +81,7 @@ content_check_image(const json_t *b, size_t i, char *err, size_t errlen)
 	json_object_foreach((json_t *)b, key, v)
 		if (strcmp(key, "type") != 0 && strcmp(key, "source") != 0)
 			return content_fail(err, errlen, "content[%zu]: unknown "
-			    "member \"%.64s\" in an image block", i, key);
+			    "member \"%s\" in an image block", i, key);
 	if (!json_is_object(src) || !json_is_string(json_object_get(src,
 	    "type")) || strcmp(json_string_value(json_object_get(src, "type")),
 	    "base64") != 0)
@@ -112,7 +113,7 @@ content_check_image(const json_t *b, size_t i, char *err, size_t errlen)
 		if (strcmp(key, "type") != 0 && strcmp(key, "media_type") != 0 &&
 		    strcmp(key, "data") != 0)
 			return content_fail(err, errlen, "content[%zu].source: "
-			    "unknown member \"%.64s\"", i, key);
+			    "unknown member \"%s\"", i, key);
 	return true;
 }
 

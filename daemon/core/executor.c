@@ -151,6 +151,7 @@ static void	exec_add_output(struct buf *, const struct exec_exit *);
 static void	exec_exit_content(struct buf *, const struct exec_tool *,
 		    const struct exec_exit *, enum exec_reason);
 static json_t	*exec_content(struct exec_tool *, const struct buf *);
+static bool	exec_blocks_over(const struct exec_tool *, const json_t *);
 static void	exec_deliver(struct exec *);
 static void	exec_cascade(struct exec_tool *);
 static char	*exec_describe(const struct exec_tool *);
@@ -592,7 +593,7 @@ exec_exit_content(struct buf *b, const struct exec_tool *t,
 			buf_addstr(b, "\n");
 		buf_addstr(b, t->note);
 	}
-	if (why == REASON_OK)
+	if (why == REASON_OK || why == REASON_ERROR)
 		return;
 	if (b->len > 0 && b->data[b->len - 1] != '\n')
 		buf_addstr(b, "\n");
@@ -701,6 +702,18 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 		exec_cascade(t);
 }
 
+/* Whether more blocks would take a tool's past what any result may hold. */
+static bool
+exec_blocks_over(const struct exec_tool *t, const json_t *more)
+{
+	size_t have = t->blocks != NULL ? content_text_bytes(t->blocks) +
+	    content_image_bytes(t->blocks) : 0;
+
+	return have + content_text_bytes(more) + content_image_bytes(more) >
+	    tooldef_result_ceiling() || json_array_size(t->blocks) +
+	    json_array_size(more) > CONTENT_BLOCKS_MAX;
+}
+
 /*
  * The result's content: the text, or with blocks given (a tool's fd 3, a
  * client, an MCP server), the blocks after the text when there is any, so
@@ -712,7 +725,7 @@ exec_content(struct exec_tool *t, const struct buf *b)
 	json_t *text = json_stringn_nocheck(b->data != NULL ? b->data : "",
 	    b->len), *blocks;
 
-	if (t->blocks == NULL || (t->killed && !t->discarded))
+	if (t->blocks == NULL || t->killed)
 		return text;
 	if (b->len == 0) {
 		json_decref(text);
@@ -837,6 +850,12 @@ exec_progress_line(struct exec_tool *t, const char *line, size_t len)
 		if (!content_check(ctx, err, sizeof err))
 			json_array_append_new(t->warnings, json_sprintf(
 			    "content blocks ignored: %s", err));
+		else if (exec_blocks_over(t, ctx))
+			json_array_append_new(t->warnings, json_sprintf(
+			    "content blocks ignored: with them the result would "
+			    "pass the daemon's --max-result-bytes (%zu) or %u "
+			    "blocks", tooldef_result_ceiling(),
+			    CONTENT_BLOCKS_MAX));
 		else {
 			if (t->blocks == NULL)
 				t->blocks = json_array();
@@ -1012,7 +1031,12 @@ exec_finish(struct exec_tool *t, const struct exec_done *d)
 	json_object_set_new(t->meta_extra, "exitCode", json_null());
 	json_decref(t->blocks);
 	t->blocks = NULL;
-	if (json_is_array(d->content)) {
+	if (d->output != NULL) {
+		x.output = *d->output;
+		x.output_error = d->output_error;
+		exec_complete(t, d->is_error ? REASON_ERROR : REASON_OK, NULL,
+		    &x);
+	} else if (json_is_array(d->content)) {
 		t->blocks = json_deep_copy(d->content);
 		exec_complete(t, d->is_error ? REASON_ERROR : REASON_OK,
 		    xstrdup(""), &x);
@@ -1148,10 +1172,10 @@ exec_turn_end(struct exec *ex, const char *reason, int drain_error)
 			continue;
 		}
 		/* S11: cancel tools are killed, block tools run on, unseen. */
+		t->discarded = true;
 		if (t->cancel || ex->closed)
 			exec_kill(t, REASON_INTERRUPTED);
 		TAILQ_REMOVE(&ex->progress, t, entry);
-		t->discarded = true;
 		TAILQ_INSERT_HEAD(&ex->orphans, t, entry);
 		ex->state_dirty = true;
 	}
@@ -1596,6 +1620,18 @@ int
 exec_tool_killed(const struct exec_tool *t)
 {
 	return t->killed ? (int)t->killed_for : -1;
+}
+
+const char *
+exec_tool_kill_reason(const struct exec_tool *t)
+{
+	if (t->discarded)
+		return t->ex->closed ? "closed" : "discard";
+	if (!t->killed)
+		return NULL;
+	if (t->killed_for == REASON_SIBLING_ERROR)
+		return "sibling_error";
+	return t->ex->turn.abort == ABORT_CANCEL ? "abort" : "interrupt";
 }
 
 const char *

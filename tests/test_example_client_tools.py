@@ -80,7 +80,7 @@ def run(d, interrupt):
     args = COMMAND + ["--socket", d.sock, "--cwd", cwd, STREAM] + (
         ["--interrupt"] if interrupt else [])
     p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=120)
+                       timeout=pydaemon.scaled(120))
     err = p.stderr.decode("utf-8", "replace")
     label = "--interrupt" if interrupt else "plain"
     if not T.eq(p.returncode, 0, "%s: exit status" % label):

@@ -704,7 +704,7 @@ Test(cli, second_ctrl_c_cancels_a_block_tool)
 	write_file(tools, "[{\"name\":\"slow\",\"command\":[\"/bin/sleep\","
 	    "\"30\"],\"interruptBehavior\":\"block\"}]");
 	p = cli_bg(d, "run", "--tools", tools, "slow", "{}", NULL);
-	for (int i = 0; i < 1000; i++) {
+	for (int i = 0; i < e2e_ms(1000); i++) {
 		json_t *r = c_call(c, "listSessions", NULL);
 		size_t n = json_array_size(json_object_get(r, "sessions"));
 

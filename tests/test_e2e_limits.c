@@ -251,7 +251,7 @@ Test(conns, one_uid_is_capped_others_are_not)
 	}
 	/* The count follows clients that leave. */
 	c_close(c[0]);
-	for (i = 0, ok = 0; i < 100 && !ok; i++) {
+	for (i = 0, ok = 0; i < e2e_ms(100) && !ok; i++) {
 		c[0] = c_open(d);
 		ok = accepted(c[0], msg, sizeof msg);
 		if (!ok) {

@@ -617,7 +617,7 @@ spawn_sleep(void)
 		_exit(127);
 	}
 	snprintf(path, sizeof path, "/proc/%ld/comm", (long)pid);
-	for (i = 0; i < 2000; i++) {
+	for (i = 0; i < e2e_ms(2000); i++) {
 		read_text(path, comm, sizeof comm);
 		if (strcmp(comm, "sleep\n") == 0)
 			break;
@@ -644,12 +644,12 @@ signal_probe(struct esc *e, const char *sig)
 {
 	pid_t pid = spawn_sleep();
 	json_t *r;
-	char state;
+	char state = 0;
 	int i;
 
 	r = esc_run(e, "kill -%s %ld", sig, (long)pid);
-	/* Give the signal its moment to land (R while it does). */
-	for (i = 0; i < 300; i++) {
+	/* Give the signal its moment to land (R while it does), scaled. */
+	for (i = 0; i < e2e_ms(300); i++) {
 		state = proc_state(pid);
 		if (state == 'T' || state == 't' || state == 'Z' || state == 0)
 			break;

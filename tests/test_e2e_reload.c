@@ -450,11 +450,11 @@ instance_of(struct client *c)
 Test(reload, a_binary_that_cannot_read_the_handover_is_not_executed)
 {
 	const char *built = getenv("STEXEC_DAEMON");
-	char bin[512], script[600], *i1, *i2, *log;
+	char bin[512], script[600], *i1, *i2, *log = NULL;
 	struct daemon *d;
 	struct client *c;
+	long long until;
 	FILE *f;
-	int i;
 
 	cr_assert(built != NULL);
 	snprintf(bin, sizeof bin, "/tmp/stexec-refuse-%ld", (long)getpid());
@@ -473,7 +473,9 @@ Test(reload, a_binary_that_cannot_read_the_handover_is_not_executed)
 	install(script, bin);
 	unlink(script);
 	kill(d->pid, SIGHUP);
-	for (i = 0; i < 100; i++, usleep(50 * 1000)) {
+	/* The log line is the event; the one guard, scaled. */
+	for (until = e2e_now_ms() + e2e_ms(SLOW); e2e_now_ms() < until;
+	    usleep(50 * 1000)) {
 		log = e2e_read_file(d->log, NULL);
 		if (log != NULL && strstr(log, "reload refused") != NULL)
 			break;

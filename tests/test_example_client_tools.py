@@ -182,7 +182,7 @@ def interrupted(d):
 
 def main():
     def body(d):
-        for _ in range(200):
+        for _ in range(int(pydaemon.scaled(200))):
             if os.path.exists(d.sock):
                 break
             time.sleep(0.05)

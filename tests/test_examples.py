@@ -140,7 +140,7 @@ def main():
 
     def every_stream(d):
         T.check(len(streams) >= 4, "four recorded streams: %r" % streams)
-        for _ in range(100):
+        for _ in range(int(pydaemon.scaled(100))):
             if os.path.exists(d.sock):
                 break
             time.sleep(0.1)

@@ -119,7 +119,8 @@ def example(py, tmp, d):
     with open(script, "w") as f:
         f.write(code)
     rc, out = 1, ""
-    for _ in range(100):           # the daemon may still be starting
+    # The daemon may still be starting (the one guard, scaled).
+    for _ in range(int(pydaemon.scaled(100))):
         if os.path.exists(d.sock):
             break
         time.sleep(0.1)

@@ -30,8 +30,8 @@ from pydaemon import Checks, Conn  # noqa: E402
 
 T = Checks()
 AREA = tempfile.mkdtemp(prefix="stexec-hooks-")
-# One guard against a hang, never a bound under test.
-GUARD_S = 60 * float(os.environ.get("STEXEC_TEST_TIME_SCALE", "1"))
+# One guard against a hang, never a bound under test (tests/README.md).
+GUARD_S = pydaemon.scaled(60)
 
 
 def script(name, text):

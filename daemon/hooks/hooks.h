@@ -51,7 +51,10 @@ int hooks_add_json(struct hooks *, const json_t *settings, char *err,
 /* The same from a file; err starts with its path. */
 int hooks_add_file(struct hooks *, const char *path, char *err,
     size_t errlen);
-/* Every entry of src added to dst (shared, not copied); each source was capped. */
+/*
+ * Every entry of src added to dst (shared, not copied). Always 0: each
+ * source was capped at HOOKS_MAX_HANDLERS when it was added.
+ */
 int hooks_merge(struct hooks *dst, const struct hooks *src, char *err,
     size_t errlen);
 /* Handlers configured for an event (before matching and deduplication). */

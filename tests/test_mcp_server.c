@@ -240,8 +240,8 @@ finish(void)
 {
 	if (base == NULL)
 		return;
-	proc_shutdown();
 	mcp_shutdown();
+	proc_shutdown();
 	cr_expect_eq(count_children(), 0, "children left");
 	event_free(tick);
 	event_base_free(base);

@@ -142,7 +142,11 @@ struct mcp_server *mcp_server_start(struct event_base *,
  * then TERM, then KILL to its group (S18). Freed once its process is gone.
  */
 void mcp_server_close(struct mcp_server *);
-/* At daemon exit, after proc_shutdown: free servers still closing. */
+/*
+ * At daemon exit, before proc_shutdown (which kills and forgets every
+ * process): servers let go of their processes; those closing are freed,
+ * the others once closed (at once, then).
+ */
 void mcp_shutdown(void);
 
 const char *mcp_server_name(const struct mcp_server *);
@@ -173,7 +177,8 @@ struct mcp_call_ops {
 };
 
 /*
- * tools/call, now or once the server is ready (it waits out a start or a
+ * tools/call of tool (the server's name for it, or mcp__SERVER__TOOL,
+ * resolved when it is sent), now or once the server is ready (it waits out a start or a
  * restart). done always comes, from the event loop, never from inside this
  * call, unless mcp_call_cancel or mcp_server_close comes first.
  */

@@ -125,6 +125,7 @@ static void	mcp_server_start_cb(evutil_socket_t, short, void *);
 static void	mcp_server_restart_cb(evutil_socket_t, short, void *);
 static void	mcp_server_stop_cb(evutil_socket_t, short, void *);
 static void	mcp_call_send(struct mcp_call *);
+static bool	mcp_call_resolve(struct mcp_call *);
 static void	mcp_call_defer(struct mcp_call *, const char *);
 static void	mcp_call_unlink(struct mcp_call *);
 static void	mcp_call_free(struct mcp_call *);
@@ -871,10 +872,6 @@ mcp_server_set_state(struct mcp_server *s, enum mcp_state st,
 	s->state = st;
 	free(s->why);
 	s->why = why != NULL ? xstrdup(why) : NULL;
-	if (st == MCP_READY || st == MCP_FAILED)
-		mcp_server_log(s, st == MCP_READY ? LOG_LEVEL_INFO :
-		    LOG_LEVEL_WARN, "%s%s%s", mcp_state_name(st),
-		    why != NULL ? ": " : "", why != NULL ? why : "");
 	if (!s->closing && s->ops.state != NULL)
 		s->ops.state(s->arg, s);
 }
@@ -998,13 +995,17 @@ mcp_server_free(struct mcp_server *s)
 void
 mcp_shutdown(void)
 {
-	struct mcp_server *s;
+	struct mcp_server *s, *next;
 
-	/* proc_shutdown has killed and forgotten every process. */
-	while ((s = mcp_all) != NULL) {
-		s->closing = true;
+	/* proc_shutdown kills and forgets every process next. */
+	for (s = mcp_all; s != NULL; s = next) {
+		next = s->all_next;
 		s->proc = NULL;
-		mcp_server_free(s);
+		evtimer_del(s->start_ev);
+		evtimer_del(s->restart_ev);
+		evtimer_del(s->stop_ev);
+		if (s->closing && s->busy == 0)
+			mcp_server_free(s);
 	}
 }
 
@@ -1139,7 +1140,11 @@ mcp_call_send(struct mcp_call *c)
 	json_t *msg;
 	const char *why;
 	char *text;
-	int64_t id = s->next_id++;
+	int64_t id;
+
+	if (!mcp_call_resolve(c))
+		return;
+	id = s->next_id++;
 
 	msg = json_pack("{s:s, s:I, s:s, s:{s:s, s:O, s:{s:I}}}", "jsonrpc",
 	    "2.0", "id", (json_int_t)id, "method", "tools/call", "params",
@@ -1153,6 +1158,40 @@ mcp_call_send(struct mcp_call *c)
 	} else
 		c->id = id;
 	json_decref(msg);
+}
+
+/*
+ * A call by its mcp__SERVER__TOOL name: the server's own name for it, now
+ * that its tools are known; false once it is ended for want of one.
+ */
+static bool
+mcp_call_resolve(struct mcp_call *c)
+{
+	const json_t *t;
+	const char *name;
+	char *full, *text;
+	size_t i;
+
+	if (strncmp(c->tool, "mcp__", 5) != 0)
+		return true;
+	json_array_foreach(c->s->tools, i, t) {
+		name = json_string_value(json_object_get(t, "name"));
+		if (strcmp(name, c->tool) == 0)
+			return true;
+		full = mcp_tool_name(c->s->cfg->name, name);
+		if (strcmp(full, c->tool) == 0) {
+			free(full);
+			free(c->tool);
+			c->tool = xstrdup(name);
+			return true;
+		}
+		free(full);
+	}
+	xasprintf(&text, "the MCP server %s has no tool %s (its tools/list)",
+	    c->s->cfg->name, c->tool);
+	mcp_call_defer(c, text);
+	free(text);
+	return false;
 }
 
 /* The end, with this error, from the loop. */

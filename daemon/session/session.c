@@ -22,6 +22,7 @@
 #include "net/proxy.h"
 #include "handover.h"
 #include "idmap.h"
+#include "mcp/mcp.h"
 #include "session/session_int.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -92,6 +93,7 @@ struct session_tool {
 	struct proxy_tool *proxy; /* network rules: its way out */
 	int netns;                /* ...and its namespace (the session's) */
 	struct client_call *client; /* a client-run call (session_client.c) */
+	struct mcp_run *mcp;      /* an MCP server's call (session_mcp.c) */
 };
 
 
@@ -141,7 +143,6 @@ static void	session_context_moved(struct session *);
 static void	session_spawn(struct session *, struct exec_tool *,
 		    const struct exec_spawn *);
 static bool	session_our_var(const char *);
-static char	**session_env_strings(struct session *);
 /* Each client reads its own spelling (curl: only http_proxy). */
 static const char *const proxy_vars[] = { "HTTP_PROXY", "http_proxy",
     "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY",
@@ -511,6 +512,8 @@ session_tool(struct session *s, const char *name)
 {
 	struct tooldef *d = idmap_get(&s->tools, name);
 
+	if (d == NULL)
+		d = session_mcp_tool(s, name);
 	return d != NULL ? d : registry_find(name);
 }
 
@@ -532,6 +535,7 @@ session_tools_json(struct session *s)
 			    s->tools.slots[i].value != NULL)
 				json_array_append_new(tools, tooldef_json(
 				    s->tools.slots[i].value));
+	session_mcp_tools_json(s, tools);
 	return tools;
 }
 
@@ -684,6 +688,8 @@ session_effect(void *arg, const struct exec_effect *e)
 			proc_kill(st->proc);
 		else if (st->client != NULL)
 			session_client_cancel(st->client);
+		else if (st->mcp != NULL)
+			session_mcp_cancel(st->mcp);
 		else
 			session_internal(s, e->tool, NULL);
 		break;
@@ -733,7 +739,7 @@ session_our_var(const char *key)
 }
 
 /* The session's env as "K=V" strings in one block, kept until it changes. */
-static char **
+char **
 session_env_strings(struct session *s)
 {
 	const json_t *env = exec_env(s->ex), *v;
@@ -846,7 +852,7 @@ session_envp(struct session *s, struct exec_tool *t, const json_t *tenv,
  * never below the floor. Network and writable roots: the ToolDef's and the
  * session's.
  */
-static void
+void
 session_sandbox(struct session *s, const struct exec_spawn *req,
     struct sandbox_spec *out, const char **roots)
 {
@@ -907,13 +913,16 @@ session_spawn(struct session *s, struct exec_tool *t,
 		session_internal(s, t, req);
 		return;
 	}
-	if (tooldef_runner(exec_tool_def(t)) == TOOLDEF_RUNNER_CLIENT) {
+	if (tooldef_runner(exec_tool_def(t)) != TOOLDEF_RUNNER_PROCESS) {
 		exec_tool_set_handle(t, st);
 		session_running_add(s, t);
 		/* Started as a process is once its exec is known: now. */
 		clock_gettime(CLOCK_MONOTONIC, &start);
 		session_proc_started(t, &start);
-		st->client = session_client_start(s, t, req);
+		if (tooldef_runner(exec_tool_def(t)) == TOOLDEF_RUNNER_MCP)
+			st->mcp = session_mcp_call(s, t, req);
+		else
+			st->client = session_client_start(s, t, req);
 		session_idle_update(s);
 		return;
 	}
@@ -1139,6 +1148,8 @@ session_tool_done(struct exec_tool *t, bool flush)
 	job_free(st->job);
 	if (st->client != NULL)
 		session_client_drop(st->client);
+	if (st->mcp != NULL)
+		session_mcp_drop(st->mcp);
 	proxy_tool_free(st->proxy);
 	if (st->yield != NULL)
 		event_free(st->yield);
@@ -1423,6 +1434,13 @@ session_tool_write(struct exec_tool *t, const char *data, size_t len,
 		*why = "it does not run";
 		return -1;
 	}
+}
+
+void
+session_emit(struct session *s, const char *method, json_t *params)
+{
+	session_notify(s, method, params, false);
+	json_decref(params);
 }
 
 static void
@@ -2264,6 +2282,7 @@ session_free(struct session *s)
 	shell_free(s);
 	job_free_all(s);
 	session_client_free(s);
+	session_mcp_free(s);
 	outdir_set_release(s->files, s->output_grace_ms);
 	exec_free(s->ex);
 	for (i = 0; i < s->tools.cap; i++)
@@ -2309,6 +2328,7 @@ session_shutdown(void)
 		s->closing = true;
 		exec_close(s->ex);
 	}
+	mcp_shutdown();
 	proc_shutdown();
 	while ((s = session_list) != NULL) {
 		while (s->nrunning > 0) {

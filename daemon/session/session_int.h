@@ -97,6 +97,7 @@ struct session {
 	unsigned jobs_pending;    /* background calls not yet jobs */
 	struct shell *live_shell; /* bash_session's (shell.h), or NULL */
 	struct client_call *client_calls; /* its client-run calls running */
+	struct session_mcp *mcp;  /* its MCP servers (session_mcp.c), or NULL */
 
 	struct session *prev, *next;
 };
@@ -206,6 +207,27 @@ struct client_call *session_client_adopt(struct session *, struct exec_tool *,
     const json_t *);
 void session_tool_finish(struct exec_tool *, const struct exec_done *,
     const struct exec_exit *);
+/*
+ * MCP servers (session_mcp.c): the ToolDef of an mcp__SERVER__TOOL name,
+ * EXEC_SPAWN and EXEC_KILL of one of their calls, and what a closing
+ * session lets go. The end comes back through session_tool_finish.
+ */
+struct session_mcp;
+struct mcp_run;
+struct tooldef *session_mcp_tool(struct session *, const char *name);
+void session_mcp_tools_json(struct session *, json_t *tools);
+struct mcp_run *session_mcp_call(struct session *, struct exec_tool *,
+    const struct exec_spawn *);
+void session_mcp_cancel(struct mcp_run *);
+void session_mcp_drop(struct mcp_run *);
+void session_mcp_free(struct session *);
+/* A tool's sandbox as a spawn gets it, and the session's env (session.c). */
+struct sandbox_spec;
+void session_sandbox(struct session *, const struct exec_spawn *,
+    struct sandbox_spec *, const char **roots);
+char **session_env_strings(struct session *);
+/* A notification of the session's own (sessionId, seq added; stolen). */
+void session_emit(struct session *, const char *method, json_t *params);
 /* A whole-output file now belongs to the session (outputFiles). */
 void session_keep_file(struct session *, const char *path, uint64_t bytes,
     const char *tool_use_id);

@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""
+MCP servers run by the daemon (doc/design.md §7, MCP servers) against the
+real stexecd and the hostile fake server of tests/mcp_fake_server.py: the
+operator's --mcp-config and a createSession's mcpServers, listTools with
+states and annotations, calls in the executor (echo, image and structured
+content, progress, abort, a crash mid-call), roots, a sampling request
+answered by the client (mcp_request, respondMcp), a failed server's calls,
+a call made while its server starts, errors naming their field, and
+nothing left behind. Raw JSON-RPC.
+
+  STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_mcp_session.py
+"""
+import json
+import os
+import select
+import shutil
+import socket
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import pydaemon  # noqa: E402
+from pydaemon import Checks  # noqa: E402
+
+T = Checks()
+GUARD = 60
+FAKE = os.path.join(HERE, "mcp_fake_server.py")
+AREA = tempfile.mkdtemp(prefix="stexec-mcp-area-")
+CONF = os.path.join(AREA, "operator.mcp.json")
+
+
+def fake(*modes, **extra):
+    srv = {"type": "stdio", "command": "python3", "args": [FAKE] + list(modes)}
+    srv.update(extra)
+    return srv
+
+
+class Peer:
+    """A JSON-RPC connection that keeps every message it reads."""
+
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.connect(path)
+        self.buf = b""
+        self.rid = 0
+        self.responses = {}
+        self.notes = []
+
+    def send(self, method, **params):
+        self.rid += 1
+        self.s.sendall((json.dumps({"jsonrpc": "2.0", "id": self.rid,
+                                    "method": method, "params": params})
+                        + "\n").encode())
+        return self.rid
+
+    def pump(self, deadline):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        r, _, _ = select.select([self.s], [], [], left)
+        if not r:
+            return False
+        data = self.s.recv(1 << 20)
+        if not data:
+            raise EOFError("the daemon closed the connection")
+        self.buf += data
+        while b"\n" in self.buf:
+            line, self.buf = self.buf.split(b"\n", 1)
+            msg = json.loads(line)
+            if "id" in msg and "method" not in msg:
+                self.responses[msg["id"]] = msg
+            else:
+                self.notes.append(msg)
+        return True
+
+    def call(self, method, **params):
+        rid = self.send(method, **params)
+        deadline = time.monotonic() + GUARD
+        while rid not in self.responses:
+            if not self.pump(deadline):
+                raise AssertionError("no response to %s" % method)
+        return self.responses.pop(rid)
+
+    def ok(self, method, **params):
+        msg = self.call(method, **params)
+        if "error" in msg:
+            raise AssertionError("%s: %s" % (method, msg["error"]))
+        return msg["result"]
+
+    def note(self, method, pred=lambda p: True):
+        deadline = time.monotonic() + GUARD
+        while True:
+            for i, n in enumerate(self.notes):
+                if n.get("method") == method and pred(n["params"]):
+                    return self.notes.pop(i)["params"]
+            if not self.pump(deadline):
+                raise AssertionError("no %s notification came" % method)
+
+    def close(self):
+        self.s.close()
+
+
+def session(d, **extra):
+    c = Peer(d.sock)
+    sid = c.ok("createSession", cwd=AREA, **extra)["sessionId"]
+    c.ok("subscribe", sessionId=sid)
+    return c, sid
+
+
+def ready(c, server):
+    return c.note("mcp_server", lambda p: p["name"] == server and
+                  p["state"] == "ready" and p["tools"])
+
+
+def add(c, sid, tid, name, inp):
+    return c.ok("addTool", sessionId=sid,
+                toolUse={"id": tid, "name": name, "input": inp})
+
+
+def result(c, tid):
+    return c.note("tool_result", lambda p: p["toolUseId"] == tid)
+
+
+def text(r):
+    content = r["result"]["content"]
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content)
+
+
+def listing(d):
+    c, sid = session(d, mcpServers={"fake": fake()})
+    ready(c, "fake")
+    ready(c, "op")
+    lt = c.ok("listTools", sessionId=sid)
+    tools = {t["name"]: t for t in lt["tools"]}
+    echo = tools.get("mcp__fake__echo")
+    if T.check(echo is not None, "mcp__fake__echo is listed"):
+        T.eq(echo.get("annotations"), {"readOnlyHint": True},
+             "its annotations are shown")
+        T.eq(echo.get("concurrencySafe"), True, "readOnlyHint: safe")
+        T.eq(echo.get("interruptBehavior"), "cancel", "read-only: cancel")
+        T.eq(echo.get("mcpServer"), "fake", "its server is named")
+        T.eq(echo["inputSchema"]["required"], ["text"], "its inputSchema")
+    crash = tools.get("mcp__fake__crash", {})
+    T.eq(crash.get("concurrencySafe"), False, "destructive: not safe")
+    T.eq(crash.get("interruptBehavior"), "block", "not read-only: block")
+    T.check("mcp__fake__weird_name_x" in tools,
+            "a name outside [A-Za-z0-9_-] is sanitized")
+    T.check("mcp__op__echo" in tools, "the operator's server is listed")
+    states = {s["name"]: s for s in lt["mcpServers"]}
+    T.eq(states.get("fake", {}).get("state"), "ready", "fake is ready")
+    T.eq(states.get("fake", {}).get("protocolVersion"), "2025-11-25",
+         "the newest revision both know")
+    T.eq(states.get("op", {}).get("state"), "ready", "op is ready")
+    # Input is checked against the server's schema (S2).
+    add(c, sid, "bad", "mcp__fake__echo", {"text": 5})
+    r = result(c, "bad")
+    T.check(r["result"]["is_error"] and "InputValidationError" in text(r),
+            "input is validated against inputSchema: %r" % text(r))
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def calls(d):
+    c, sid = session(d, mcpServers={"fake": fake()})
+    # Made while the server starts: it waits for it.
+    add(c, sid, "e1", "mcp__fake__echo", {"text": "early"})
+    r = result(c, "e1")
+    T.eq(text(r), "echo: early", "a call made while it starts waits")
+    T.eq(r["result"]["is_error"], False, "echo is no error")
+    add(c, sid, "i1", "mcp__fake__image", {})
+    r = result(c, "i1")
+    content = r["result"]["content"]
+    T.eq(content[0].get("type"), "image", "an image block")
+    T.eq(content[0].get("source", {}).get("media_type"), "image/png",
+         "its media type")
+    T.check("a resource link: y.txt <file:///x/y.txt>" in text(r),
+            "a resource link as text: %r" % text(r))
+    T.eq(r["meta"].get("mcp"), {"structuredContent": {"answer": 42}},
+         "structuredContent in meta.mcp")
+    add(c, sid, "p1", "mcp__fake__slow", {"ms": 50, "steps": 3})
+    got = [c.note("progress", lambda p: p["toolUseId"] == "p1")
+           for _ in range(3)]
+    T.eq([g["data"]["progress"] for g in got], [1, 2, 3],
+         "progress in order")
+    T.eq(got[0]["data"].get("total"), 3, "with its total")
+    T.eq(got[0]["data"].get("message"), "step 1", "and its message")
+    T.eq(text(result(c, "p1")), "slow done", "the slow call's result")
+    # Roots: the session's cwd.
+    add(c, sid, "r1", "mcp__fake__roots", {})
+    T.check("file://" + AREA in text(result(c, "r1")),
+            "roots/list gives the session's cwd")
+    # An abort cancels a long call; the server serves on.
+    add(c, sid, "a1", "mcp__fake__slow", {"ms": 1000, "steps": 60})
+    c.note("progress", lambda p: p["toolUseId"] == "a1")
+    t0 = time.monotonic()
+    c.ok("abort", sessionId=sid, reason="interrupt")
+    r = result(c, "a1")
+    T.eq(r["meta"].get("reason"), "interrupted", "a read-only call is "
+         "cancelled by an interrupt (S8)")
+    T.check(time.monotonic() - t0 < 30, "the abort ends it, not its end")
+    c.ok("drain", sessionId=sid)
+    add(c, sid, "e2", "mcp__fake__echo", {"text": "after"})
+    T.eq(text(result(c, "e2")), "echo: after", "served after the abort")
+    # A crash mid-call: an error result naming the exit and stderr.
+    add(c, sid, "c1", "mcp__fake__crash", {})
+    r = result(c, "c1")
+    T.check(r["result"]["is_error"] and "exited with status 3" in text(r)
+            and "crashing on purpose" in text(r),
+            "a crash fails its call in words: %r" % text(r))
+    ready(c, "fake")
+    add(c, sid, "e3", "mcp__fake__echo", {"text": "restarted"})
+    T.eq(text(result(c, "e3")), "echo: restarted", "served once restarted")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def sampling(d):
+    c, sid = session(d, mcpServers={"fake": fake()},
+                     mcpAnswers=["sampling"])
+    add(c, sid, "s1", "mcp__fake__sample", {})
+    req = c.note("mcp_request")
+    T.eq(req["method"], "sampling/createMessage", "the request's method")
+    T.eq(req["server"], "fake", "its server")
+    T.eq(req["params"]["maxTokens"], 10, "its params")
+    c.ok("respondMcp", sessionId=sid, requestId=req["requestId"],
+         result={"role": "assistant", "model": "test",
+                 "content": {"type": "text", "text": "from the client"}})
+    T.check("from the client" in text(result(c, "s1")),
+            "the client's answer reaches the server")
+    err = c.call("respondMcp", sessionId=sid, requestId=req["requestId"],
+                 error="again")
+    T.eq(err.get("error", {}).get("code"), -32602, "answered twice")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+    # Without mcpAnswers, the server is told nobody answers.
+    c, sid = session(d, mcpServers={"fake": fake()})
+    add(c, sid, "s2", "mcp__fake__sample", {})
+    T.check("no client of this session answers sampling" in
+            text(result(c, "s2")), "unanswered sampling in words")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def failures(d):
+    c, sid = session(d, mcpServers={"dead": fake("die-at-start")})
+    add(c, sid, "f1", "mcp__dead__echo", {"text": "x"})
+    r = result(c, "f1")
+    T.check(r["result"]["is_error"] and "cannot start, on purpose" in
+            text(r), "a failed server's call is an error result saying "
+            "why: %r" % text(r))
+    st = c.note("mcp_server", lambda p: p["state"] == "failed")
+    T.check("exited with status 3" in st.get("why", ""),
+            "failed, with why: %r" % st)
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+    c = Peer(d.sock)
+    cases = [
+        ({"fs": {"command": "x", "args": ["a", 1]}},
+         "mcpServers.fs.args[1]", "must be a string"),
+        ({"r": {"type": "http", "command": "x"}},
+         "mcpServers.r.type", "not run by the daemon"),
+        ({"fs": {"command": "x", "scope": "daemon"}},
+         "mcpServers.fs.scope", "operator"),
+        ({"op": fake()}, "mcpServers.op", "already defines"),
+    ]
+    for servers, field, words in cases:
+        e = c.call("createSession", cwd=AREA, mcpServers=servers)
+        err = e.get("error", {})
+        T.eq(err.get("code"), -32602, "%s: invalid params" % field)
+        T.eq((err.get("data") or {}).get("field"), field, "the field named")
+        T.check(words in err.get("message", ""), "%s: %r" % (field, err))
+    c.close()
+
+
+def body(d):
+    deadline = time.monotonic() + GUARD
+    while not os.path.exists(d.sock):
+        if time.monotonic() > deadline or d.proc.poll() is not None:
+            raise AssertionError("the daemon did not start")
+        time.sleep(0.05)
+    listing(d)
+    calls(d)
+    sampling(d)
+    failures(d)
+    # Closed sessions' servers end (stdin, TERM, KILL): wait for it.
+    deadline = time.monotonic() + GUARD
+    while d.leftovers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def main():
+    with open(CONF, "w") as f:
+        json.dump({"mcpServers": {"op": fake()}}, f)
+    try:
+        return pydaemon.run(T, body, args=["--mcp-config", CONF])
+    finally:
+        shutil.rmtree(AREA, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -345,6 +345,8 @@ def claims(d):
         T.check(e.get("error", {}).get("message", "").startswith(
             "Invalid params: " + field), "names the field: %.80r"
             % e.get("error", {}).get("message"))
+        T.eq(e.get("error", {}).get("data", {}).get("field"), field,
+             "data.field")
     for params, field in (({"toolUseId": "nope", "content": "x"}, None),
                           ({"toolUseId": "q"}, "content"),
                           ({"toolUseId": "q", "content": 5}, "content"),
@@ -357,6 +359,18 @@ def claims(d):
         else:
             T.eq(e.get("error", {}).get("code"), -32602,
                  "completeTool without a good %s: -32602" % field)
+    # Long non-ASCII strings on every error path: each answer is whole,
+    # valid UTF-8 (Peer parses it strictly), and names the problem.
+    long_id = "\u00e9\u4e2d" * 3000
+    for method, params in (("completeTool", {"content": "x"}),
+                           ("toolProgress", {"progress": 1}),
+                           ("completeTool", {"content": [
+                               {"type": "text", "text": "x",
+                                long_id: 1}]})):
+        e = c.call(method, sessionId=sid, toolUseId=long_id, **params)
+        T.check(e.get("error", {}).get("code") in (-32005, -32602) and
+                len(e["error"]["message"]) < 2000, "%s with a long id: %.100r"
+                % (method, e))
     other.close()
     c.close()
 

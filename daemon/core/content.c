@@ -67,7 +67,7 @@ content_check_block(const json_t *b, size_t i, char *err, size_t errlen)
 	json_object_foreach((json_t *)b, key, v)
 		if (strcmp(key, "type") != 0 && strcmp(key, "text") != 0)
 			return content_fail(err, errlen, "content[%zu]: unknown "
-			    "member \"%.64s\" in a text block", i, key);
+			    "member \"%s\" in a text block", i, key);
 	return true;
 }
 
@@ -81,7 +81,7 @@ content_check_image(const json_t *b, size_t i, char *err, size_t errlen)
 	json_object_foreach((json_t *)b, key, v)
 		if (strcmp(key, "type") != 0 && strcmp(key, "source") != 0)
 			return content_fail(err, errlen, "content[%zu]: unknown "
-			    "member \"%.64s\" in an image block", i, key);
+			    "member \"%s\" in an image block", i, key);
 	if (!json_is_object(src) || !json_is_string(json_object_get(src,
 	    "type")) || strcmp(json_string_value(json_object_get(src, "type")),
 	    "base64") != 0)
@@ -113,7 +113,7 @@ content_check_image(const json_t *b, size_t i, char *err, size_t errlen)
 		if (strcmp(key, "type") != 0 && strcmp(key, "media_type") != 0 &&
 		    strcmp(key, "data") != 0)
 			return content_fail(err, errlen, "content[%zu].source: "
-			    "unknown member \"%.64s\"", i, key);
+			    "unknown member \"%s\"", i, key);
 	return true;
 }
 

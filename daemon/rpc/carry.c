@@ -139,7 +139,11 @@ carry_adopt_one(const struct carry_rec *rec)
 		    "s")), uid, &code)) != NULL)
 			exec_drain(session_exec(s), conn_ticket(c,
 			    json_object_get(v, "id")));
-	session_client_carried(c, fd, json_object_get(o, "serves"));
+	json_array_foreach(json_object_get(o, "serves"), i, v)
+		if ((s = session_find(json_string_value(json_object_get(v,
+		    "s")), uid, &code)) != NULL)
+			session_client_carried(s, c, fd, json_object_get(v,
+			    "names"));
 	conn_resume(c);
 }
 

@@ -51,6 +51,7 @@ static void	methods_abort(struct call *);
 static void	methods_discard(struct call *);
 static void	methods_drain(struct call *);
 static void	methods_respond_permission(struct call *);
+static void	methods_client_error(struct call *, int, char *);
 static void	methods_serve_tools(struct call *);
 static void	methods_complete_tool(struct call *);
 static void	methods_tool_progress(struct call *);
@@ -660,6 +661,23 @@ methods_respond_mcp(struct call *call)
 	conn_reply(call->c, call->id, json_object());
 }
 
+/*
+ * A client-run tool method's error: -32602's "FIELD: problem" names its
+ * field in data, as every -32602 does (PROTOCOL.md §6).
+ */
+static void
+methods_client_error(struct call *call, int rc, char *err)
+{
+	char *sep = strstr(err, ": ");
+
+	if (rc != STEXEC_ERR_INVALID_PARAMS || sep == NULL) {
+		conn_error(call->c, call->id, rc, NULL, "%s", err);
+		return;
+	}
+	*sep = '\0';
+	methods_bad_param(call, err, "%s", sep + 2);
+}
+
 /* Client-run tools (doc/design.md §7, Client-run tools). */
 static void
 methods_serve_tools(struct call *call)
@@ -679,7 +697,7 @@ methods_serve_tools(struct call *call)
 	rc = session_client_serve(s, call->c, json_object_get(call->params,
 	    "names"), json_is_true(take), &served, err, sizeof err);
 	if (rc != 0)
-		conn_error(call->c, call->id, rc, NULL, "%s", err);
+		methods_client_error(call, rc, err);
 	else
 		conn_reply(call->c, call->id, json_pack("{s:o}", "names",
 		    served));
@@ -710,7 +728,7 @@ methods_complete_tool(struct call *call)
 	rc = session_client_complete(s, call->c, tid, content,
 	    json_is_true(is_error), err, sizeof err);
 	if (rc != 0)
-		conn_error(call->c, call->id, rc, NULL, "%s", err);
+		methods_client_error(call, rc, err);
 	else
 		conn_reply(call->c, call->id, json_object());
 }
@@ -734,7 +752,7 @@ methods_tool_progress(struct call *call)
 	rc = session_client_progress(s, call->c, tid, progress, err,
 	    sizeof err);
 	if (rc != 0)
-		conn_error(call->c, call->id, rc, NULL, "%s", err);
+		methods_client_error(call, rc, err);
 	else
 		conn_reply(call->c, call->id, json_object());
 }

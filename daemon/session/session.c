@@ -180,6 +180,10 @@ static struct job *session_shell_spawn(struct session *, struct exec_tool *,
 		    const struct exec_spawn *, char *const *);
 static void	session_shell_answer(struct exec_tool *,
 		    const struct exec_exit *);
+static void	session_tool_finish(struct exec_tool *,
+		    const struct exec_done *, const struct exec_exit *);
+static void	session_keep_file(struct session *, const char *, uint64_t,
+		    const char *);
 static void	session_keep_output(struct session *, struct exec_tool *,
 		    const struct exec_exit *);
 
@@ -203,19 +207,24 @@ static const struct job_hooks session_job_hooks = {
 	.ended = session_job_ended,
 };
 
-const struct session_config *
-session_config(void)
-{
-	return &session_cfg;
-}
-
 void
 session_init(const struct session_config *cfg)
 {
 	struct timeval tv = { (time_t)cfg->idle_timeout_s, 0 };
 
+	struct session_client_config ccfg = {
+		.base = cfg->base,
+		.kill_grace_ms = cfg->kill_grace_ms,
+		.client_grace_ms = cfg->client_grace_ms,
+		.output_dir = cfg->output_dir,
+		.finish = session_tool_finish,
+		.keep_file = session_keep_file,
+	};
+
 	session_cfg = session_net_cfg = *cfg;
 	session_shell_init(&cfg->shell);
+	session_client_init(&ccfg);
+	session_mcp_init(&ccfg);
 	job_set_hooks(&session_job_hooks);
 	shell_init(cfg->base, &session_shell_hooks);
 	/* One timeout for all: libevent keeps them in a queue, not a heap. */
@@ -1316,7 +1325,7 @@ session_shell_spawn(struct session *s, struct exec_tool *t,
 }
 
 /* A client-run call is over (session_client.c): d, or else x. */
-void
+static void
 session_tool_finish(struct exec_tool *t, const struct exec_done *d,
     const struct exec_exit *x)
 {
@@ -1545,7 +1554,7 @@ session_keep_output(struct session *s, struct exec_tool *t,
 }
 
 /* A whole-output file is the session's (outputFiles), made at the first. */
-void
+static void
 session_keep_file(struct session *s, const char *path, uint64_t bytes,
     const char *tool_use_id)
 {

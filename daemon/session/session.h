@@ -71,7 +71,6 @@ struct session_config {
 };
 
 void session_init(const struct session_config *);
-const struct session_config *session_config(void);
 
 
 /*
@@ -255,7 +254,8 @@ void session_tool_describe(struct exec_tool *, json_t *);
 /*
  * Client-run tools (doc/design.md §7, Client-run tools; session_client.c):
  * serveTools, completeTool and toolProgress for a connection, 0 or a
- * JSON-RPC error code with err the message; and a connection's end.
+ * JSON-RPC error code with err the message (for -32602, "FIELD: problem");
+ * and a connection's end.
  */
 #define SESSION_CLIENT_NAMES_MAX 256
 int session_client_serve(struct session *, struct conn *, const json_t *names,
@@ -268,13 +268,14 @@ void session_client_conn_closed(struct conn *);
 /*
  * A reload carries claims with their connections (rpc/carry.c): what a
  * connection serves, [{s, names}]; and in the next image, once its
- * sessions are back, the same claims for the adopted connection, whose
+ * sessions are back, a session's claims for the adopted connection, whose
  * calls go on there without a new tool_start (fd: the descriptor both
  * images share). Then session_client_carried_all: calls whose connection
  * did not come back wait for a claim, as after a close.
  */
 json_t *session_client_conn_json(struct conn *);
-void session_client_carried(struct conn *, int fd, const json_t *serves);
+void session_client_carried(struct session *, struct conn *, int fd,
+    const json_t *names);
 void session_client_carried_all(void);
 /* The names this session's connections serve. */
 json_t *session_client_served_json(struct session *);

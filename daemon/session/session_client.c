@@ -55,6 +55,7 @@ struct client_call {
 
 static struct client_claim *client_claims;
 static unsigned client_claim_n;
+static struct session_client_config client_cfg;
 
 static struct client_claim *session_client_claim(struct session *,
 		    const char *);
@@ -79,6 +80,12 @@ static struct client_call *session_client_find(struct session *,
 		    const char *);
 static int	session_client_bound(struct client_call *, const json_t *,
 		    bool, char *, size_t);
+
+void
+session_client_init(const struct session_client_config *cfg)
+{
+	client_cfg = *cfg;
+}
 
 static struct client_claim *
 session_client_claim(struct session *s, const char *name)
@@ -119,29 +126,29 @@ session_client_serve(struct session *s, struct conn *c, const json_t *names,
 
 	if (!json_is_array(names) || json_array_size(names) == 0 ||
 	    json_array_size(names) > SESSION_CLIENT_NAMES_MAX) {
-		utf8_snprintf(err, errlen, "Invalid params: names: must be an "
+		utf8_snprintf(err, errlen, "names: must be an "
 		    "array of 1 to %d tool names", SESSION_CLIENT_NAMES_MAX);
 		return STEXEC_ERR_INVALID_PARAMS;
 	}
 	/* All or nothing: every name is checked before any is claimed. */
 	json_array_foreach(names, i, v) {
 		if (!json_is_string(v)) {
-			utf8_snprintf(err, errlen, "Invalid params: names[%zu]: must "
+			utf8_snprintf(err, errlen, "names[%zu]: must "
 			    "be a string", i);
 			return STEXEC_ERR_INVALID_PARAMS;
 		}
-		def = session_tool(s, json_string_value(v));
+		def = idmap_get(&s->tools, json_string_value(v));
 		if (def == NULL || tooldef_runner(def) !=
 		    TOOLDEF_RUNNER_CLIENT) {
-			utf8_snprintf(err, errlen, "Invalid params: names[%zu]: the "
+			utf8_snprintf(err, errlen, "names[%zu]: the "
 			    "session has no client-run tool (runner \"client\") "
-			    "named \"%.64s\"", i, json_string_value(v));
+			    "named \"%s\"", i, json_string_value(v));
 			return STEXEC_ERR_INVALID_PARAMS;
 		}
 		cl = session_client_claim(s, json_string_value(v));
 		if (cl != NULL && cl->c != c && !take_over) {
 			utf8_snprintf(err, errlen, "State conflict: another "
-			    "connection serves \"%.64s\"; pass takeOver: true "
+			    "connection serves \"%s\"; pass takeOver: true "
 			    "to take it", json_string_value(v));
 			return STEXEC_ERR_STATE;
 		}
@@ -153,7 +160,6 @@ session_client_serve(struct session *s, struct conn *c, const json_t *names,
 		else
 			cl->c = c;
 	}
-	session_refer(s, c);
 	/*
 	 * The calls of these names: waiting ones start here, and a taken-over
 	 * one starts again here (its old connection is told to cancel).
@@ -276,7 +282,7 @@ static void
 session_client_link(struct session *s, struct exec_tool *t,
     struct client_call *k)
 {
-	struct event_base *base = session_config()->base;
+	struct event_base *base = client_cfg.base;
 
 	k->s = s;
 	k->t = t;
@@ -344,7 +350,7 @@ session_client_adopt(struct session *s, struct exec_tool *t, const json_t *o)
 			event_active(k->now, EV_TIMEOUT, 0);
 		else
 			session_client_arm(k->grace,
-			    session_config()->kill_grace_ms);
+			    client_cfg.kill_grace_ms);
 		break;
 	default:
 		break;
@@ -363,7 +369,7 @@ session_client_conn_json(struct conn *c)
 	for (cl = client_claims; cl != NULL; cl = cl->next) {
 		if (cl->c != c)
 			continue;
-		sid = session_id(cl->s);
+		sid = cl->s->id;
 		names = NULL;
 		for (i = 0; i < json_array_size(out); i++)
 			if (strcmp(json_string_value(json_object_get(
@@ -381,30 +387,22 @@ session_client_conn_json(struct conn *c)
 }
 
 void
-session_client_carried(struct conn *c, int fd, const json_t *serves)
+session_client_carried(struct session *s, struct conn *c, int fd,
+    const json_t *names)
 {
 	struct client_call *k;
-	struct session *s;
-	const json_t *v, *name;
-	size_t i, j;
-	int code;
+	const json_t *name;
+	size_t j;
 
-	json_array_foreach(serves, i, v) {
-		if ((s = session_find(json_string_value(json_object_get(v,
-		    "s")), conn_uid(c), &code)) == NULL)
-			continue;
-		json_array_foreach(json_object_get(v, "names"), j, name) {
-			if (json_is_string(name) && session_client_claim(s,
-			    json_string_value(name)) == NULL)
-				session_client_add_claim(s,
-				    json_string_value(name), c);
+	json_array_foreach(names, j, name)
+		if (json_is_string(name) && session_client_claim(s,
+		    json_string_value(name)) == NULL)
+			session_client_add_claim(s, json_string_value(name), c);
+	for (k = s->client_calls; k != NULL; k = k->next)
+		if (k->carried_fd == fd) {
+			k->carried_fd = -1;
+			k->c = c;
 		}
-		for (k = s->client_calls; k != NULL; k = k->next)
-			if (k->carried_fd == fd) {
-				k->carried_fd = -1;
-				k->c = c;
-			}
-	}
 }
 
 void
@@ -428,7 +426,7 @@ static void
 session_client_start_on(struct client_call *k, struct conn *c)
 {
 	json_t *p = json_pack("{s:s, s:I, s:s, s:s, s:O}", "sessionId",
-	    session_id(k->s), "turn", (json_int_t)exec_tool_turn(k->t),
+	    k->s->id, "turn", (json_int_t)exec_tool_turn(k->t),
 	    "toolUseId", k->id, "name", k->name, "input",
 	    exec_tool_input(k->t));
 
@@ -445,7 +443,7 @@ session_client_start_on(struct client_call *k, struct conn *c)
 static void
 session_client_wait(struct client_call *k)
 {
-	session_client_arm(k->grace, session_config()->client_grace_ms);
+	session_client_arm(k->grace, client_cfg.client_grace_ms);
 }
 
 static void
@@ -465,7 +463,7 @@ session_client_tell_cancel(struct client_call *k, const char *reason)
 {
 	if (k->c != NULL)
 		session_client_send(k->c, "tool_cancel", json_pack(
-		    "{s:s, s:s, s:s}", "sessionId", session_id(k->s),
+		    "{s:s, s:s, s:s}", "sessionId", k->s->id,
 		    "toolUseId", k->id, "reason", reason));
 }
 
@@ -486,7 +484,7 @@ session_client_stop(struct client_call *k, enum exec_end end,
 		event_active(k->now, EV_TIMEOUT, 0);
 	else {
 		evtimer_del(k->grace);
-		session_client_arm(k->grace, session_config()->kill_grace_ms);
+		session_client_arm(k->grace, client_cfg.kill_grace_ms);
 	}
 }
 
@@ -569,7 +567,7 @@ session_client_end(struct client_call *k, const struct exec_done *d,
 		    k->started_ms);
 		x = &xx;
 	}
-	session_tool_finish(t, d, x);
+	client_cfg.finish(t, d, x);
 }
 
 static struct client_call *
@@ -588,22 +586,22 @@ static int
 session_client_late(struct session *s, const char *id, char *err,
     size_t errlen)
 {
-	struct exec_tool *t = exec_find(session_exec(s), id);
+	struct exec_tool *t = exec_find(s->ex, id);
 	enum exec_status st;
 	const json_t *input, *result;
 	size_t i;
 	const char *tid;
 
 	if (t != NULL) {
-		for (i = 0; (tid = exec_turn_tool_state(session_exec(s), i, &st,
+		for (i = 0; (tid = exec_turn_tool_state(s->ex, i, &st,
 		    &input, &result)) != NULL; i++)
 			if (strcmp(tid, id) == 0)
 				break;
-		utf8_snprintf(err, errlen, "State conflict: tool %.64s is %s; its "
+		utf8_snprintf(err, errlen, "State conflict: tool %s is %s; its "
 		    "result stands", id, tid != NULL ? exec_status_name(st) :
 		    "not running");
 	} else
-		utf8_snprintf(err, errlen, "State conflict: tool %.64s does not run "
+		utf8_snprintf(err, errlen, "State conflict: tool %s does not run "
 		    "in this session's turn (its turn ended, or no such tool); "
 		    "nothing was changed", id);
 	return STEXEC_ERR_STATE;
@@ -616,14 +614,12 @@ session_client_complete(struct session *s, struct conn *c, const char *id,
 	struct client_call *k = session_client_find(s, id);
 	struct exec_exit x;
 
-	if (!content_check(content, err + 16, errlen - 16)) {
-		memcpy(err, "Invalid params: ", 16);
+	if (!content_check(content, err, errlen))
 		return STEXEC_ERR_INVALID_PARAMS;
-	}
 	if (k == NULL || (k->end != EXEC_END_EXITED && k->cancel))
 		return session_client_late(s, id, err, errlen);
 	if (k->c != c) {
-		utf8_snprintf(err, errlen, "State conflict: tool %.64s was started "
+		utf8_snprintf(err, errlen, "State conflict: tool %s was started "
 		    "on another connection%s", id, k->c == NULL ? " (it waits "
 		    "for its name to be claimed)" : "");
 		return STEXEC_ERR_STATE;
@@ -660,7 +656,7 @@ session_client_bound(struct client_call *k, const json_t *content,
 		session_client_end(k, &d, NULL);
 		return 0;
 	}
-	cap = capture_create(k->max_result, session_config()->output_dir,
+	cap = capture_create(k->max_result, client_cfg.output_dir,
 	    k->name, 0, metrics_now());
 	if (json_is_string(content))
 		capture_add(cap, 1, json_string_value(content),
@@ -701,7 +697,7 @@ session_client_bound(struct client_call *k, const json_t *content,
 		    json_null());
 	}
 	if (out.path != NULL)
-		session_keep_file(k->s, out.path, out.total, k->id);
+		client_cfg.keep_file(k->s, out.path, out.total, k->id);
 	session_client_end(k, &d, NULL);
 	if (d.content != content) {
 		json_decref(kept);
@@ -722,7 +718,7 @@ session_client_progress(struct session *s, struct conn *c, const char *id,
 	if (k == NULL || k->end != EXEC_END_EXITED)
 		return session_client_late(s, id, err, errlen);
 	if (k->c != c) {
-		utf8_snprintf(err, errlen, "State conflict: tool %.64s was started "
+		utf8_snprintf(err, errlen, "State conflict: tool %s was started "
 		    "on another connection", id);
 		return STEXEC_ERR_STATE;
 	}

@@ -185,14 +185,27 @@ const char *session_shell_cwd_check(void *, struct exec_tool *,
     const char *cwd, bool moved);
 
 /*
- * Client-run tools (session_client.c): EXEC_SPAWN and EXEC_KILL of one; a
- * session's claims go with it. The call's end comes back through
- * session_tool_finish (session.c): d, or else x.
+ * Client-run tools (session_client.c, below session.c): EXEC_SPAWN and
+ * EXEC_KILL of one; a session's claims go with it. What it tells the
+ * session goes through the hooks of its config: a call's end (d, or else
+ * x), and a whole-output file that is now the session's.
  */
 struct client_call;
 struct exec_spawn;
 struct exec_done;
 struct exec_exit;
+struct event_base;
+struct session_client_config {
+	struct event_base *base;
+	int kill_grace_ms;       /* a block tool's, once cancelled */
+	int client_grace_ms;     /* a call whose name nobody serves */
+	const char *output_dir;  /* whole-output files */
+	void (*finish)(struct exec_tool *, const struct exec_done *,
+	    const struct exec_exit *);
+	void (*keep_file)(struct session *, const char *path, uint64_t bytes,
+	    const char *tool_use_id);
+};
+void session_client_init(const struct session_client_config *);
 struct client_call *session_client_start(struct session *, struct exec_tool *,
     const struct exec_spawn *);
 void session_client_cancel(struct client_call *);
@@ -205,15 +218,15 @@ void session_client_describe(const struct client_call *, json_t *);
 void session_client_save(const struct client_call *, json_t *);
 struct client_call *session_client_adopt(struct session *, struct exec_tool *,
     const json_t *);
-void session_tool_finish(struct exec_tool *, const struct exec_done *,
-    const struct exec_exit *);
 /*
  * MCP servers (session_mcp.c): the ToolDef of an mcp__SERVER__TOOL name,
  * EXEC_SPAWN and EXEC_KILL of one of their calls, and what a closing
- * session lets go. The end comes back through session_tool_finish.
+ * session lets go. The end goes through the same hooks as a client's
+ * (finish, keep_file).
  */
 struct session_mcp;
 struct mcp_run;
+void session_mcp_init(const struct session_client_config *);
 struct tooldef *session_mcp_tool(struct session *, const char *name);
 void session_mcp_tools_json(struct session *, json_t *tools);
 struct mcp_run *session_mcp_call(struct session *, struct exec_tool *,
@@ -228,8 +241,6 @@ void session_sandbox(struct session *, const struct exec_spawn *,
 char **session_env_strings(struct session *);
 /* A notification of the session's own (sessionId, seq added; stolen). */
 void session_emit(struct session *, const char *method, json_t *params);
-/* A whole-output file now belongs to the session (outputFiles). */
-void session_keep_file(struct session *, const char *path, uint64_t bytes,
-    const char *tool_use_id);
+
 
 #endif

@@ -69,6 +69,7 @@ struct mcp_run {
 };
 
 static struct mcp_config *session_mcp_operator;
+static struct session_client_config session_mcp_cfg;
 
 static void	session_mcp_add(struct session_mcp *,
 		    const struct mcp_server_config *);
@@ -107,6 +108,12 @@ static const struct mcp_call_ops session_mcp_call_ops = {
 	.progress = session_mcp_progress,
 	.done = session_mcp_done,
 };
+
+void
+session_mcp_init(const struct session_client_config *cfg)
+{
+	session_mcp_cfg = *cfg;
+}
 
 void
 session_mcp_set_operator(struct mcp_config *c)
@@ -183,7 +190,7 @@ session_mcp_add(struct session_mcp *m, const struct mcp_server_config *cfg)
 	p.cwd = exec_cwd(session_exec(m->s));
 	p.sampling = m->sampling;
 	p.elicitation = m->elicitation;
-	sv->srv = mcp_server_start(session_config()->base, &p,
+	sv->srv = mcp_server_start(session_mcp_cfg.base, &p,
 	    &session_mcp_ops, sv);
 }
 
@@ -527,9 +534,9 @@ session_mcp_call(struct session *s, struct exec_tool *t,
 	r->end = EXEC_END_EXITED;
 	r->max_result = req->max_output;
 	r->started_ms = metrics_now() / 1000000;
-	r->timeout = evtimer_new(session_config()->base,
+	r->timeout = evtimer_new(session_mcp_cfg.base,
 	    session_mcp_timeout_cb, r);
-	r->now = evtimer_new(session_config()->base, session_mcp_now_cb, r);
+	r->now = evtimer_new(session_mcp_cfg.base, session_mcp_now_cb, r);
 	if (sv == NULL) {
 		/* Its server left with the session's: cannot happen to a call. */
 		r->end = EXEC_END_KILLED;
@@ -613,7 +620,7 @@ session_mcp_end(struct mcp_run *r, const struct exec_done *d,
 		xx.duration_ms = ms;
 		x = &xx;
 	}
-	session_tool_finish(r->t, d, x);
+	session_mcp_cfg.finish(r->t, d, x);
 }
 
 static void
@@ -699,7 +706,7 @@ session_mcp_bounded(struct mcp_run *r, const json_t *content, bool is_error,
 			    "text")), json_string_length(json_object_get(b,
 			    "text")));
 		}
-	cap = capture_create(r->max_result, session_config()->output_dir,
+	cap = capture_create(r->max_result, session_mcp_cfg.output_dir,
 	    exec_tool_name(r->t), 0, metrics_now());
 	capture_add(cap, 1, text.data, text.len);
 	buf_free(&text);
@@ -710,7 +717,7 @@ session_mcp_bounded(struct mcp_run *r, const json_t *content, bool is_error,
 	d.output = &out;
 	d.output_error = capture_error(cap);
 	if (out.path != NULL)
-		session_keep_file(r->s, out.path, out.total,
+		session_mcp_cfg.keep_file(r->s, out.path, out.total,
 		    exec_tool_id(r->t));
 	session_mcp_end(r, &d, NULL);
 	capture_free(cap, out.path != NULL);

@@ -13,7 +13,8 @@ Its behaviour is chosen by its arguments (any number of them):
 Tools: echo (read-only), slow {ms, steps} (progress, stops on cancel),
 crash (exits 3 mid-call after a word on stderr), image, roots (asks
 roots/list), sample (asks sampling/createMessage), change (adds a tool and
-sends tools/list_changed), calls (how many calls ran at once at most).
+sends tools/list_changed), calls (how many calls ran at once at most),
+stamp (read-only) and write (not) {ms}: when they started and ended.
 """
 import json
 import os
@@ -74,7 +75,11 @@ def tools():
          {"name": "sample", "inputSchema": {"type": "object"}},
          {"name": "change", "inputSchema": {"type": "object"}},
          {"name": "calls", "inputSchema": {"type": "object"}},
-         {"name": "weird.name/x", "inputSchema": {"type": "object"}}]
+         {"name": "weird.name/x", "inputSchema": {"type": "object"}},
+         {"name": "stamp", "inputSchema": {"type": "object"},
+          "annotations": {"readOnlyHint": True}},
+         {"name": "write", "inputSchema": {"type": "object"},
+          "annotations": {"readOnlyHint": False}}]
     return t + extra_tools
 
 
@@ -158,6 +163,10 @@ def call(rid, params):
             send({"jsonrpc": "2.0",
                   "method": "notifications/tools/list_changed"})
             text(rid, "changed")
+        elif name in ("stamp", "write"):
+            start = time.monotonic()
+            time.sleep(int(args.get("ms", 100)) / 1000.0)
+            text(rid, "%s %.6f %.6f" % (name, start, time.monotonic()))
         elif name == "calls":
             text(rid, str(most))
         else:

@@ -13,9 +13,7 @@ nothing left behind. Raw JSON-RPC.
 """
 import json
 import os
-import select
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -25,9 +23,10 @@ sys.path.insert(0, HERE)
 
 import pydaemon  # noqa: E402
 from pydaemon import Checks  # noqa: E402
+import mcp_peer  # noqa: E402
+from mcp_peer import GUARD, Peer, add, ready, result, text  # noqa: E402
 
 T = Checks()
-GUARD = 60
 FAKE = os.path.join(HERE, "mcp_fake_server.py")
 AREA = tempfile.mkdtemp(prefix="stexec-mcp-area-")
 CONF = os.path.join(AREA, "operator.mcp.json")
@@ -39,97 +38,8 @@ def fake(*modes, **extra):
     return srv
 
 
-class Peer:
-    """A JSON-RPC connection that keeps every message it reads."""
-
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX)
-        self.s.connect(path)
-        self.buf = b""
-        self.rid = 0
-        self.responses = {}
-        self.notes = []
-
-    def send(self, method, **params):
-        self.rid += 1
-        self.s.sendall((json.dumps({"jsonrpc": "2.0", "id": self.rid,
-                                    "method": method, "params": params})
-                        + "\n").encode())
-        return self.rid
-
-    def pump(self, deadline):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        r, _, _ = select.select([self.s], [], [], left)
-        if not r:
-            return False
-        data = self.s.recv(1 << 20)
-        if not data:
-            raise EOFError("the daemon closed the connection")
-        self.buf += data
-        while b"\n" in self.buf:
-            line, self.buf = self.buf.split(b"\n", 1)
-            msg = json.loads(line)
-            if "id" in msg and "method" not in msg:
-                self.responses[msg["id"]] = msg
-            else:
-                self.notes.append(msg)
-        return True
-
-    def call(self, method, **params):
-        rid = self.send(method, **params)
-        deadline = time.monotonic() + GUARD
-        while rid not in self.responses:
-            if not self.pump(deadline):
-                raise AssertionError("no response to %s" % method)
-        return self.responses.pop(rid)
-
-    def ok(self, method, **params):
-        msg = self.call(method, **params)
-        if "error" in msg:
-            raise AssertionError("%s: %s" % (method, msg["error"]))
-        return msg["result"]
-
-    def note(self, method, pred=lambda p: True):
-        deadline = time.monotonic() + GUARD
-        while True:
-            for i, n in enumerate(self.notes):
-                if n.get("method") == method and pred(n["params"]):
-                    return self.notes.pop(i)["params"]
-            if not self.pump(deadline):
-                raise AssertionError("no %s notification came" % method)
-
-    def close(self):
-        self.s.close()
-
-
 def session(d, **extra):
-    c = Peer(d.sock)
-    sid = c.ok("createSession", cwd=AREA, **extra)["sessionId"]
-    c.ok("subscribe", sessionId=sid)
-    return c, sid
-
-
-def ready(c, server):
-    return c.note("mcp_server", lambda p: p["name"] == server and
-                  p["state"] == "ready" and p["tools"])
-
-
-def add(c, sid, tid, name, inp):
-    return c.ok("addTool", sessionId=sid,
-                toolUse={"id": tid, "name": name, "input": inp})
-
-
-def result(c, tid):
-    return c.note("tool_result", lambda p: p["toolUseId"] == tid)
-
-
-def text(r):
-    content = r["result"]["content"]
-    if isinstance(content, str):
-        return content
-    return "\n".join(b.get("text", "") for b in content)
+    return mcp_peer.session(d, AREA, **extra)
 
 
 def listing(d):
@@ -278,6 +188,33 @@ def failures(d):
     c.close()
 
 
+def mixed(d):
+    """bash, an MCP read-only tool, an MCP write tool and read_file added
+    as a message streams: the write runs alone, results come in order."""
+    with open(os.path.join(AREA, "notes.txt"), "w") as f:
+        f.write("a note\n")
+    c, sid = session(d, mcpServers={"fake": fake()})
+    ready(c, "fake")
+    add(c, sid, "m1", "bash", {"command": "echo from bash"})
+    add(c, sid, "m2", "mcp__fake__stamp", {"ms": 300})
+    add(c, sid, "m3", "mcp__fake__write", {"ms": 100})
+    add(c, sid, "m4", "read_file", {"file_path": os.path.join(AREA, "notes.txt")})
+    got = [c.note("tool_result") for _ in range(4)]
+    T.eq([g["toolUseId"] for g in got], ["m1", "m2", "m3", "m4"],
+         "results in the message's order")
+    texts = [text(g) for g in got]
+    T.check("from bash" in texts[0], "bash ran: %r" % texts[0])
+    T.check("a note" in texts[3], "read_file ran: %r" % texts[3])
+    stamp = texts[1].split()
+    write = texts[2].split()
+    if T.check(stamp[0] == "stamp" and write[0] == "write",
+               "the MCP tools ran: %r" % texts[1:3]):
+        T.check(float(write[1]) >= float(stamp[2]),
+                "the write tool ran alone, after the read-only one")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
 def body(d):
     deadline = time.monotonic() + GUARD
     while not os.path.exists(d.sock):
@@ -288,6 +225,7 @@ def body(d):
     calls(d)
     sampling(d)
     failures(d)
+    mixed(d)
     # Closed sessions' servers end (stdin, TERM, KILL): wait for it.
     deadline = time.monotonic() + GUARD
     while d.leftovers() and time.monotonic() < deadline:

@@ -68,7 +68,7 @@ struct mcp_server {
 	char tail[MCP_STDERR_TAIL];
 	size_t tail_len;
 	int64_t next_id;
-	int64_t init_id, list_id;
+	int64_t init_id, list_id, ping_id;
 	json_t *listing;         /* tools of a tools/list under way */
 	unsigned pages;
 	bool relist;
@@ -106,6 +106,7 @@ static void	mcp_server_answer(struct mcp_server *, const json_t *,
 static void	mcp_server_initialized(struct mcp_server *, json_t *);
 static void	mcp_server_list(struct mcp_server *, const char *);
 static void	mcp_server_listed(struct mcp_server *, json_t *);
+static void	mcp_server_ready(struct mcp_server *);
 static void	mcp_server_set_state(struct mcp_server *, enum mcp_state,
 		    const char *);
 static void	mcp_server_kill(struct mcp_server *, bool, const char *, ...)
@@ -246,7 +247,7 @@ mcp_server_spawn(struct mcp_server *s)
 	s->discarding = false;
 	s->tail_len = 0;
 	s->version = NULL;
-	s->list_id = 0;
+	s->list_id = s->ping_id = 0;
 	json_decref(s->listing);
 	s->listing = NULL;
 	mcp_arm(s->start_ev, s->params.start_timeout_ms);
@@ -466,6 +467,11 @@ mcp_server_response(struct mcp_server *s, json_t *m)
 			mcp_server_initialized(s, (json_t *)result);
 		return;
 	}
+	if (id != 0 && id == s->ping_id) {
+		s->ping_id = 0;
+		mcp_server_ready(s);
+		return;
+	}
 	if (id != 0 && id == s->list_id) {
 		s->list_id = 0;
 		if (result == NULL || !json_is_object(result)) {
@@ -577,16 +583,31 @@ mcp_server_listed(struct mcp_server *s, json_t *result)
 		s->relist = false;
 		mcp_server_list(s, NULL);
 	}
-	if (first) {
-		evtimer_del(s->start_ev);
-		s->ever_ready = true;
-		free(s->kill_why);
-		s->kill_why = NULL;
-		mcp_server_set_state(s, MCP_READY, NULL);
-		if (s->closing)
-			return;
-		mcp_server_flush(s);
+	if (first && s->ping_id == 0) {
+		/*
+		 * Ready once a ping is answered: a request it made on
+		 * initialized (roots/list) comes before that answer, and ours
+		 * reaches it before the first call.
+		 */
+		s->ping_id = mcp_server_rpc(s, "ping", json_object());
+		return;
 	}
+	if (!s->closing && s->ops.tools != NULL)
+		s->ops.tools(s->arg, s);
+}
+
+/* The first tools/list and the ping after it are answered. */
+static void
+mcp_server_ready(struct mcp_server *s)
+{
+	evtimer_del(s->start_ev);
+	s->ever_ready = true;
+	free(s->kill_why);
+	s->kill_why = NULL;
+	mcp_server_set_state(s, MCP_READY, NULL);
+	if (s->closing)
+		return;
+	mcp_server_flush(s);
 	if (!s->closing && s->ops.tools != NULL)
 		s->ops.tools(s->arg, s);
 }

@@ -9,6 +9,23 @@ import time
 
 GUARD = 60
 
+try:
+    from test_wire_schemas import Schemas
+    SCHEMAS = Schemas()
+except ImportError:
+    # Without python3-jsonschema the wire is not checked here.
+    SCHEMAS = None
+
+
+def checked(key, value):
+    """value against protocol/schemas/ (key: a schema, or result:METHOD)."""
+    if SCHEMAS is None:
+        return
+    errors = SCHEMAS.errors(key, value)
+    if errors:
+        raise AssertionError("%s does not match its schema: %s\n%s" % (
+            key, "; ".join(errors[:3]), json.dumps(value)[:500]))
+
 
 class Peer:
     """A JSON-RPC connection that keeps every message it reads."""
@@ -45,10 +62,16 @@ class Peer:
             if "id" in msg and "method" not in msg:
                 self.responses[msg["id"]] = msg
             else:
+                checked("notification", msg)
                 self.notes.append(msg)
         return True
 
-    def call(self, method, **params):
+    def call(self, method, _check=True, **params):
+        """The response; the request is checked against its schema unless
+        it is meant to be wrong (_check False)."""
+        if _check:
+            checked("request", {"jsonrpc": "2.0", "id": self.rid + 1,
+                                "method": method, "params": params})
         rid = self.send(method, **params)
         deadline = time.monotonic() + GUARD
         while rid not in self.responses:
@@ -60,6 +83,7 @@ class Peer:
         msg = self.call(method, **params)
         if "error" in msg:
             raise AssertionError("%s: %s" % (method, msg["error"]))
+        checked("result:" + method, msg["result"])
         return msg["result"]
 
     def note(self, method, pred=lambda p: True):

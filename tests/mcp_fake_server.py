@@ -14,7 +14,8 @@ Tools: echo (read-only), slow {ms, steps} (progress, stops on cancel),
 crash (exits 3 mid-call after a word on stderr), image, roots (asks
 roots/list), sample (asks sampling/createMessage), change (adds a tool and
 sends tools/list_changed), calls (how many calls ran at once at most),
-stamp (read-only) and write (not) {ms}: when they started and ended.
+stamp (read-only) and write (not) {ms}: when they started and ended,
+touch {path}: writes a file there (what its sandbox allows).
 """
 import json
 import os
@@ -79,7 +80,8 @@ def tools():
          {"name": "stamp", "inputSchema": {"type": "object"},
           "annotations": {"readOnlyHint": True}},
          {"name": "write", "inputSchema": {"type": "object"},
-          "annotations": {"readOnlyHint": False}}]
+          "annotations": {"readOnlyHint": False}},
+         {"name": "touch", "inputSchema": {"type": "object"}}]
     return t + extra_tools
 
 
@@ -167,6 +169,13 @@ def call(rid, params):
             start = time.monotonic()
             time.sleep(int(args.get("ms", 100)) / 1000.0)
             text(rid, "%s %.6f %.6f" % (name, start, time.monotonic()))
+        elif name == "touch":
+            try:
+                with open(args["path"], "w") as f:
+                    f.write("touched\n")
+                text(rid, "wrote " + args["path"])
+            except OSError as e:
+                text(rid, "cannot write: " + str(e), True)
         elif name == "calls":
             text(rid, str(most))
         else:

@@ -216,6 +216,37 @@ def mixed(d):
     c.close()
 
 
+def sandboxed(d):
+    """A server under workspace-write writes its cwd, not outside; the
+    same server under none does: the sandbox is the server's."""
+    outside = tempfile.mkdtemp(prefix="stexec-mcp-outside-")
+    try:
+        c, sid = session(d, mcpServers={
+            "ws": fake(sandbox="workspace-write"),
+            "open": fake(sandbox="none")})
+        ready(c, "ws")
+        ready(c, "open")
+        add(c, sid, "w1", "mcp__ws__touch",
+            {"path": os.path.join(AREA, "inside.txt")})
+        T.check(text(result(c, "w1")).startswith("wrote"),
+                "workspace-write: it writes the session's cwd")
+        add(c, sid, "w2", "mcp__ws__touch",
+            {"path": os.path.join(outside, "x.txt")})
+        r = result(c, "w2")
+        T.check(r["result"]["is_error"] and "cannot write" in text(r) and
+                not os.path.exists(os.path.join(outside, "x.txt")),
+                "workspace-write: not outside it: %r" % text(r))
+        add(c, sid, "w3", "mcp__open__touch",
+            {"path": os.path.join(outside, "y.txt")})
+        T.check(text(result(c, "w3")).startswith("wrote") and
+                os.path.exists(os.path.join(outside, "y.txt")),
+                "none: the same server writes there")
+        c.ok("closeSession", sessionId=sid)
+        c.close()
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+
+
 def body(d):
     deadline = time.monotonic() + GUARD
     while not os.path.exists(d.sock):
@@ -227,6 +258,7 @@ def body(d):
     sampling(d)
     failures(d)
     mixed(d)
+    sandboxed(d)
     # Closed sessions' servers end (stdin, TERM, KILL): wait for it.
     deadline = time.monotonic() + GUARD
     while d.leftovers() and time.monotonic() < deadline:

@@ -899,6 +899,7 @@ session_context_moved(struct session *s)
 	if (exec_context_gen(s->ex) == s->context_gen)
 		return;
 	s->context_gen = exec_context_gen(s->ex);
+	session_mcp_roots_changed(s);
 	if (session_hooks != NULL && session_hooks->contexted != NULL)
 		session_hooks->contexted(s);
 }

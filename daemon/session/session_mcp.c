@@ -55,6 +55,7 @@ struct session_mcp {
 	bool sampling, elicitation;
 	struct mcp_pending *pending;
 	unsigned npending;
+	char *cwd;                /* the root they were last told of */
 	uint64_t next_request;
 };
 
@@ -157,6 +158,7 @@ session_mcp_start(struct session *s, struct mcp_config *own, bool sampling,
 	m->sampling = sampling;
 	m->elicitation = elicitation;
 	m->srvs = xcalloc(n, sizeof *m->srvs);
+	m->cwd = xstrdup(exec_cwd(session_exec(s)));
 	/* In parallel: each starts now and reports when it is ready. */
 	for (i = 0; session_mcp_operator != NULL &&
 	    i < session_mcp_operator->n; i++)
@@ -419,12 +421,19 @@ session_mcp_log(void *arg, struct mcp_server *srv, int level,
 	    "MCP_SERVER=%s: %s", sv->cfg->name, text);
 }
 
+/* The session's cwd moved (S14): its servers are told their roots changed. */
 void
 session_mcp_roots_changed(struct session *s)
 {
+	const char *cwd = exec_cwd(session_exec(s));
 	size_t i;
 
-	for (i = 0; s->mcp != NULL && i < s->mcp->n; i++)
+	if (s->mcp == NULL || (s->mcp->cwd != NULL && strcmp(s->mcp->cwd, cwd)
+	    == 0))
+		return;
+	free(s->mcp->cwd);
+	s->mcp->cwd = xstrdup(cwd);
+	for (i = 0; i < s->mcp->n; i++)
 		mcp_server_roots_changed(s->mcp->srvs[i].srv);
 }
 
@@ -515,6 +524,7 @@ session_mcp_free(struct session *s)
 		free(p);
 	}
 	free(m->srvs);
+	free(m->cwd);
 	mcp_config_free(m->own);
 	free(m);
 	s->mcp = NULL;

@@ -15,7 +15,8 @@ crash (exits 3 mid-call after a word on stderr), image, roots (asks
 roots/list), sample (asks sampling/createMessage), change (adds a tool and
 sends tools/list_changed), calls (how many calls ran at once at most),
 stamp (read-only) and write (not) {ms}: when they started and ended,
-touch {path}: writes a file there (what its sandbox allows).
+touch {path}: writes a file there (what its sandbox allows), fetch {url}:
+an HTTP GET through whatever proxy its environment names.
 """
 import json
 import os
@@ -81,7 +82,8 @@ def tools():
           "annotations": {"readOnlyHint": True}},
          {"name": "write", "inputSchema": {"type": "object"},
           "annotations": {"readOnlyHint": False}},
-         {"name": "touch", "inputSchema": {"type": "object"}}]
+         {"name": "touch", "inputSchema": {"type": "object"}},
+         {"name": "fetch", "inputSchema": {"type": "object"}}]
     return t + extra_tools
 
 
@@ -176,6 +178,16 @@ def call(rid, params):
                 text(rid, "wrote " + args["path"])
             except OSError as e:
                 text(rid, "cannot write: " + str(e), True)
+        elif name == "fetch":
+            import urllib.request
+            try:
+                with urllib.request.urlopen(args["url"], timeout=20) as r:
+                    text(rid, "status %d" % r.status)
+            except Exception as e:
+                body = ""
+                if hasattr(e, "read"):
+                    body = e.read().decode("utf-8", "replace")[:300]
+                text(rid, "cannot fetch: %s %s" % (e, body), True)
         elif name == "calls":
             text(rid, str(most))
         else:

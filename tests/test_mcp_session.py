@@ -247,6 +247,41 @@ def sandboxed(d):
         shutil.rmtree(outside, ignore_errors=True)
 
 
+def network(d):
+    """A server under network rules reaches the names allowed, through
+    the daemon's proxy, and no other host; the same server without rules
+    is not stopped by it."""
+    if os.geteuid() != 0:
+        print("network rules for a server: not run (network namespaces "
+              "need root here)")
+        return
+    c, sid = session(d, mcpServers={
+        "net": fake(sandbox={"mode": "workspace-write",
+                             "network": {"allow": ["allowed.invalid"]}}),
+        "open": fake(sandbox="none")})
+    ready(c, "net")
+    ready(c, "open")
+    add(c, sid, "n1", "mcp__net__fetch", {"url": "http://denied.invalid/"})
+    t = text(result(c, "n1"))
+    T.check("403" in t and "denied.invalid:80 is not allowed" in t,
+            "another host is refused by name: %r" % t)
+    add(c, sid, "n2", "mcp__net__fetch", {"url": "http://1.1.1.1/"})
+    t = text(result(c, "n2"))
+    T.check("403" in t and "1.1.1.1:80 is not allowed" in t,
+            "an address is refused: %r" % t)
+    add(c, sid, "n3", "mcp__net__fetch", {"url": "http://allowed.invalid/"})
+    t = text(result(c, "n3"))
+    T.check("cannot resolve allowed.invalid" in t and "not allowed" not in t,
+            "the allowed name passes the rules (and fails to resolve, "
+            "being .invalid): %r" % t)
+    add(c, sid, "n4", "mcp__open__fetch", {"url": "http://denied.invalid/"})
+    t = text(result(c, "n4"))
+    T.check("is not allowed" not in t and "stexec:" not in t,
+            "without rules, no proxy stands in its way: %r" % t)
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
 def body(d):
     deadline = time.monotonic() + GUARD
     while not os.path.exists(d.sock):
@@ -259,6 +294,7 @@ def body(d):
     failures(d)
     mixed(d)
     sandboxed(d)
+    network(d)
     # Closed sessions' servers end (stdin, TERM, KILL): wait for it.
     deadline = time.monotonic() + GUARD
     while d.leftovers() and time.monotonic() < deadline:

@@ -604,12 +604,14 @@ mcp_server_ready(struct mcp_server *s)
 	s->ever_ready = true;
 	free(s->kill_why);
 	s->kill_why = NULL;
-	mcp_server_set_state(s, MCP_READY, NULL);
+	/* Its tools first, so that its state says ready with them. */
+	if (s->ops.tools != NULL)
+		s->ops.tools(s->arg, s);
 	if (s->closing)
 		return;
-	mcp_server_flush(s);
-	if (!s->closing && s->ops.tools != NULL)
-		s->ops.tools(s->arg, s);
+	mcp_server_set_state(s, MCP_READY, NULL);
+	if (!s->closing)
+		mcp_server_flush(s);
 }
 
 static void

@@ -14,8 +14,10 @@
 #include "core/content.h"
 #include "core/executor.h"
 #include "log.h"
+#include "core/netpolicy.h"
 #include "mcp/mcp.h"
 #include "metrics.h"
+#include "net/proxy.h"
 #include "session/session_int.h"
 #include "supervisor/capture.h"
 #include "util.h"
@@ -38,6 +40,9 @@ struct mcp_srv {
 	size_t ntools;
 	struct tooldef *waiting; /* the def of a call made before its list */
 	const char *roots[SANDBOX_MAX_ROOTS];
+	struct proxy_tool *proxy; /* network rules: its way out (§7.2) */
+	char **envp;             /* its last spawn's environment */
+	struct buf vars;         /* ...the proxy's variables in it */
 };
 
 struct mcp_pending {
@@ -196,16 +201,67 @@ session_mcp_add(struct session_mcp *m, const struct mcp_server_config *cfg)
 	    &session_mcp_ops, sv);
 }
 
-/* Its sandbox as a tool's (the session's default, the floor), its env. */
+/*
+ * Its sandbox as a tool's (the session's default, the floor), network rules
+ * through the proxy as a tool's (its own port, the session's namespace for
+ * that policy), its env with the proxy's variables.
+ */
 static void
 session_mcp_prepare(void *arg, struct mcp_server *srv, struct proc_spec *spec)
 {
+	static const char *const vars[] = { "HTTP_PROXY", "http_proxy",
+	    "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy",
+	    "NO_PROXY", "no_proxy" };
 	struct mcp_srv *sv = arg;
+	struct session *s = sv->m->s;
 	struct exec_spawn req = { 0 };
+	struct netpolicy *policy;
+	char **base = session_env_strings(s), id[MCP_NAME_MAX + 8];
+	size_t n, i, j, *offs;
+	uint16_t port = 0;
 
 	req.sandbox = &sv->cfg->sandbox;
-	session_sandbox(sv->m->s, &req, &spec->sandbox, sv->roots);
-	spec->envp = session_env_strings(sv->m->s);
+	session_sandbox(s, &req, &spec->sandbox, sv->roots);
+	proxy_tool_free(sv->proxy);
+	sv->proxy = NULL;
+	if ((policy = session_net_policy(s, &sv->cfg->sandbox)) != NULL) {
+		spec->sandbox.net_rules = true;
+		spec->sandbox.netns = session_net_ns(s, policy);
+		snprintf(id, sizeof id, "mcp-%s", sv->cfg->name);
+		if (spec->sandbox.netns != -1 && (sv->proxy =
+		    session_net_proxy(s, spec->sandbox.netns, policy, id,
+		    sv->cfg->name, &port)) == NULL)
+			spec->sandbox.netns = -1;
+		netpolicy_free(policy);
+	}
+	for (n = 0; base[n] != NULL; n++)
+		;
+	free(sv->envp);
+	buf_reset(&sv->vars);
+	sv->envp = xcalloc(n + nitems(vars) + 1, sizeof *sv->envp);
+	offs = xcalloc(nitems(vars), sizeof *offs);
+	for (i = n = 0; base[i] != NULL; i++) {
+		for (j = 0; sv->proxy != NULL && j < nitems(vars); j++)
+			if (strncmp(base[i], vars[j], strlen(vars[j])) == 0 &&
+			    base[i][strlen(vars[j])] == '=')
+				break;
+		if (sv->proxy == NULL || j == nitems(vars))
+			sv->envp[n++] = base[i];
+	}
+	/* NO_PROXY empty: localhost too goes through the proxy's rules. */
+	for (j = 0; sv->proxy != NULL && j < nitems(vars); j++) {
+		offs[j] = sv->vars.len;
+		if (j < 6)
+			buf_printf(&sv->vars, "%s=%s://127.0.0.1:%u", vars[j],
+			    j < 4 ? "http" : "socks5h", (unsigned)port);
+		else
+			buf_printf(&sv->vars, "%s=", vars[j]);
+		buf_add(&sv->vars, "", 1);
+	}
+	for (j = 0; sv->proxy != NULL && j < nitems(vars); j++)
+		sv->envp[n++] = sv->vars.data + offs[j];
+	free(offs);
+	spec->envp = sv->envp;
 	spec->limits.memory_bytes = sv->cfg->limits.memory_bytes;
 	spec->limits.max_processes = sv->cfg->limits.max_processes;
 	spec->limits.cpu_percent = sv->cfg->limits.cpu_percent;
@@ -517,6 +573,9 @@ session_mcp_free(struct session *s)
 		session_mcp_clear_tools(&m->srvs[i]);
 		tooldef_unref(m->srvs[i].waiting);
 		free(m->srvs[i].prefix);
+		proxy_tool_free(m->srvs[i].proxy);
+		free(m->srvs[i].envp);
+		buf_free(&m->srvs[i].vars);
 	}
 	while ((p = m->pending) != NULL) {
 		m->pending = p->next;

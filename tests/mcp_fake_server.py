@@ -10,6 +10,7 @@ Its behaviour is chosen by its arguments (any number of them):
   flood         sends 20000 notifications before each call's answer
   big-line      sends a 100 MB line before each call's answer
   ignore-cancel never stops a call on notifications/cancelled
+  inline        answers echo at once, without a thread (the benchmark's)
 Tools: echo (read-only), slow {ms, steps} (progress, stops on cancel),
 crash (exits 3 mid-call after a word on stderr), image, roots (asks
 roots/list), sample (asks sampling/createMessage), change (adds a tool and
@@ -39,7 +40,7 @@ TINY_PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
 
 
 def send(msg):
-    data = json.dumps(msg) + "\n"
+    data = json.dumps(msg, separators=(",", ":")) + "\n"
     with out_lock:
         sys.stdout.write(data)
         sys.stdout.flush()
@@ -237,6 +238,11 @@ def main():
             else:
                 send({"jsonrpc": "2.0", "id": rid, "result": {
                     "tools": all_tools[3:]}})
+        elif method == "tools/call" and "inline" in modes and \
+                msg["params"].get("name") == "echo":
+            send({"jsonrpc": "2.0", "id": rid, "result": {"content": [
+                {"type": "text", "text": "echo: " +
+                 str(msg["params"]["arguments"].get("text"))}]}})
         elif method == "tools/call":
             threading.Thread(target=call, args=(rid, msg["params"]),
                              daemon=True).start()

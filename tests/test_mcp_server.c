@@ -530,9 +530,14 @@ Test(mcp_server, a_100_mb_line_is_discarded_in_bounded_memory)
 
 	before = peak_kb();
 	served_despite("big-line");
+#if defined(__SANITIZE_ADDRESS__)
+	/* ASan's quarantine keeps freed chunks resident: no bound to see. */
+	(void)before;
+#else
 	/* The bound under test: the line's bytes are never all held. */
 	cr_expect_lt(peak_kb() - before, 3 * 16 * 1024 + 32 * 1024,
 	    "peak grew by %ld kB", peak_kb() - before);
+#endif
 }
 
 Test(mcp_server, requests_from_the_server)

@@ -14,6 +14,7 @@ nothing left behind. Raw JSON-RPC.
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -282,6 +283,91 @@ def network(d):
     c.close()
 
 
+def new_image(d, before):
+    """Wait for the image after before (the event a reload gives)."""
+    guard = time.monotonic() + GUARD
+    while True:
+        try:
+            probe = Peer(d.sock)
+            now = probe.ok("initialize")["server"].get("instance")
+            probe.close()
+            if now != before:
+                return
+        except (OSError, EOFError):
+            pass
+        if time.monotonic() > guard:
+            raise AssertionError("no new image came")
+        time.sleep(0.05)
+
+
+def reload(d):
+    """A live reload waits for an MCP call in flight, which gets its result
+    once; then the session's servers (its own and the operator's) run
+    again, started afresh."""
+    c, sid = session(d, mcpServers={"fake": fake()})
+    ready(c, "fake")
+    add(c, sid, "l1", "mcp__fake__slow", {"ms": 50, "steps": 20})
+    c.note("progress", lambda p: p["toolUseId"] == "l1")
+    before = c.ok("initialize")["server"].get("instance")
+    d.proc.send_signal(signal.SIGHUP)
+    new_image(d, before)
+    r = result(c, "l1")
+    # The reload waits for a call it cannot carry: its answer, delivered.
+    T.eq((r["meta"].get("reason"), text(r)), ("ok", "slow done"),
+         "a call in flight across a reload gets its result")
+    ready(c, "fake")
+    add(c, sid, "l2", "mcp__fake__echo", {"text": "reloaded"})
+    T.eq(text(result(c, "l2")), "echo: reloaded",
+         "its server serves again after the reload")
+    add(c, sid, "l3", "mcp__op__echo", {"text": "op"})
+    T.eq(text(result(c, "l3")), "echo: op", "and the operator's")
+    T.check(not any(n.get("method") == "tool_result" and
+                    n["params"]["toolUseId"] == "l1" for n in c.notes),
+            "the call in flight got one result")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def crash(d):
+    """SIGKILL of the daemon leaves no server process; the next daemon
+    gives the call in flight daemon_restarted and starts the session's
+    servers afresh."""
+    c, sid = session(d, mcpServers={"fake": fake()})
+    ready(c, "fake")
+    add(c, sid, "k1", "mcp__fake__slow", {"ms": 1000, "steps": 60})
+    c.note("progress", lambda p: p["toolUseId"] == "k1")
+    c.close()
+    d.proc.send_signal(signal.SIGKILL)
+    d.proc.wait()
+    guard = time.monotonic() + GUARD
+    while d.leftovers() and time.monotonic() < guard:
+        time.sleep(0.05)
+    T.eq(d.leftovers(), [], "SIGKILL of the daemon leaves no server")
+    d.log.close()
+    d.start()
+    guard = time.monotonic() + GUARD
+    while True:
+        try:
+            c = Peer(d.sock)
+            break
+        except OSError:
+            if time.monotonic() > guard:
+                raise
+            time.sleep(0.05)
+    c.ok("subscribe", sessionId=sid)
+    c.ok("drain", sessionId=sid)
+    got = [n["params"] for n in c.ok("events", sessionId=sid)["notifications"]
+           if n["method"] == "tool_result"]
+    T.eq([(r["toolUseId"], r["meta"]["reason"]) for r in got
+          if r["toolUseId"] == "k1"], [("k1", "daemon_restarted")],
+         "after a crash, the call in flight gets daemon_restarted (S10)")
+    add(c, sid, "k2", "mcp__fake__echo", {"text": "again"})
+    T.eq(text(result(c, "k2")), "echo: again",
+         "the session's own server runs again after a crash")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
 def body(d):
     deadline = time.monotonic() + GUARD
     while not os.path.exists(d.sock):
@@ -295,6 +381,8 @@ def body(d):
     mixed(d)
     sandboxed(d)
     network(d)
+    reload(d)
+    crash(d)
     # Closed sessions' servers end (stdin, TERM, KILL): wait for it.
     deadline = time.monotonic() + GUARD
     while d.leftovers() and time.monotonic() < deadline:

@@ -403,7 +403,8 @@ methods_create_session(struct call *call)
 		conn_error(call->c, call->id, code, NULL, "%s", err);
 	else {
 		/* Its MCP servers start now, in parallel; nobody waits. */
-		session_mcp_start(s, mcp, sampling, elicitation);
+		session_mcp_start(s, mcp, json_object_get(call->params,
+		    "mcpServers"), sampling, elicitation);
 		mcp = NULL;
 		session_refer(s, call->c);
 		conn_reply(call->c, call->id, json_pack("{s:s}", "sessionId",

@@ -1447,6 +1447,13 @@ session_tool_write(struct exec_tool *t, const char *data, size_t len,
 }
 
 void
+session_rejournal(struct session *s)
+{
+	if (session_hooks != NULL && session_hooks->remade != NULL)
+		session_hooks->remade(s);
+}
+
+void
 session_emit(struct session *s, const char *method, json_t *params)
 {
 	session_notify(s, method, params, false);

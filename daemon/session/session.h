@@ -116,7 +116,9 @@ void session_mcp_set_operator(struct mcp_config *);
 int session_mcp_check(const struct mcp_config *own, char *err,
     size_t errlen);
 void session_mcp_start(struct session *, struct mcp_config *own,
-    bool sampling, bool elicitation);
+    const json_t *servers, bool sampling, bool elicitation);
+/* A session restored (a reload, a restart): its servers from its record. */
+void session_mcp_restore(struct session *, const json_t *rec);
 json_t *session_mcp_json(struct session *);
 int session_mcp_respond(struct session *, const char *id,
     const json_t *result, const char *error, char *err, size_t errlen);

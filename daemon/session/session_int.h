@@ -134,6 +134,7 @@ struct session_hooks {
 	void (*idled)(struct session *);  /* idle_since changed */
 	void (*contexted)(struct session *); /* its cwd or env changed */
 	bool (*journaling)(void);
+	void (*remade)(struct session *);  /* its record (s->journal) grew */
 };
 
 /*
@@ -239,6 +240,8 @@ struct sandbox_spec;
 void session_sandbox(struct session *, const struct exec_spawn *,
     struct sandbox_spec *, const char **roots);
 char **session_env_strings(struct session *);
+/* s->journal grew (its MCP servers): the journal gets it again. */
+void session_rejournal(struct session *);
 /* A notification of the session's own (sessionId, seq added; stolen). */
 void session_emit(struct session *, const char *method, json_t *params);
 

@@ -192,6 +192,7 @@ static const struct session_hooks session_journal_hooks = {
 	session_journal_created, session_journal_note, session_journal_add,
 	session_journal_closed, session_journal_idled,
 	session_journal_contexted, session_journal_journaling,
+	session_journal_session,
 };
 
 void
@@ -342,6 +343,13 @@ session_restore_session(const json_t *rec)
 	size_t i, n = 0;
 	bool ok = true;
 
+	/* A later record of a session (its MCP servers added): those. */
+	if (id != NULL && (r = idmap_get(&session_restored, id)) != NULL) {
+		free(r->s->journal);
+		r->s->journal = json_dumps(rec, JSON_COMPACT);
+		session_mcp_restore(r->s, rec);
+		return;
+	}
 	if (id == NULL || strlen(id) >= sizeof(((struct session *)0)->id) ||
 	    idmap_get(&session_map, id) != NULL) {
 		log_warn("journal: a session record without a usable id was "
@@ -380,6 +388,7 @@ session_restore_session(const json_t *rec)
 			    "%s: %s; its shell falls back to the defaults",
 			    field, err);
 		r->s->journal = json_dumps(rec, JSON_COMPACT);
+		session_mcp_restore(r->s, rec);
 		r->adds = json_array();
 		r->delivered = json_object();
 		r->live = json_object();

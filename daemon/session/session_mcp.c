@@ -144,12 +144,75 @@ session_mcp_check(const struct mcp_config *own, char *err, size_t errlen)
 	return 0;
 }
 
-void
-session_mcp_start(struct session *s, struct mcp_config *own, bool sampling,
+/*
+ * The session's record for the journal (what a reload or a restart makes
+ * it again from) holds its own servers and answers too.
+ */
+static void
+session_mcp_journal(struct session *s, const json_t *servers, bool sampling,
     bool elicitation)
+{
+	json_t *rec, *answers = json_array();
+	char *text;
+
+	if (sampling)
+		json_array_append_new(answers, json_string("sampling"));
+	if (elicitation)
+		json_array_append_new(answers, json_string("elicitation"));
+	if (s->journal == NULL || (rec = json_loads(s->journal, 0, NULL)) ==
+	    NULL) {
+		json_decref(answers);
+		return;
+	}
+	if (servers != NULL)
+		json_object_set_new(rec, "mcpServers", json_deep_copy(servers));
+	json_object_set_new(rec, "mcpAnswers", answers);
+	if ((text = json_dumps(rec, JSON_COMPACT)) != NULL &&
+	    strcmp(text, s->journal) != 0) {
+		free(s->journal);
+		s->journal = text;
+		session_rejournal(s);
+	} else
+		free(text);
+	json_decref(rec);
+}
+
+void
+session_mcp_restore(struct session *s, const json_t *rec)
+{
+	const json_t *servers = json_object_get(rec, "mcpServers"), *a;
+	struct mcp_config *own = NULL;
+	bool sampling = false, elicitation = false;
+	char err[512];
+	size_t i;
+
+	json_array_foreach(json_object_get(rec, "mcpAnswers"), i, a) {
+		sampling |= json_is_string(a) && strcmp(json_string_value(a),
+		    "sampling") == 0;
+		elicitation |= json_is_string(a) && strcmp(
+		    json_string_value(a), "elicitation") == 0;
+	}
+	/* Again (a later record): what started first goes. */
+	session_mcp_free(s);
+	if (servers != NULL && (own = mcp_config_parse(servers, false, err,
+	    sizeof err)) == NULL) {
+		log_about(LOG_LEVEL_WARN, session_id(s), NULL, NULL, "journal: "
+		    "its MCP servers no longer parse: %s", err);
+		servers = NULL;
+	}
+	/* Started afresh: a server's process is not carried over. */
+	session_mcp_start(s, own, servers, sampling, elicitation);
+}
+
+void
+session_mcp_start(struct session *s, struct mcp_config *own,
+    const json_t *servers, bool sampling, bool elicitation)
 {
 	struct session_mcp *m;
 	size_t i, n;
+
+	if (servers != NULL || sampling || elicitation)
+		session_mcp_journal(s, servers, sampling, elicitation);
 
 	n = (session_mcp_operator != NULL ? session_mcp_operator->n : 0) +
 	    (own != NULL ? own->n : 0);

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -168,6 +169,18 @@ def failures(d):
     st = c.note("mcp_server", lambda p: p["state"] == "failed")
     T.check("exited with status 3" in st.get("why", ""),
             "failed, with why: %r" % st)
+    ready(c, "op")
+    cli = os.environ.get("STEXEC_CLI")
+    if cli:
+        out = subprocess.run([cli, "--socket", d.sock, "mcp-servers", sid],
+                             capture_output=True, text=True, timeout=GUARD)
+        rows = {line.split()[0]: line for line in
+                out.stdout.splitlines()[1:]}
+        T.check("failed" in rows.get("dead", "") and "on purpose" in
+                rows.get("dead", ""), "stexec-cli mcp-servers shows the "
+                "failed server and why: %r" % out.stdout)
+        T.check(rows.get("op", "").split()[1:2] == ["ready"],
+                "...and the operator's, ready: %r" % out.stdout)
     c.ok("closeSession", sessionId=sid)
     c.close()
     c = Peer(d.sock)

@@ -110,6 +110,10 @@ def calls(d):
     # An abort cancels a long call; the server serves on.
     add(c, sid, "a1", "mcp__fake__slow", {"ms": 1000, "steps": 60})
     c.note("progress", lambda p: p["toolUseId"] == "a1")
+    st = {t["id"]: t for t in c.ok("status", sessionId=sid)["tools"]}
+    a1 = st.get("a1", {})
+    T.eq((a1.get("runner"), a1.get("mcpServer"), a1.get("status")),
+         ("mcp", "fake", "executing"), "status shows an MCP call: %r" % a1)
     t0 = time.monotonic()
     c.ok("abort", sessionId=sid, reason="interrupt")
     r = result(c, "a1")

@@ -303,6 +303,10 @@ session_tool_describe(struct exec_tool *t, json_t *o)
 		session_client_describe(st->client, o);
 		return;
 	}
+	if (st != NULL && st->mcp != NULL) {
+		session_mcp_describe(st->mcp, o);
+		return;
+	}
 	if ((pid = session_tool_pid(t)) <= 0)
 		return;
 	json_object_set_new(o, "pid", json_integer(pid));

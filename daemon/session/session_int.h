@@ -234,6 +234,8 @@ struct mcp_run *session_mcp_call(struct session *, struct exec_tool *,
     const struct exec_spawn *);
 void session_mcp_cancel(struct mcp_run *);
 void session_mcp_drop(struct mcp_run *);
+/* status: runner mcp, its server, elapsedMs, whether it waits for it. */
+void session_mcp_describe(const struct mcp_run *, json_t *);
 void session_mcp_free(struct session *);
 /* A tool's sandbox as a spawn gets it, and the session's env (session.c). */
 struct sandbox_spec;

@@ -67,6 +67,7 @@ struct session_mcp {
 struct mcp_run {
 	struct session *s;
 	struct exec_tool *t;
+	struct mcp_srv *sv;
 	struct mcp_call *call;
 	struct event *timeout, *now;
 	enum exec_end end;
@@ -663,6 +664,7 @@ session_mcp_call(struct session *s, struct exec_tool *t,
 
 	r->s = s;
 	r->t = t;
+	r->sv = sv;
 	r->end = EXEC_END_EXITED;
 	r->max_result = req->max_output;
 	r->started_ms = metrics_now() / 1000000;
@@ -683,6 +685,20 @@ session_mcp_call(struct session *s, struct exec_tool *t,
 	r->call = mcp_server_call(sv->srv, exec_tool_name(t), req->input,
 	    &session_mcp_call_ops, r);
 	return r;
+}
+
+void
+session_mcp_describe(const struct mcp_run *r, json_t *o)
+{
+	json_object_set_new(o, "runner", json_string("mcp"));
+	json_object_set_new(o, "elapsedMs", json_integer((json_int_t)(
+	    metrics_now() / 1000000 - r->started_ms)));
+	if (r->sv == NULL)
+		return;
+	json_object_set_new(o, "mcpServer", json_string(r->sv->cfg->name));
+	/* Its server is not ready (yet, or any more): the call waits. */
+	if (mcp_server_state(r->sv->srv) != MCP_READY)
+		json_object_set_new(o, "waitingForServer", json_true());
 }
 
 /* EXEC_KILL: notifications/cancelled; the result goes now (S9). */

@@ -132,6 +132,17 @@ def calls(d):
     ready(c, "fake")
     add(c, sid, "e3", "mcp__fake__echo", {"text": "restarted"})
     T.eq(text(result(c, "e3")), "echo: restarted", "served once restarted")
+    fams = {f["name"]: f for f in c.ok("metrics")["metrics"]}
+    calls = {s["labels"]["outcome"]: s["value"] for s in
+             fams.get("stexec_mcp_calls_total", {}).get("samples", [])
+             if s["labels"]["session"] == sid and
+             s["labels"]["server"] == "fake"}
+    T.eq(calls, {"ok": 6, "error": 0, "failed": 1, "cancelled": 1,
+                 "timeout": 0}, "metrics count its calls by outcome")
+    restarts = [s["value"] for s in
+                fams.get("stexec_mcp_restarts_total", {}).get("samples", [])
+                if s["labels"] == {"session": sid, "server": "fake"}]
+    T.eq(restarts, [1], "metrics count its restarts")
     c.ok("closeSession", sessionId=sid)
     c.close()
 

@@ -117,6 +117,8 @@ int session_mcp_check(const struct mcp_config *own, char *err,
     size_t errlen);
 void session_mcp_start(struct session *, struct mcp_config *own,
     const json_t *servers, bool sampling, bool elicitation);
+/* metrics: the caller's sessions' servers (calls by outcome, restarts). */
+void session_mcp_metrics(uid_t, json_t *families);
 /* A session restored (a reload, a restart): its servers from its record. */
 void session_mcp_restore(struct session *, const json_t *rec);
 json_t *session_mcp_json(struct session *);

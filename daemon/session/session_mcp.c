@@ -25,6 +25,18 @@
 /* Requests from servers a session's client has yet to answer. */
 #define SESSION_MCP_PENDING_MAX 64
 
+/* How a call ended, for metrics. */
+enum session_mcp_outcome {
+	MCP_OUTCOME_OK,
+	MCP_OUTCOME_ERROR,     /* the server said isError */
+	MCP_OUTCOME_FAILED,    /* no result: a failed server, a crash... */
+	MCP_OUTCOME_CANCELLED,
+	MCP_OUTCOME_TIMEOUT,
+	SESSION_MCP_OUTCOMES,
+};
+static const char *const session_mcp_outcome_names[] = { "ok", "error",
+    "failed", "cancelled", "timeout" };
+
 struct mcp_tool {
 	char *name;              /* mcp__SERVER__TOOL */
 	struct tooldef *def;
@@ -41,6 +53,7 @@ struct mcp_srv {
 	struct tooldef *waiting; /* the def of a call made before its list */
 	const char *roots[SANDBOX_MAX_ROOTS];
 	struct proxy_tool *proxy; /* network rules: its way out (§7.2) */
+	uint64_t outcomes[SESSION_MCP_OUTCOMES]; /* its calls, by outcome */
 	char **envp;             /* its last spawn's environment */
 	struct buf vars;         /* ...the proxy's variables in it */
 };
@@ -623,6 +636,56 @@ session_mcp_json(struct session *s)
 	return a;
 }
 
+/*
+ * The metrics of the caller's sessions' servers: calls by outcome and
+ * restarts, labelled by session and server.
+ */
+void
+session_mcp_metrics(uid_t uid, json_t *families)
+{
+	json_t *calls, *restarts, *up;
+	struct mcp_srv *sv;
+	struct session *s;
+	size_t i, k;
+
+	calls = json_pack("{s:s, s:s, s:s, s:[]}", "name",
+	    "stexec_mcp_calls_total", "type", "counter", "help", "Calls to an "
+	    "MCP server of the session, by how they ended: ok, error (the "
+	    "server's isError), failed (no result: its failure, a crash, a "
+	    "JSON-RPC error), cancelled, timeout.", "samples");
+	restarts = json_pack("{s:s, s:s, s:s, s:[]}", "name",
+	    "stexec_mcp_restarts_total", "type", "counter", "help", "Restarts "
+	    "of an MCP server of the session after it failed.", "samples");
+	up = json_pack("{s:s, s:s, s:s, s:[]}", "name", "stexec_mcp_ready",
+	    "type", "gauge", "help", "Whether an MCP server of the session is "
+	    "ready (1) or starting, restarting or failed (0).", "samples");
+	for (s = session_list; s != NULL; s = s->next) {
+		if (s->uid != uid || s->closing || s->mcp == NULL)
+			continue;
+		for (i = 0; i < s->mcp->n; i++) {
+			sv = &s->mcp->srvs[i];
+			for (k = 0; k < SESSION_MCP_OUTCOMES; k++)
+				json_array_append_new(json_object_get(calls,
+				    "samples"), json_pack("{s:{s:s, s:s, s:s}, "
+				    "s:I}", "labels", "session", s->id, "server",
+				    sv->cfg->name, "outcome",
+				    session_mcp_outcome_names[k], "value",
+				    (json_int_t)sv->outcomes[k]));
+			json_array_append_new(json_object_get(restarts,
+			    "samples"), json_pack("{s:{s:s, s:s}, s:I}",
+			    "labels", "session", s->id, "server", sv->cfg->name,
+			    "value", (json_int_t)mcp_server_restarts(sv->srv)));
+			json_array_append_new(json_object_get(up, "samples"),
+			    json_pack("{s:{s:s, s:s}, s:i}", "labels", "session",
+			    s->id, "server", sv->cfg->name, "value",
+			    mcp_server_state(sv->srv) == MCP_READY));
+		}
+	}
+	json_array_append_new(families, calls);
+	json_array_append_new(families, restarts);
+	json_array_append_new(families, up);
+}
+
 void
 session_mcp_free(struct session *s)
 {
@@ -737,6 +800,9 @@ session_mcp_now_cb(evutil_socket_t fd, short what, void *arg)
 	struct mcp_run *r = arg;
 	struct exec_exit x = { .end = r->end };
 
+	if (r->sv != NULL)
+		r->sv->outcomes[r->end == EXEC_END_TIMED_OUT ?
+		    MCP_OUTCOME_TIMEOUT : MCP_OUTCOME_CANCELLED]++;
 	session_mcp_end(r, NULL, &x);
 }
 
@@ -801,11 +867,14 @@ session_mcp_done(void *arg, const json_t *result, const char *error)
 	evtimer_del(r->timeout);
 	if (result != NULL && mcp_content_result(result, &content, &is_error,
 	    &meta, err, sizeof err) == 0) {
+		r->sv->outcomes[is_error ? MCP_OUTCOME_ERROR :
+		    MCP_OUTCOME_OK]++;
 		session_mcp_bounded(r, content, is_error, meta);
 		json_decref(content);
 		json_decref(meta);
 		return;
 	}
+	r->sv->outcomes[MCP_OUTCOME_FAILED]++;
 	content = json_sprintf("<tool_use_error>Error: %s</tool_use_error>",
 	    result != NULL ? err : error);
 	d.content = content;

@@ -17,7 +17,8 @@ roots/list), sample (asks sampling/createMessage), change (adds a tool and
 sends tools/list_changed), calls (how many calls ran at once at most),
 stamp (read-only) and write (not) {ms}: when they started and ended,
 touch {path}: writes a file there (what its sandbox allows), fetch {url}:
-an HTTP GET through whatever proxy its environment names.
+an HTTP GET through whatever proxy its environment names, big {bytes}:
+a text that long, HEAD...TAIL.
 """
 import json
 import os
@@ -84,7 +85,8 @@ def tools():
          {"name": "write", "inputSchema": {"type": "object"},
           "annotations": {"readOnlyHint": False}},
          {"name": "touch", "inputSchema": {"type": "object"}},
-         {"name": "fetch", "inputSchema": {"type": "object"}}]
+         {"name": "fetch", "inputSchema": {"type": "object"}},
+         {"name": "big", "inputSchema": {"type": "object"}}]
     return t + extra_tools
 
 
@@ -189,6 +191,9 @@ def call(rid, params):
                 if hasattr(e, "read"):
                     body = e.read().decode("utf-8", "replace")[:300]
                 text(rid, "cannot fetch: %s %s" % (e, body), True)
+        elif name == "big":
+            n = int(args.get("bytes", 300000))
+            text(rid, "HEAD" + "x" * (n - 8) + "TAIL")
         elif name == "calls":
             text(rid, str(most))
         else:

@@ -107,6 +107,16 @@ def calls(d):
     add(c, sid, "r1", "mcp__fake__roots", {})
     T.check("file://" + AREA in text(result(c, "r1")),
             "roots/list gives the session's cwd")
+    # A text over maxResultBytes: head and tail, the whole in a file (S17).
+    add(c, sid, "b1", "mcp__fake__big", {"bytes": 300000})
+    r = result(c, "b1")
+    t = text(r)
+    path = r["meta"].get("fullOutputPath")
+    T.check(t.startswith("HEAD") and t.rstrip().endswith("TAIL") and
+            len(t) < 200000 and path is not None,
+            "a large result is bounded: %d bytes, %r" % (len(t), r["meta"]))
+    if path is not None and os.path.exists(path):
+        T.eq(os.path.getsize(path), 300000, "the whole text in its file")
     # An abort cancels a long call; the server serves on.
     add(c, sid, "a1", "mcp__fake__slow", {"ms": 1000, "steps": 60})
     c.note("progress", lambda p: p["toolUseId"] == "a1")
@@ -137,7 +147,7 @@ def calls(d):
              fams.get("stexec_mcp_calls_total", {}).get("samples", [])
              if s["labels"]["session"] == sid and
              s["labels"]["server"] == "fake"}
-    T.eq(calls, {"ok": 6, "error": 0, "failed": 1, "cancelled": 1,
+    T.eq(calls, {"ok": 7, "error": 0, "failed": 1, "cancelled": 1,
                  "timeout": 0}, "metrics count its calls by outcome")
     restarts = [s["value"] for s in
                 fams.get("stexec_mcp_restarts_total", {}).get("samples", [])
@@ -187,6 +197,13 @@ def failures(d):
     ready(c, "op")
     cli = os.environ.get("STEXEC_CLI")
     if cli:
+        # stexec-cli run of an MCP tool: its session starts the
+        # operator's servers, and the call waits for its server.
+        out = subprocess.run([cli, "--socket", d.sock, "run", "--cwd",
+                              AREA, "mcp__op__echo", '{"text": "cli"}'],
+                             capture_output=True, text=True, timeout=GUARD)
+        T.check("echo: cli" in out.stdout, "stexec-cli run "
+                "mcp__op__echo: %r %r" % (out.stdout, out.stderr[-300:]))
         out = subprocess.run([cli, "--socket", d.sock, "mcp-servers", sid],
                              capture_output=True, text=True, timeout=GUARD)
         rows = {line.split()[0]: line for line in

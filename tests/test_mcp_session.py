@@ -204,6 +204,38 @@ def failures(d):
                              capture_output=True, text=True, timeout=GUARD)
         T.check("echo: cli" in out.stdout, "stexec-cli run "
                 "mcp__op__echo: %r %r" % (out.stdout, out.stderr[-300:]))
+        # stexec-cli mcp re-exports the servers' tools to an MCP client.
+        gw = subprocess.Popen([cli, "--socket", d.sock, "mcp", "--cwd",
+                               AREA], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+        reqs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": "2025-06-18",
+                            "capabilities": {}, "clientInfo": {
+                                "name": "test", "version": "1"}}},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                 "params": {"name": "mcp__op__echo",
+                            "arguments": {"text": "gateway"}}}]
+        gw.stdin.write("".join(json.dumps(r) + "\n" for r in reqs))
+        gw.stdin.flush()
+        got, out = {}, ""
+        while 3 not in got:
+            line = gw.stdout.readline()
+            if not line:
+                break
+            out += line
+            msg = json.loads(line)
+            got[msg.get("id")] = msg
+        gw.stdin.close()
+        gw.wait(timeout=GUARD)
+        listed = {t["name"]: t for t in
+                  got.get(2, {}).get("result", {}).get("tools", [])}
+        T.eq(listed.get("mcp__op__echo", {}).get("annotations"),
+             {"readOnlyHint": True}, "stexec-cli mcp lists the operator's "
+             "server's tools with their annotations")
+        T.eq(got.get(3, {}).get("result", {}).get("content", [{}])[0]
+             .get("text"), "echo: gateway", "and calls them: %r" % out)
         out = subprocess.run([cli, "--socket", d.sock, "mcp-servers", sid],
                              capture_output=True, text=True, timeout=GUARD)
         rows = {line.split()[0]: line for line in

@@ -7,7 +7,9 @@ import select
 import socket
 import time
 
-GUARD = 60
+from pydaemon import scaled
+
+GUARD = scaled(60)
 
 try:
     from test_wire_schemas import Schemas

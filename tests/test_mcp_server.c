@@ -23,7 +23,8 @@
 #include "supervisor/proc.h"
 #include "util.h"
 
-#define GUARD_MS 60000
+/* The one guard against a hang, and durations chosen here, scale. */
+#define GUARD_MS (60000 * scale())
 
 struct rec {
 	int states;
@@ -55,6 +56,16 @@ static const char *fake_env[] = { "PATH=/usr/bin:/bin", "LC_ALL=C", NULL };
 static void
 tick_cb(evutil_socket_t fd, short what, void *arg)
 {
+}
+
+/* $STEXEC_TEST_TIME_SCALE, else the build's (tests/README.md, rule 3). */
+static int
+scale(void)
+{
+	const char *v = getenv("STEXEC_TEST_TIME_SCALE");
+	int n = v != NULL ? atoi(v) : 0;
+
+	return n >= 1 && n <= 100 ? n : STEXEC_TEST_BUILD_SCALE;
 }
 
 static int
@@ -450,13 +461,15 @@ Test(mcp_server, five_failures_leave_it_failed)
 
 Test(mcp_server, hang_at_initialize)
 {
-	struct mcp_server *s = start(300, false, "hang-init", NULL);
+	struct mcp_server *s = start(300 * scale(), false, "hang-init", NULL);
 	struct callrec c;
+	char want[64];
 
 	call(s, "echo", "{\"text\": \"x\"}", &c);
 	cr_assert(run_until(is_done, &c));
-	cr_expect(c.error != NULL && strstr(c.error, "not ready after 300 ms")
-	    != NULL, "%s", c.error);
+	snprintf(want, sizeof want, "not ready after %d ms", 300 * scale());
+	cr_expect(c.error != NULL && strstr(c.error, want) != NULL, "%s",
+	    c.error);
 	cr_assert(run_until(is_failed, s));
 	cr_expect(strstr(mcp_server_why(s), "initialize unanswered") != NULL,
 	    "%s", mcp_server_why(s));

@@ -149,6 +149,11 @@ static const char *const proxy_vars[] = { "HTTP_PROXY", "http_proxy",
     "no_proxy" };
 
 static bool	session_proxy_var(const char *, uint16_t);
+static char	**session_env_strings(struct session *);
+static void	session_sandbox(struct session *, const struct exec_spawn *,
+		    struct sandbox_spec *, const char **);
+static void	session_rejournal(struct session *);
+static void	session_emit(struct session *, const char *, json_t *);
 static char	**session_envp(struct session *, struct exec_tool *,
 		    const json_t *, struct buf *, uint16_t);
 static void	session_pressure(struct session *);
@@ -220,11 +225,18 @@ session_init(const struct session_config *cfg)
 		.finish = session_tool_finish,
 		.keep_file = session_keep_file,
 	};
+	struct session_mcp_config mcfg = {
+		.sandbox = session_sandbox,
+		.env_strings = session_env_strings,
+		.emit = session_emit,
+		.rejournal = session_rejournal,
+	};
 
 	session_cfg = session_net_cfg = *cfg;
 	session_shell_init(&cfg->shell);
 	session_client_init(&ccfg);
-	session_mcp_init(&ccfg);
+	mcfg.client = ccfg;
+	session_mcp_init(&mcfg);
 	job_set_hooks(&session_job_hooks);
 	shell_init(cfg->base, &session_shell_hooks);
 	/* One timeout for all: libevent keeps them in a queue, not a heap. */
@@ -752,7 +764,7 @@ session_our_var(const char *key)
 }
 
 /* The session's env as "K=V" strings in one block, kept until it changes. */
-char **
+static char **
 session_env_strings(struct session *s)
 {
 	const json_t *env = exec_env(s->ex), *v;
@@ -865,7 +877,7 @@ session_envp(struct session *s, struct exec_tool *t, const json_t *tenv,
  * never below the floor. Network and writable roots: the ToolDef's and the
  * session's.
  */
-void
+static void
 session_sandbox(struct session *s, const struct exec_spawn *req,
     struct sandbox_spec *out, const char **roots)
 {
@@ -1450,14 +1462,14 @@ session_tool_write(struct exec_tool *t, const char *data, size_t len,
 	}
 }
 
-void
+static void
 session_rejournal(struct session *s)
 {
 	if (session_hooks != NULL && session_hooks->remade != NULL)
 		session_hooks->remade(s);
 }
 
-void
+static void
 session_emit(struct session *s, const char *method, json_t *params)
 {
 	session_notify(s, method, params, false);

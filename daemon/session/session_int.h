@@ -227,7 +227,21 @@ struct client_call *session_client_adopt(struct session *, struct exec_tool *,
  */
 struct session_mcp;
 struct mcp_run;
-void session_mcp_init(const struct session_client_config *);
+struct sandbox_spec;
+/* What session_mcp.c needs of session.c, given as hooks (no circle). */
+struct session_mcp_config {
+	struct session_client_config client; /* base, output_dir, finish,
+	                                        keep_file */
+	/* A tool's sandbox as a spawn gets it; the session's env. */
+	void (*sandbox)(struct session *, const struct exec_spawn *,
+	    struct sandbox_spec *, const char **roots);
+	char **(*env_strings)(struct session *);
+	/* A notification of the session's own (sessionId, seq added; stolen). */
+	void (*emit)(struct session *, const char *method, json_t *params);
+	/* s->journal grew (its MCP servers): the journal gets it again. */
+	void (*rejournal)(struct session *);
+};
+void session_mcp_init(const struct session_mcp_config *);
 struct tooldef *session_mcp_tool(struct session *, const char *name);
 void session_mcp_tools_json(struct session *, json_t *tools);
 struct mcp_run *session_mcp_call(struct session *, struct exec_tool *,
@@ -237,15 +251,6 @@ void session_mcp_drop(struct mcp_run *);
 /* status: runner mcp, its server, elapsedMs, whether it waits for it. */
 void session_mcp_describe(const struct mcp_run *, json_t *);
 void session_mcp_free(struct session *);
-/* A tool's sandbox as a spawn gets it, and the session's env (session.c). */
-struct sandbox_spec;
-void session_sandbox(struct session *, const struct exec_spawn *,
-    struct sandbox_spec *, const char **roots);
-char **session_env_strings(struct session *);
-/* s->journal grew (its MCP servers): the journal gets it again. */
-void session_rejournal(struct session *);
-/* A notification of the session's own (sessionId, seq added; stolen). */
-void session_emit(struct session *, const char *method, json_t *params);
 
 
 #endif

@@ -89,7 +89,7 @@ struct mcp_run {
 };
 
 static struct mcp_config *session_mcp_operator;
-static struct session_client_config session_mcp_cfg;
+static struct session_mcp_config session_mcp_cfg;
 
 static void	session_mcp_add(struct session_mcp *,
 		    const struct mcp_server_config *);
@@ -130,7 +130,7 @@ static const struct mcp_call_ops session_mcp_call_ops = {
 };
 
 void
-session_mcp_init(const struct session_client_config *cfg)
+session_mcp_init(const struct session_mcp_config *cfg)
 {
 	session_mcp_cfg = *cfg;
 }
@@ -185,7 +185,7 @@ session_mcp_journal(struct session *s, const json_t *servers, bool sampling,
 	    strcmp(text, s->journal) != 0) {
 		free(s->journal);
 		s->journal = text;
-		session_rejournal(s);
+		session_mcp_cfg.rejournal(s);
 	} else
 		free(text);
 	json_decref(rec);
@@ -210,7 +210,7 @@ session_mcp_restore(struct session *s, const json_t *rec)
 	session_mcp_free(s);
 	if (servers != NULL && (own = mcp_config_parse(servers, false, err,
 	    sizeof err)) == NULL) {
-		log_about(LOG_LEVEL_WARN, session_id(s), NULL, NULL, "journal: "
+		log_about(LOG_LEVEL_WARN, s->id, NULL, NULL, "journal: "
 		    "its MCP servers no longer parse: %s", err);
 		servers = NULL;
 	}
@@ -240,7 +240,7 @@ session_mcp_start(struct session *s, struct mcp_config *own,
 	m->sampling = sampling;
 	m->elicitation = elicitation;
 	m->srvs = xcalloc(n, sizeof *m->srvs);
-	m->cwd = xstrdup(exec_cwd(session_exec(s)));
+	m->cwd = xstrdup(exec_cwd(s->ex));
 	/* In parallel: each starts now and reports when it is ready. */
 	for (i = 0; session_mcp_operator != NULL &&
 	    i < session_mcp_operator->n; i++)
@@ -271,10 +271,10 @@ session_mcp_add(struct session_mcp *m, const struct mcp_server_config *cfg)
 		fatal("an MCP placeholder definition: %s", err);
 	json_decref(o);
 	p.cfg = cfg;
-	p.cwd = exec_cwd(session_exec(m->s));
+	p.cwd = exec_cwd(m->s->ex);
 	p.sampling = m->sampling;
 	p.elicitation = m->elicitation;
-	sv->srv = mcp_server_start(session_mcp_cfg.base, &p,
+	sv->srv = mcp_server_start(session_mcp_cfg.client.base, &p,
 	    &session_mcp_ops, sv);
 }
 
@@ -293,12 +293,12 @@ session_mcp_prepare(void *arg, struct mcp_server *srv, struct proc_spec *spec)
 	struct session *s = sv->m->s;
 	struct exec_spawn req = { 0 };
 	struct netpolicy *policy;
-	char **base = session_env_strings(s), id[MCP_NAME_MAX + 8];
+	char **base = session_mcp_cfg.env_strings(s), id[MCP_NAME_MAX + 8];
 	size_t n, i, j, *offs;
 	uint16_t port = 0;
 
 	req.sandbox = &sv->cfg->sandbox;
-	session_sandbox(s, &req, &spec->sandbox, sv->roots);
+	session_mcp_cfg.sandbox(s, &req, &spec->sandbox, sv->roots);
 	proxy_tool_free(sv->proxy);
 	sv->proxy = NULL;
 	if ((policy = session_net_policy(s, &sv->cfg->sandbox)) != NULL) {
@@ -351,7 +351,7 @@ session_mcp_state(void *arg, struct mcp_server *srv)
 	struct mcp_srv *sv = arg;
 
 	log_about(mcp_server_state(srv) == MCP_READY ? LOG_LEVEL_INFO :
-	    LOG_LEVEL_WARN, session_id(sv->m->s), NULL, NULL, "MCP server %s: "
+	    LOG_LEVEL_WARN, sv->m->s->id, NULL, NULL, "MCP server %s: "
 	    "%s%s%s", sv->cfg->name, mcp_state_name(mcp_server_state(srv)),
 	    mcp_server_why(srv) != NULL ? ": " : "", mcp_server_why(srv) !=
 	    NULL ? mcp_server_why(srv) : "");
@@ -368,7 +368,7 @@ session_mcp_announce(struct mcp_srv *sv)
 	for (i = 0; i < sv->ntools; i++)
 		json_array_append_new(names, json_string(sv->tools[i].name));
 	json_object_set_new(o, "tools", names);
-	session_emit(sv->m->s, "mcp_server", o);
+	session_mcp_cfg.emit(sv->m->s, "mcp_server", o);
 }
 
 static void
@@ -413,7 +413,7 @@ session_mcp_tools(void *arg, struct mcp_server *srv)
 			if (strcmp(sv->tools[j].name, mt->name) == 0)
 				break;
 		if (j < sv->ntools) {
-			log_about(LOG_LEVEL_WARN, session_id(sv->m->s), NULL,
+			log_about(LOG_LEVEL_WARN, sv->m->s->id, NULL,
 			    NULL, "MCP server %s: two tools are named %s once "
 			    "sanitized: the second is left out", sv->cfg->name,
 			    mt->name);
@@ -440,7 +440,7 @@ session_mcp_tools(void *arg, struct mcp_server *srv)
 			    json_integer(sv->cfg->timeout_ms));
 		if ((mt->def = tooldef_parse_runner(o, TOOLDEF_RUNNER_MCP, err,
 		    sizeof err)) == NULL) {
-			log_about(LOG_LEVEL_WARN, session_id(sv->m->s), NULL,
+			log_about(LOG_LEVEL_WARN, sv->m->s->id, NULL,
 			    NULL, "MCP server %s: tool %s left out: %s",
 			    sv->cfg->name, mt->name, err);
 			free(mt->name);
@@ -476,7 +476,7 @@ session_mcp_request(void *arg, struct mcp_server *srv, const json_t *id,
 	p->next = m->pending;
 	m->pending = p;
 	m->npending++;
-	session_emit(m->s, "mcp_request", json_pack("{s:s, s:s, s:s, s:O}",
+	session_mcp_cfg.emit(m->s, "mcp_request", json_pack("{s:s, s:s, s:s, s:O}",
 	    "requestId", p->id, "server", sv->cfg->name, "method", method,
 	    "params", params != NULL ? params : json_null()));
 }
@@ -536,7 +536,7 @@ session_mcp_roots(void *arg, struct mcp_server *srv)
 	size_t i;
 
 	json_array_append_new(roots, json_pack("{s:o, s:s}", "uri",
-	    session_mcp_uri(exec_cwd(session_exec(sv->m->s))), "name", "cwd"));
+	    session_mcp_uri(exec_cwd(sv->m->s->ex)), "name", "cwd"));
 	json_array_foreach(sv->m->s->sandbox.roots, i, v)
 		json_array_append_new(roots, json_pack("{s:o, s:s}", "uri",
 		    session_mcp_uri(json_string_value(v)), "name",
@@ -550,7 +550,7 @@ session_mcp_log(void *arg, struct mcp_server *srv, int level,
 {
 	struct mcp_srv *sv = arg;
 
-	log_about((enum log_level)level, session_id(sv->m->s), NULL, NULL,
+	log_about((enum log_level)level, sv->m->s->id, NULL, NULL,
 	    "MCP_SERVER=%s: %s", sv->cfg->name, text);
 }
 
@@ -558,7 +558,7 @@ session_mcp_log(void *arg, struct mcp_server *srv, int level,
 void
 session_mcp_roots_changed(struct session *s)
 {
-	const char *cwd = exec_cwd(session_exec(s));
+	const char *cwd = exec_cwd(s->ex);
 	size_t i;
 
 	if (s->mcp == NULL || (s->mcp->cwd != NULL && strcmp(s->mcp->cwd, cwd)
@@ -731,9 +731,9 @@ session_mcp_call(struct session *s, struct exec_tool *t,
 	r->end = EXEC_END_EXITED;
 	r->max_result = req->max_output;
 	r->started_ms = metrics_now() / 1000000;
-	r->timeout = evtimer_new(session_mcp_cfg.base,
+	r->timeout = evtimer_new(session_mcp_cfg.client.base,
 	    session_mcp_timeout_cb, r);
-	r->now = evtimer_new(session_mcp_cfg.base, session_mcp_now_cb, r);
+	r->now = evtimer_new(session_mcp_cfg.client.base, session_mcp_now_cb, r);
 	if (sv == NULL) {
 		/* Its server left with the session's: cannot happen to a call. */
 		r->end = EXEC_END_KILLED;
@@ -834,7 +834,7 @@ session_mcp_end(struct mcp_run *r, const struct exec_done *d,
 		xx.duration_ms = ms;
 		x = &xx;
 	}
-	session_mcp_cfg.finish(r->t, d, x);
+	session_mcp_cfg.client.finish(r->t, d, x);
 }
 
 static void
@@ -923,7 +923,7 @@ session_mcp_bounded(struct mcp_run *r, const json_t *content, bool is_error,
 			    "text")), json_string_length(json_object_get(b,
 			    "text")));
 		}
-	cap = capture_create(r->max_result, session_mcp_cfg.output_dir,
+	cap = capture_create(r->max_result, session_mcp_cfg.client.output_dir,
 	    exec_tool_name(r->t), 0, metrics_now());
 	capture_add(cap, 1, text.data, text.len);
 	buf_free(&text);
@@ -934,7 +934,7 @@ session_mcp_bounded(struct mcp_run *r, const json_t *content, bool is_error,
 	d.output = &out;
 	d.output_error = capture_error(cap);
 	if (out.path != NULL)
-		session_mcp_cfg.keep_file(r->s, out.path, out.total,
+		session_mcp_cfg.client.keep_file(r->s, out.path, out.total,
 		    exec_tool_id(r->t));
 	session_mcp_end(r, &d, NULL);
 	capture_free(cap, out.path != NULL);

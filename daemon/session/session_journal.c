@@ -296,6 +296,13 @@ session_journal_handover(void)
 				session_journal_running(s, t, false);
 				continue;
 			}
+			/*
+			 * An MCP server's call: its server is not carried, so
+			 * it gets daemon_restarted (S10), never a second run.
+			 */
+			if (st == EXEC_EXECUTING && t != NULL &&
+			    tooldef_runner(exec_tool_def(t)) == TOOLDEF_RUNNER_MCP)
+				continue;
 			if (st == EXEC_COMPLETED && result != NULL)
 				rec = json_pack("{s:s, s:s, s:O}", "s", s->id,
 				    "id", id, "result", result);

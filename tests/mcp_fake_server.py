@@ -66,8 +66,11 @@ def ask(method, params):
 
 def tools():
     t = [{"name": "echo", "description": "Echoes its text",
-          "inputSchema": {"type": "object",
-                          "properties": {"text": {"type": "string"}},
+          "inputSchema": {"$schema": "http://json-schema.org/draft-07/"
+                          "schema#", "type": "object",
+                          "properties": {"text": {"type": "string",
+                                                  "examples": ["hi"]}},
+                          "propertyNames": {"maxLength": 16},
                           "required": ["text"]},
           "annotations": {"readOnlyHint": True}},
          {"name": "slow", "inputSchema": {"type": "object"},

@@ -236,6 +236,33 @@ Test(mcp_content, structured_and_error)
 	json_decref(meta);
 }
 
+Test(mcp_content, an_image_over_the_limit_is_refused_in_words)
+{
+	size_t n = CONTENT_IMAGE_MAX + 4;
+	char *data = malloc(n + 1);
+	json_t *r, *content, *meta;
+	const char *t;
+	bool is_error;
+	char err[256];
+
+	cr_assert_not_null(data);
+	memset(data, 'A', n);
+	data[n] = '\0';
+	r = json_pack("{s:[{s:s, s:s, s:s}]}", "content", "type", "image",
+	    "mimeType", "image/png", "data", data);
+	free(data);
+	cr_assert_eq(mcp_content_result(r, &content, &is_error, &meta, err,
+	    sizeof err), 0, "%s", err);
+	t = json_string_value(json_object_get(json_array_get(content, 0),
+	    "text"));
+	cr_assert_not_null(t);
+	cr_expect(strstr(t, "an image (image/png, 5242884 bytes of base64) the "
+	    "server returned, not shown") != NULL, "%s", t);
+	cr_assert(content_check(content, err, sizeof err), "%s", err);
+	json_decref(content);
+	json_decref(r);
+}
+
 Test(mcp_content, not_a_result)
 {
 	static const char *bad[] = { "[]", "{\"content\": \"x\"}" };

@@ -11,6 +11,7 @@ Its behaviour is chosen by its arguments (any number of them):
   big-line      sends a 100 MB line before each call's answer
   ignore-cancel never stops a call on notifications/cancelled
   inline        answers echo at once, without a thread (the benchmark's)
+  storm         writes 500 lines of garbage once initialized
 Tools: echo (read-only), slow {ms, steps} (progress, stops on cancel),
 crash (exits 3 mid-call after a word on stderr), image, roots (asks
 roots/list), sample (asks sampling/createMessage), change (adds a tool and
@@ -237,6 +238,8 @@ def main():
         elif method == "notifications/initialized":
             sys.stderr.write("initialized\n")
             sys.stderr.flush()
+            if "storm" in modes:
+                raw("garbage\n" * 500)
         elif method == "tools/list":
             all_tools = tools()
             cursor = (msg.get("params") or {}).get("cursor")

@@ -537,6 +537,18 @@ peak_kb(void)
 	return kb;
 }
 
+Test(mcp_server, a_server_that_keeps_misbehaving_is_restarted)
+{
+	struct mcp_server *s = start(0, false, "storm", NULL);
+
+	/* Each instance storms: restarted, until it stays failed. */
+	cr_assert(run_until(is_failed, s));
+	cr_expect(strstr(mcp_server_why(s), "kept misbehaving") != NULL, "%s",
+	    mcp_server_why(s));
+	cr_expect_eq(mcp_server_restarts(s), 4);
+	close_and_check(s);
+}
+
 Test(mcp_server, a_100_mb_line_is_discarded_in_bounded_memory)
 {
 	long before;

@@ -246,6 +246,9 @@ mcp_server_spawn(struct mcp_server *s)
 	buf_reset(&s->line);
 	s->discarding = false;
 	s->tail_len = 0;
+	/* A new process: its own bounds. */
+	s->bad_since = s->notes_since = s->logs_since = 0;
+	s->bad = s->notes = s->logs = 0;
 	s->version = NULL;
 	s->list_id = s->ping_id = 0;
 	json_decref(s->listing);
@@ -736,10 +739,10 @@ mcp_server_bad(struct mcp_server *s, const char *fmt, ...)
 			mcp_server_log(s, LOG_LEVEL_WARN, "%s", text);
 		return;
 	}
-	if (s->bad == MCP_BAD_MAX + 1)
-		mcp_server_kill(s, false, "it kept misbehaving (more than %d "
-		    "bad messages in %d s; the last: %s)", MCP_BAD_MAX,
-		    MCP_BAD_WINDOW_MS / 1000, text);
+	/* Once: a kill under way ignores the next. */
+	mcp_server_kill(s, false, "it kept misbehaving (more than %d bad "
+	    "messages in %d s; the last: %s)", MCP_BAD_MAX,
+	    MCP_BAD_WINDOW_MS / 1000, text);
 }
 
 static void

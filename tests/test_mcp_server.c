@@ -322,7 +322,7 @@ callrec_clear(struct callrec *c)
 static void
 close_and_check(struct mcp_server *s)
 {
-	mcp_server_close(s);
+	mcp_server_close(s, NULL, NULL);
 	cr_assert(run_until(no_children, NULL), "the server stayed");
 }
 

@@ -75,6 +75,8 @@ def listing(d):
     T.check(r["result"]["is_error"] and "InputValidationError" in text(r),
             "input is validated against inputSchema: %r" % text(r))
     c.ok("closeSession", sessionId=sid)
+    # Its reply comes once the servers' processes are gone (S18).
+    T.eq(d.leftovers(), [], "closeSession answers once its servers are gone")
     c.close()
 
 

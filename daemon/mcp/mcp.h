@@ -138,10 +138,13 @@ struct mcp_server *mcp_server_start(struct event_base *,
     const struct mcp_server_params *, const struct mcp_server_ops *,
     void *arg);
 /*
- * Close: no callback after this. Its calls are dropped; its stdin closes,
- * then TERM, then KILL to its group (S18). Freed once its process is gone.
+ * Close: no callback after this but gone (NULL: not wanted). Its calls are
+ * dropped; its stdin closes, then TERM, then KILL to its group (S18).
+ * Freed once its process is gone, and then gone(arg) is called, from the
+ * loop; true instead when no process is left (gone is not called).
  */
-void mcp_server_close(struct mcp_server *);
+bool mcp_server_close(struct mcp_server *, void (*gone)(void *),
+    void *arg);
 /*
  * At daemon exit, before proc_shutdown (which kills and forgets every
  * process): servers let go of their processes; those closing are freed,

@@ -84,6 +84,8 @@ struct mcp_server {
 	unsigned bad, notes, logs, logs_dropped;
 	struct event *start_ev, *restart_ev, *stop_ev;
 	char **env_built;
+	void (*gone)(void *);     /* after a close, once the process is gone */
+	void *gone_arg;
 };
 
 static struct mcp_server *mcp_all;
@@ -813,6 +815,8 @@ mcp_server_exit(void *arg, const struct proc_exit *x)
 
 	s->proc = NULL;
 	if (s->closing) {
+		if (s->gone != NULL)
+			s->gone(s->gone_arg);
 		mcp_server_unbusy(s);
 		return;
 	}
@@ -951,14 +955,14 @@ mcp_server_stop_cb(evutil_socket_t fd, short what, void *arg)
 		proc_kill(s->proc);
 }
 
-void
-mcp_server_close(struct mcp_server *s)
+bool
+mcp_server_close(struct mcp_server *s, void (*gone)(void *), void *arg)
 {
 	struct mcp_call *c;
 	const char *why;
 
 	if (s == NULL || s->closing)
-		return;
+		return true;
 	s->closing = true;
 	while ((c = s->calls) != NULL) {
 		if (c->id != 0 && s->proc != NULL)
@@ -976,10 +980,13 @@ mcp_server_close(struct mcp_server *s)
 			proc_kill(s->proc);
 		else
 			mcp_arm(s->stop_ev, s->params.stop_grace_ms);
-		return;
+		s->gone = gone;
+		s->gone_arg = arg;
+		return false;
 	}
 	if (s->busy == 0)
 		mcp_server_free(s);
+	return true;
 }
 
 static void
@@ -1027,6 +1034,7 @@ mcp_shutdown(void)
 	for (s = mcp_all; s != NULL; s = next) {
 		next = s->all_next;
 		s->proc = NULL;
+		s->gone = NULL;
 		evtimer_del(s->start_ev);
 		evtimer_del(s->restart_ev);
 		evtimer_del(s->stop_ev);

@@ -230,6 +230,7 @@ session_init(const struct session_config *cfg)
 		.env_strings = session_env_strings,
 		.emit = session_emit,
 		.rejournal = session_rejournal,
+		.gone = session_job_ended,
 	};
 
 	session_cfg = session_net_cfg = *cfg;
@@ -1383,7 +1384,8 @@ session_job_answered(struct exec_tool *t, const char *text)
 static void
 session_job_ended(struct session *s)
 {
-	if (s->closing && !exec_busy(s->ex) && job_running(s) == 0)
+	if (s->closing && !exec_busy(s->ex) && job_running(s) == 0 &&
+	    session_mcp_gone(s))
 		session_finish(s);
 	else
 		session_idle_update(s);
@@ -2258,7 +2260,8 @@ session_close(struct session *s, struct ticket *tk)
 		session_hooks->closed(s);
 	exec_close(s->ex);
 	job_close_all(s);
-	if (!exec_busy(s->ex) && job_running(s) == 0)
+	session_mcp_close(s);
+	if (!exec_busy(s->ex) && job_running(s) == 0 && session_mcp_gone(s))
 		session_finish(s);
 }
 

@@ -240,6 +240,8 @@ struct session_mcp_config {
 	void (*emit)(struct session *, const char *method, json_t *params);
 	/* s->journal grew (its MCP servers): the journal gets it again. */
 	void (*rejournal)(struct session *);
+	/* A closing session's last server is gone: it may finish. */
+	void (*gone)(struct session *);
 };
 void session_mcp_init(const struct session_mcp_config *);
 struct tooldef *session_mcp_tool(struct session *, const char *name);
@@ -251,6 +253,12 @@ void session_mcp_drop(struct mcp_run *);
 /* status: runner mcp, its server, elapsedMs, whether it waits for it. */
 void session_mcp_describe(const struct mcp_run *, json_t *);
 void session_mcp_free(struct session *);
+/*
+ * closeSession: its servers' stdin closes, then TERM, KILL (S18); whether
+ * every one is gone (the reply waits for that, as for a tool's process).
+ */
+void session_mcp_close(struct session *);
+bool session_mcp_gone(const struct session *);
 
 
 #endif

@@ -75,6 +75,7 @@ struct session_mcp {
 	unsigned npending;
 	char *cwd;                /* the root they were last told of */
 	uint64_t next_request;
+	unsigned closing;         /* servers closed whose process runs on */
 };
 
 struct mcp_run {
@@ -567,7 +568,8 @@ session_mcp_roots_changed(struct session *s)
 	free(s->mcp->cwd);
 	s->mcp->cwd = xstrdup(cwd);
 	for (i = 0; i < s->mcp->n; i++)
-		mcp_server_roots_changed(s->mcp->srvs[i].srv);
+		if (s->mcp->srvs[i].srv != NULL)
+			mcp_server_roots_changed(s->mcp->srvs[i].srv);
 }
 
 static struct mcp_srv *
@@ -593,7 +595,7 @@ session_mcp_tool(struct session *s, const char *name)
 	size_t i;
 
 	if (strncmp(name, "mcp__", 5) != 0 || (sv = session_mcp_srv(s, name))
-	    == NULL)
+	    == NULL || sv->srv == NULL)
 		return NULL;
 	for (i = 0; i < sv->ntools; i++)
 		if (strcmp(sv->tools[i].name, name) == 0)
@@ -632,7 +634,9 @@ session_mcp_json(struct session *s)
 	size_t i;
 
 	for (i = 0; s != NULL && s->mcp != NULL && i < s->mcp->n; i++)
-		json_array_append_new(a, mcp_server_json(s->mcp->srvs[i].srv));
+		if (s->mcp->srvs[i].srv != NULL)
+			json_array_append_new(a, mcp_server_json(
+			    s->mcp->srvs[i].srv));
 	return a;
 }
 
@@ -686,6 +690,37 @@ session_mcp_metrics(uid_t uid, json_t *families)
 	json_array_append_new(families, up);
 }
 
+static void
+session_mcp_gone_cb(void *arg)
+{
+	struct mcp_srv *sv = arg;
+	struct session_mcp *m = sv->m;
+
+	if (--m->closing == 0)
+		session_mcp_cfg.gone(m->s);
+}
+
+void
+session_mcp_close(struct session *s)
+{
+	struct mcp_srv *sv;
+	size_t i;
+
+	for (i = 0; s->mcp != NULL && i < s->mcp->n; i++) {
+		sv = &s->mcp->srvs[i];
+		if (sv->srv != NULL && !mcp_server_close(sv->srv,
+		    session_mcp_gone_cb, sv))
+			s->mcp->closing++;
+		sv->srv = NULL;
+	}
+}
+
+bool
+session_mcp_gone(const struct session *s)
+{
+	return s->mcp == NULL || s->mcp->closing == 0;
+}
+
 void
 session_mcp_free(struct session *s)
 {
@@ -696,7 +731,8 @@ session_mcp_free(struct session *s)
 	if (m == NULL)
 		return;
 	for (i = 0; i < m->n; i++) {
-		mcp_server_close(m->srvs[i].srv);
+		if (m->srvs[i].srv != NULL)
+			mcp_server_close(m->srvs[i].srv, NULL, NULL);
 		session_mcp_clear_tools(&m->srvs[i]);
 		tooldef_unref(m->srvs[i].waiting);
 		free(m->srvs[i].prefix);
@@ -756,7 +792,7 @@ session_mcp_describe(const struct mcp_run *r, json_t *o)
 	json_object_set_new(o, "runner", json_string("mcp"));
 	json_object_set_new(o, "elapsedMs", json_integer((json_int_t)(
 	    metrics_now() / 1000000 - r->started_ms)));
-	if (r->sv == NULL)
+	if (r->sv == NULL || r->sv->srv == NULL)
 		return;
 	json_object_set_new(o, "mcpServer", json_string(r->sv->cfg->name));
 	/* Its server is not ready (yet, or any more): the call waits. */

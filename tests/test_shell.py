@@ -11,6 +11,7 @@ command exports and unsets. Raw JSON-RPC, so that it tests the daemon.
   STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_shell.py
 """
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -89,6 +90,27 @@ def keeps_cwd(d):
     T.eq(reason, "timeout", "a call that times out")
     T.eq(sh(c, sid, "pwd"), (root + "/sub\n", "ok"),
          "a timed-out call does not move the cwd")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def odd_cwd(d):
+    """A cwd whose name JSON must escape (a quote, a backslash, a tab, a
+    newline) or that is not ASCII carries like any other; so does staying
+    where the call started, which the shell does not report."""
+    c = Conn(d.sock)
+    root = root_of("odd")
+    sid = c.ok("createSession", cwd=root)["sessionId"]
+    for name in ('q"b\\s', "t\tn\nx", "\u00e9t\u00e9", "plain"):
+        os.mkdir(os.path.join(root, name))
+        T.eq(sh(c, sid, "cd %s" % shlex.quote(name)), ("", "ok"),
+             "cd %r" % name)
+        T.eq(sh(c, sid, "pwd"), (os.path.join(root, name) + "\n", "ok"),
+             "the next call starts in %r" % name)
+        T.eq(sh(c, sid, "true"), ("", "ok"), "a call that stays")
+        T.eq(sh(c, sid, "pwd"), (os.path.join(root, name) + "\n", "ok"),
+             "still in %r" % name)
+        T.eq(sh(c, sid, "cd .."), ("", "ok"), "back up")
     c.ok("closeSession", sessionId=sid)
     c.close()
 
@@ -258,6 +280,7 @@ def body(d):
     while not os.path.exists(d.sock) and time.monotonic() < guard:
         time.sleep(0.05)
     keeps_cwd(d)
+    odd_cwd(d)
     removed_cwd(d)
     keep_cwd_false(d)
     sandboxed(d)

@@ -42,7 +42,8 @@
  * differences and the cwd.
  */
 #define SHELL_CWD_PUT(fd) \
-	"printf '{\"context\":{\"cwd\":\"%s\"}}\\n' \"$__stexec_j\" >&" fd
+	"printf '{\"context\":{\"cwd\":\"%s\"}}\\n' \"$__stexec_j\" " \
+	"2>/dev/null >&" fd
 static const char shell_cwd_bash[] =
     "case $PWD in *[\\\"\\\\]*|*[![:print:]]*) "
     "__stexec_j=${PWD//\\\\/\\\\\\\\}; "
@@ -56,9 +57,10 @@ static const char shell_cwd_bash[] =
 static const char shell_cwd_sh[] =
     "case $PWD in *[\\\"\\\\]*|*[![:print:]]*) ;; "
     "*) __stexec_j=$PWD; " SHELL_CWD_PUT("9") ";; esac";
-static const char shell_trap_cwd[] =
-    "trap 'case $PWD in \"$__stexec_d\");;"
-    "*)eval \"$__stexec_q\" 2>/dev/null;;esac' EXIT;";
+static const char shell_trap_bash[] =
+    "trap '[[ $PWD == \"$__stexec_d\" ]]||eval \"$__stexec_q\"' EXIT;";
+static const char shell_trap_sh[] =
+    "trap '[ \"$PWD\" = \"$__stexec_d\" ]||eval \"$__stexec_q\"' EXIT;";
 
 /* keepEnv's part: JSON escapes, the snapshot, the differences. */
 static const char session_shell_lib[] =
@@ -259,7 +261,7 @@ session_shell_argv(struct session *s, struct exec_tool *t,
 	if (env)
 		buf_addstr(&b, "eval \"$__stexec_q\";trap __stexec_exit EXIT;");
 	else if (cwd)
-		buf_addstr(&b, shell_trap_cwd);
+		buf_addstr(&b, bash ? shell_trap_bash : shell_trap_sh);
 	buf_addstr(&b, req->argv[2]);
 	/* One allocation, freed as the array: the pointers, then the text. */
 	head = 6 * sizeof *argv;

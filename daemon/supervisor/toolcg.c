@@ -927,11 +927,12 @@ toolcg_meter_close(int *fd)
 static bool
 toolcg_read_num(int fd, uint64_t *out)
 {
-	char buf[64];
+	char buf[64], *end;
 	ssize_t n;
 
 	if ((n = pread(fd, buf, sizeof buf - 1, 0)) <= 0)
 		return false;
 	buf[n] = '\0';
-	return sscanf(buf, "%" SCNu64, out) == 1;
+	*out = strtoull(buf, &end, 10);
+	return end != buf;
 }

@@ -851,7 +851,6 @@ static bool
 toolcg_meter_take(struct toolcg *cg, bool launch, struct spawn_req *req)
 {
 	struct toolcg_meter *m;
-	int fd;
 
 	if (toolcg_nmeters == 0)
 		return false;
@@ -859,12 +858,15 @@ toolcg_meter_take(struct toolcg *cg, bool launch, struct spawn_req *req)
 	cg->v1[CTL_MEMORY] = m->dir;
 	memcpy(cg->meterfd, m->fd, sizeof cg->meterfd);
 	cg->meter_base = m->base;
-	/* Joined by the child as a new group is (toolcg_v1_new), or moved. */
-	if (!launch && req->njoin < SPAWN_MAX_JOIN && (fd = fcntl(
-	    m->fd[METER_PROCS], F_DUPFD_CLOEXEC, 0)) != -1) {
-		req->join[req->njoin++] = fd;
-		cg->joins++;
-	} else
+	/*
+	 * Joined by the child as a new group is (toolcg_v1_new), or moved.
+	 * The pool keeps the descriptor: it is not counted in joins, which
+	 * toolcg_spawned closes from the end, and it comes before them (the
+	 * memory group is the first a tool gets).
+	 */
+	if (!launch && req->njoin == 0)
+		req->join[req->njoin++] = m->fd[METER_PROCS];
+	else
 		cg->v1_move = true;
 	return true;
 }

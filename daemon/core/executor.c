@@ -674,10 +674,14 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	if (x != NULL && x->network != NULL)
 		json_object_set(meta, "network", x->network);
 	p = exec_tool_params(t);
-	/* Output may hold NUL bytes: the content is given with its length. */
-	json_object_set_new(p, "result", json_pack("{s:s, s:s, s:s%, s:b}",
+	/*
+	 * Output may hold NUL bytes: the content is given with its length;
+	 * checked above, so not again (a pass over up to maxResultBytes).
+	 */
+	json_object_set_new(p, "result", json_pack("{s:s, s:s, s:o, s:b}",
 	    "type", "tool_result", "tool_use_id", t->id, "content",
-	    b.data != NULL ? b.data : "", b.len, "is_error", is_error));
+	    json_stringn_nocheck(b.data != NULL ? b.data : "", b.len),
+	    "is_error", is_error));
 	json_object_set_new(p, "meta", meta);
 	buf_free(&b);
 	t->result = p;

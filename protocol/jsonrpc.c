@@ -447,8 +447,12 @@ jsonrpc_add_body(struct buf *out, const char *s, size_t len,
 			left--;
 			continue;
 		}
-		/* Written in place: a run of control bytes is 6 times longer. */
-		buf_grow(out, 6);
+		/*
+		 * Written in place: a run of control bytes is 6 times longer;
+		 * room for many at once, not a call a byte.
+		 */
+		if (out->cap - out->len < 7)
+			buf_grow(out, 6 * (left < 4096 ? left : 4096));
 		out->len += jsonrpc_escape(*p, out->data + out->len);
 		out->data[out->len] = '\0';
 		p++;

@@ -623,13 +623,20 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 {
 	struct exec *ex = t->ex;
 	struct buf b = { 0 }, fixed = { 0 };
-	json_t *p, *meta;
+	json_t *p, *meta, *text = NULL;
 	bool is_error = why != REASON_OK && why != REASON_BACKGROUND;
 
 	if (t->status == EXEC_WAITING_PERMISSION || t->status ==
 	    EXEC_EXECUTING)
 		exec_leave(t);
-	if (content != NULL)
+	/* The output alone, valid as it is: one copy of it, not two. */
+	if (content == NULL && x != NULL && why == REASON_OK &&
+	    t->note == NULL && x->output.total <= x->output.head_len &&
+	    x->output.head_len > 0 &&
+	    utf8_valid(x->output.head, x->output.head_len))
+		text = json_stringn_nocheck(x->output.head,
+		    x->output.head_len);
+	else if (content != NULL)
 		buf_addstr(&b, content);
 	else if (why == REASON_INVALID_INPUT)
 		buf_printf(&b, "<tool_use_error>InputValidationError: %s"
@@ -646,7 +653,7 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 		    "no output directory"));
 	exec_early_dropped(t, x);
 	/* Each piece is valid; should one slip, S10 still needs a result. */
-	if (!utf8_valid(b.data, b.len)) {
+	if (text == NULL && !utf8_valid(b.data, b.len)) {
 		utf8_repair(&fixed, b.data, b.len);
 		buf_free(&b);
 		b = fixed;
@@ -680,8 +687,8 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	 */
 	json_object_set_new(p, "result", json_pack("{s:s, s:s, s:o, s:b}",
 	    "type", "tool_result", "tool_use_id", t->id, "content",
-	    json_stringn_nocheck(b.data != NULL ? b.data : "", b.len),
-	    "is_error", is_error));
+	    text != NULL ? text : json_stringn_nocheck(b.data != NULL ?
+	    b.data : "", b.len), "is_error", is_error));
 	json_object_set_new(p, "meta", meta);
 	buf_free(&b);
 	t->result = p;

@@ -329,6 +329,30 @@ mcp_daemon(struct mcp *m, json_t *msg)
 	json_decref(msg);
 }
 
+/*
+ * The API's blocks as MCP content: text as it is, a base64 image as MCP's
+ * {type: image, data, mimeType}.
+ */
+static json_t *
+mcp_blocks(const json_t *content)
+{
+	const json_t *b, *src;
+	json_t *out = json_array();
+	size_t i;
+
+	json_array_foreach(content, i, b) {
+		src = json_object_get(b, "source");
+		if (src != NULL)
+			json_array_append_new(out, json_pack("{s:s, s:O, s:O}",
+			    "type", "image", "data", json_object_get(src,
+			    "data"), "mimeType", json_object_get(src,
+			    "media_type")));
+		else
+			json_array_append(out, (json_t *)b);
+	}
+	return out;
+}
+
 static void
 mcp_delivered(struct mcp *m, const json_t *p)
 {
@@ -345,9 +369,9 @@ mcp_delivered(struct mcp *m, const json_t *p)
 	if (json_is_true(json_object_get(result, "is_error")))
 		m->hold = true;
 	if (!call->cancelled) {
-		/* The model API's content: a string, or blocks already. */
+		/* The model API's content: a string, or its blocks. */
 		if (json_is_array(content))
-			blocks = json_incref((json_t *)content);
+			blocks = mcp_blocks(content);
 		else
 			blocks = json_pack("[{s:s, s:s%}]", "type", "text",
 			    "text", json_is_string(content) ?

@@ -58,6 +58,7 @@ static int	top_gather(struct top *);
 static void	top_sort(struct top *);
 static void	top_frame(struct top *, FILE *, int, int, bool);
 static void	top_restore(void);
+static void	top_prefix(char *, size_t, const char *);
 
 static const char *
 top_str(const json_t *o, const char *key)
@@ -177,6 +178,10 @@ top_gather(struct top *t)
 			    top_str(tool, "status"));
 			cli_input_summary(json_object_get(tool, "input"),
 			    r->what, sizeof r->what);
+			/* A tool the client runs has no process to show. */
+			if ((v = json_object_get(tool, "runner")) != NULL)
+				top_prefix(r->what, sizeof r->what,
+				    json_string_value(v));
 			r->elapsed = (v = json_object_get(tool, "elapsedMs")) !=
 			    NULL ? (double)json_integer_value(v) / 1000 : -1;
 			r->cpu_ms = (v = json_object_get(tool, "cpuMs")) !=
@@ -214,6 +219,17 @@ top_gather(struct top *t)
 	t->nprev = n;
 	top_sort(t);
 	return 0;
+}
+
+/* "client: " before an input summary. */
+static void
+top_prefix(char *what, size_t size, const char *runner)
+{
+	char was[256];
+
+	snprintf(was, sizeof was, "%s", what);
+	snprintf(what, size, "%.32s: %.200s", runner != NULL ? runner : "?",
+	    was);
 }
 
 static char top_key;

@@ -71,6 +71,7 @@ struct options {
 	const char *output_dir;
 	size_t max_message;
 	int kill_grace_ms;
+	int client_grace_ms;
 	const char *interrupt_message;
 	size_t retention_bytes;
 	unsigned max_sessions;
@@ -166,6 +167,9 @@ usage(FILE *f, int status)
 "  --output-dir DIR         where large outputs are saved whole\n"
 "  --max-message BYTES      longest request line (default %u)\n"
 "  --kill-grace-ms MS       SIGTERM to SIGKILL delay (default 2000)\n"
+"  --client-tool-grace-ms MS  how long a client-run call waits for a\n"
+"                           connection to serve its name (default 30000;\n"
+"                           0: until the call's own timeout)\n"
 "  --interrupt-message TEXT result content of interrupted tools\n"
 "  --retention-bytes BYTES  notification log budget per session\n"
 "                           (default 4194304)\n"
@@ -283,6 +287,7 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "output-dir", required_argument, NULL, 'o' },
 		{ "max-message", required_argument, NULL, 'M' },
 		{ "kill-grace-ms", required_argument, NULL, 'g' },
+		{ "client-tool-grace-ms", required_argument, NULL, 'K' },
 		{ "interrupt-message", required_argument, NULL, 'i' },
 		{ "retention-bytes", required_argument, NULL, 'r' },
 		{ "max-sessions", required_argument, NULL, 'S' },
@@ -379,6 +384,10 @@ parse_options(int argc, char **argv, struct options *o)
 		case 'g':
 			o->kill_grace_ms = (int)parse_number("--kill-grace-ms",
 			    optarg, 0, 600000);
+			break;
+		case 'K':
+			o->client_grace_ms = (int)parse_number(
+			    "--client-tool-grace-ms", optarg, 0, 86400000);
 			break;
 		case 'i':
 			o->interrupt_message = optarg;
@@ -1226,6 +1235,7 @@ main(int argc, char **argv)
 		.max_procs = 64,
 		.max_message = STEXEC_MAX_MESSAGE_DEFAULT,
 		.kill_grace_ms = 2000,
+		.client_grace_ms = 30000,
 		.retention_bytes = 4 * 1024 * 1024,
 		.max_sessions = 100000,
 		.max_tools_per_turn = 10000,
@@ -1369,6 +1379,9 @@ main(int argc, char **argv)
 	scfg.shell.allow = o.shell_allow;
 	scfg.shell.nallow = o.nshell_allow;
 	scfg.shell.env_file = o.shell_env_file;
+	scfg.kill_grace_ms = o.kill_grace_ms;
+	scfg.client_grace_ms = o.client_grace_ms;
+	scfg.output_dir = outdir;
 	session_init(&scfg);
 	/* The operator's own tools stay within the operator's network rules. */
 	for (i = 0; i < registry_count(); i++)

@@ -52,6 +52,7 @@ static const char *metrics_reasons[] = {
 	"ok", "exit", "signal", "timeout", "unknown_tool", "invalid_input",
 	"sibling_error", "interrupted", "permission_denied", "spawn_failed",
 	"memory_limit", "process_limit", "daemon_restarted", "background",
+	"error",
 };
 
 /* Upper bounds in ns, ascending; a last bucket (+Inf) follows. */

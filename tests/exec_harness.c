@@ -47,7 +47,11 @@ static const char *h_tool_json[] = {
 	"{\"name\":\"feed\",\"command\":[\"cat\"],\"stdin\":\"stream\"}",
 	/* The same after the user's permission. */
 	"{\"name\":\"gated\",\"command\":[\"cat\"],\"stdin\":\"stream\","
-	"\"requiresPermission\":true}",
+	"\"requiresPermission\":true}",	/* Run by the client (runner client): unsafe and blocking. */
+	"{\"name\":\"todo\",\"runner\":\"client\"}",
+	/* Run by the client: safe, cancel, its errors cascade. */
+	"{\"name\":\"task\",\"runner\":\"client\",\"concurrencySafe\":true,"
+	"\"interruptBehavior\":\"cancel\",\"abortSiblingsOnError\":true}",
 };
 
 static void	h_effect(void *, const struct exec_effect *);
@@ -151,7 +155,7 @@ h_effect(void *arg, const struct exec_effect *e)
 {
 	struct harness *h = arg;
 	const json_t *p = e->params, *r, *ids;
-	char *line = NULL, *data;
+	char *line = NULL, *data, *content;
 	struct buf b = { 0 };
 	size_t i;
 
@@ -219,11 +223,16 @@ h_effect(void *arg, const struct exec_effect *e)
 			    "reason")), "ok") != 0);
 			json_decref(h->last_result);
 			h->last_result = json_deep_copy(p);
+			/* Content blocks show as their compact JSON. */
+			content = json_is_string(json_object_get(r, "content")) ?
+			    xstrdup(json_string_value(json_object_get(r,
+			    "content"))) : json_dumps(json_object_get(r,
+			    "content"), JSON_COMPACT);
 			xasprintf(&line, "result %s %s %s",
 			    json_string_value(json_object_get(p, "toolUseId")),
 			    json_string_value(json_object_get(json_object_get(
-			    p, "meta"), "reason")),
-			    json_string_value(json_object_get(r, "content")));
+			    p, "meta"), "reason")), content);
+			free(content);
 		} else if (strcmp(e->method, "permission_request") == 0)
 			xasprintf(&line, "permission %s",
 			    json_string_value(json_object_get(p, "toolUseId")));
@@ -270,6 +279,19 @@ h_add(struct harness *h, const char *id, const char *name, const char *input)
 {
 	cr_assert_eq(h_add_rc(h, id, name, input), 0, "addTool %s failed", id);
 	return h_find(h, id);
+}
+
+void
+h_finish(struct harness *h, struct exec_tool *t, const char *content_json,
+    bool is_error)
+{
+	json_t *content = json_loads(content_json, JSON_DECODE_ANY, NULL);
+	struct exec_done d = { .content = content, .is_error = is_error };
+
+	cr_assert(content != NULL, "bad content: %s", content_json);
+	h_forget(h, t);
+	exec_finish(t, &d);
+	json_decref(content);
 }
 
 struct exec_tool *

@@ -18,7 +18,7 @@ struct harness {
 	char **log;
 	size_t nlog, cap;
 	size_t seen;            /* lines already checked by h_expect */
-	struct tooldef *defs[16];
+	struct tooldef *defs[32];
 	size_t ndefs;
 	/* What the fake supervisor holds: tools with a process. */
 	struct exec_tool *running[4096];
@@ -45,6 +45,9 @@ void h_timeout(struct harness *, struct exec_tool *, const char *output);
 void h_spawn_failed(struct harness *, struct exec_tool *, const char *why);
 /* The supervisor reports a killed tool dead (after an EXEC_KILL). */
 void h_killed(struct harness *, struct exec_tool *);
+/* A tool without a process (runner client) ends with this content. */
+void h_finish(struct harness *, struct exec_tool *, const char *content_json,
+    bool is_error);
 /* Exit with a full struct exec_exit. */
 void h_exit_with(struct harness *, struct exec_tool *,
     const struct exec_exit *);

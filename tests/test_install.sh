@@ -4,7 +4,8 @@
 # pkg-config and run, the man pages, and the bash completion sourced from
 # where it was installed.
 # Environment (from tests/meson.build): BUILD_ROOT PREFIX LIBDIR MANDIR
-# DATADIR BINDIR CC SANITIZE STEXEC_DAEMON.
+# DATADIR BINDIR CC (the compiler command, a launcher such as ccache
+# included: split as words) SANITIZE STEXEC_DAEMON.
 set -euo pipefail
 
 tmp=$(mktemp -d /tmp/stexec-install-XXXXXX)

@@ -766,14 +766,14 @@ Test(proc, progress_long_line_cut, .timeout = 30)
 	size_t i;
 
 	start(0, 0, 0);
-	/* 2.5 MiB line, then a short one. */
-	run_sh(&r, "head -c 2621440 /dev/zero | tr '\\0' a >&3;"
+	/* 20 MiB line, then a short one. */
+	run_sh(&r, "head -c 20971520 /dev/zero | tr '\\0' a >&3;"
 	    " printf '\\nend\\n' >&3");
 	cr_assert_eq(r.end, PROC_EXITED);
 	cr_assert_eq(r.nlines, 4);
-	cr_assert_eq(r.line_lens[0], 1 << 20);
-	cr_assert_eq(r.line_lens[1], 1 << 20);
-	cr_assert_eq(r.line_lens[2], 1 << 19);
+	cr_assert_eq(r.line_lens[0], 8 << 20);
+	cr_assert_eq(r.line_lens[1], 8 << 20);
+	cr_assert_eq(r.line_lens[2], 4 << 20);
 	for (i = 0; i < 3; i++)
 		cr_assert_eq(r.lines[i][r.line_lens[i] - 1], 'a');
 	cr_assert_str_eq(r.lines[3], "end");

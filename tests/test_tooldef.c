@@ -950,3 +950,60 @@ Test(tooldef_parse, max_result_bytes_has_a_ceiling)
 	    "daemon's --max-result-bytes)");
 	tooldef_set_result_ceiling(TOOLDEF_RESULT_CEILING_DEFAULT);
 }
+
+Test(tooldef_runner, a_client_tool_has_no_command_and_says_its_runner)
+{
+	struct tooldef *def = must_parse("{\"name\":\"TodoWrite\","
+	    "\"runner\":\"client\",\"concurrencySafe\":false,"
+	    "\"interruptBehavior\":\"block\",\"timeoutMs\":5000}");
+	json_t *j = tooldef_json(def);
+
+	cr_assert_eq(tooldef_runner(def), TOOLDEF_RUNNER_CLIENT);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "runner")),
+	    "client");
+	cr_assert_null(json_object_get(j, "command"));
+	cr_assert_null(json_object_get(j, "env"));
+	json_decref(j);
+	tooldef_unref(def);
+	def = must_parse(bash_def);
+	cr_assert_eq(tooldef_runner(def), TOOLDEF_RUNNER_PROCESS);
+	tooldef_unref(def);
+}
+
+Test(tooldef_runner, what_shapes_a_process_is_refused_for_a_client_tool)
+{
+	cr_assert_null(parse("{\"name\":\"t\",\"runner\":\"client\","
+	    "\"command\":[\"true\"]}"));
+	cr_assert_str_eq(err, "command: not allowed for a tool without a "
+	    "process (runner \"client\")");
+	cr_assert_null(parse("{\"name\":\"t\",\"runner\":\"client\","
+	    "\"sandbox\":\"none\"}"));
+	cr_assert(strncmp(err, "sandbox: not allowed", 20) == 0, "%s", err);
+	cr_assert_null(parse("{\"name\":\"t\",\"runner\":\"client\","
+	    "\"background\":true}"));
+	cr_assert(strncmp(err, "background: not allowed", 23) == 0, "%s", err);
+}
+
+Test(tooldef_runner, a_client_cannot_define_an_mcp_tool_or_another_runner)
+{
+	cr_assert_null(parse("{\"name\":\"t\",\"runner\":\"mcp\"}"));
+	cr_assert_str_eq(err, "runner: must be \"process\" or \"client\"");
+	cr_assert_null(parse("{\"name\":\"t\",\"runner\":7}"));
+	cr_assert_str_eq(err, "runner: must be \"process\" or \"client\"");
+	/* A process tool still needs its command. */
+	cr_assert_null(parse("{\"name\":\"t\",\"runner\":\"process\"}"));
+	cr_assert_str_eq(err, "command: required");
+}
+
+Test(tooldef_runner, the_daemon_makes_mcp_tools_whatever_the_object_says)
+{
+	json_t *v = load("{\"name\":\"mcp__fs__read\",\"runner\":\"client\","
+	    "\"concurrencySafe\":true,\"interruptBehavior\":\"cancel\"}");
+	struct tooldef *def = tooldef_parse_runner(v, TOOLDEF_RUNNER_MCP, err,
+	    sizeof err);
+
+	cr_assert_not_null(def, "%s", err);
+	cr_assert_eq(tooldef_runner(def), TOOLDEF_RUNNER_MCP);
+	tooldef_unref(def);
+	json_decref(v);
+}

@@ -12,6 +12,7 @@ before results, seq without gaps, result contents, error codes).
 Exit 0 on success, 1 on failure, 77 (skip) when STEXEC_DAEMON is unset.
 Needs python3-jsonschema.
 """
+import base64
 import json
 import os
 import re
@@ -922,6 +923,7 @@ class Scenario:
         self.check_order(A)
         self.drain_under_pressure()
         self.jobs()
+        self.client_tools()
         self.network()
 
     def drain_under_pressure(self):
@@ -958,6 +960,112 @@ class Scenario:
         of = D.call("outputFiles", {"sessionId": sid})
         t.expect(of == {"files": []}, "outputFiles: %r" % (of,))
         D.call("closeSession", {"sessionId": sid})
+
+    def client_tools(self):
+        """(extension) Client-run tools: serveTools, tool_start,
+        toolProgress, completeTool with content blocks, tool_cancel, the
+        errors; read_file of a PNG gives an image block."""
+        t = self.t
+        S = Conn(t, "S")      # serves the client-run tools
+        X = Conn(t, "X")      # a second claimant
+        W = Conn(t, "W")      # adds the tools and watches
+        todo = {"name": "TodoWrite", "runner": "client",
+                "inputSchema": {"type": "object"}}
+        task = {"name": "Task", "runner": "client", "concurrencySafe": True,
+                "interruptBehavior": "cancel"}
+        work = os.path.join(t.tmp, "work")
+        cs = W.call("createSession", {"tools": [todo, task], "cwd": work})
+        if cs is None:
+            return
+        sid = cs["sessionId"]
+        lt = W.call("listTools", {"sessionId": sid})
+        for d in (lt or {}).get("tools", []):
+            if d.get("name") in ("TodoWrite", "Task"):
+                t.expect(d.get("runner") == "client" and
+                         "command" not in d, "listTools of a client tool: "
+                         "%s" % json.dumps(d))
+        W.call("subscribe", {"sessionId": sid, "since": 0})
+        W.seq[sid] = 1
+        t.expect(S.call("serveTools", {"sessionId": sid, "names": [
+            "TodoWrite", "Task"]}) == {"names": ["TodoWrite", "Task"]},
+            "serveTools result")
+        X.call_error("serveTools", {"sessionId": sid, "names": ["Task"]},
+                     -32005, validate=True)
+        X.call_error("serveTools", {"sessionId": sid, "names": ["bash"]},
+                     -32602, field="names[0]", validate=True)
+        X.call("serveTools", {"sessionId": sid, "names": ["Task"],
+                              "takeOver": True})
+        S.call("serveTools", {"sessionId": sid, "names": ["Task"],
+                              "takeOver": True})
+
+        def started(conn, tid, start=0):
+            return conn.note(lambda me, p: me == "tool_start" and
+                             p.get("toolUseId") == tid, start=start,
+                             what="tool_start of " + tid)["params"]
+        self.add(W, sid, "ct1", "TodoWrite", {"todos": [1]})
+        p = started(S, "ct1")
+        t.expect(p.get("name") == "TodoWrite" and
+                 p.get("input") == {"todos": [1]} and "seq" not in p,
+                 "tool_start: %s" % json.dumps(p))
+        t.expect(S.call("toolProgress", {"sessionId": sid, "toolUseId":
+                                         "ct1", "progress": {"n": 1}})
+                 == {}, "toolProgress result")
+        W.note(lambda me, p: me == "progress" and
+               p.get("toolUseId") == "ct1" and p.get("data") == {"n": 1},
+               what="the client tool's progress on the watcher")
+        S.call_error("completeTool", {"sessionId": sid, "toolUseId": "ct1",
+                                      "content": [{"type": "sound"}]},
+                     -32602)
+        X.call_error("completeTool", {"sessionId": sid, "toolUseId": "ct1",
+                                      "content": "from X"}, -32005,
+                     validate=True)
+        png = (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00"
+               b"\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00"
+               b"\x00\rIDATx\x9cc\xf8\xcf\xc0\xf0\x1f\x00\x05\x00\x01\xff"
+               b"\x89\x99=\x1d\x00\x00\x00\x00IEND\xaeB`\x82")
+        blocks = [{"type": "text", "text": "a dot:"},
+                  {"type": "image", "source": {
+                      "type": "base64", "media_type": "image/png",
+                      "data": base64.b64encode(png).decode()}}]
+        t.expect(S.call("completeTool", {"sessionId": sid, "toolUseId":
+                                         "ct1", "content": blocks}) == {},
+                 "completeTool result")
+        r = W.result_of("ct1")
+        t.expect(r.get("result", {}).get("content") == blocks and
+                 r["result"].get("is_error") is False,
+                 "the blocks arrive whole: %s" % json.dumps(r)[:300])
+        S.call_error("completeTool", {"sessionId": sid, "toolUseId": "ct1",
+                                      "content": "again"}, -32005,
+                     validate=True)
+
+        mark = len(S.msgs)
+        self.add(W, sid, "ct2", "Task", {})
+        started(S, "ct2", mark)
+        W.call("abort", {"sessionId": sid, "reason": "interrupt"})
+        c = S.note(lambda me, p: me == "tool_cancel" and
+                   p.get("toolUseId") == "ct2", start=mark,
+                   what="tool_cancel of ct2")["params"]
+        t.expect(c.get("reason") == "interrupt", "tool_cancel reason %r, "
+                 "want 'interrupt'" % c.get("reason"))
+        self.check_result(W.result_of("ct2"), "interrupted")
+        S.call_error("completeTool", {"sessionId": sid, "toolUseId": "ct2",
+                                      "content": "late", "isError": True},
+                     -32005, validate=True)
+        with open(os.path.join(work, "dot.png"), "wb") as f:
+            f.write(png)
+        self.drain(W, sid, 1, 2)
+        self.add(W, sid, "ct3", "read_file", {"file_path": "dot.png"})
+        self.add(W, sid, "ct4", "TodoWrite", {})
+        started(S, "ct4")
+        S.call("completeTool", {"sessionId": sid, "toolUseId": "ct4",
+                                "content": "refused", "isError": True})
+        r = W.result_of("ct3")
+        t.expect(r.get("result", {}).get("content") == blocks[1:],
+                 "read_file of a PNG: %s" % json.dumps(r)[:300])
+        self.check_result(W.result_of("ct4"), "error", content="refused")
+        W.call("closeSession", {"sessionId": sid})
+        for conn in (S, X, W):
+            conn.close()
 
     def jobs(self):
         """Jobs (PROTOCOL.md §4, Jobs): every job method, its errors, the

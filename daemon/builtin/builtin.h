@@ -45,6 +45,14 @@ size_t out_cut(const char *, size_t, size_t);
 /* Newlines in s[0..len): lines passed over, for line numbers. */
 size_t out_count_lines(const char *, size_t);
 int out_finish(int);
+int out_fd3_line(const char *);
+
+/* image.c */
+struct stat;
+/* The media type of a file that starts with probe, or NULL. */
+const char *image_kind(const char *probe, size_t);
+int image_read(int fd, const char *path, const struct stat *,
+    const char *media, const char *probe, size_t len);
 
 /* glob.c */
 struct glob_pattern;

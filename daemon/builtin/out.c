@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "builtin.h"
 
@@ -137,4 +138,29 @@ out_count_lines(const char *s, size_t len)
 		s++;
 	}
 	return n;
+}
+
+/*
+ * A line for the daemon on fd 3 (STEXEC_PROGRESS_FD), written whole: a
+ * content block must not be cut.
+ */
+int
+out_fd3_line(const char *line)
+{
+	size_t len = strlen(line), done = 0;
+	ssize_t n;
+
+	while (done <= len) {
+		n = done < len ? write(3, line + done, len - done) :
+		    write(3, "\n", 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return out_error("cannot write to fd 3 (is this run by "
+			    "stexecd?): %s", strerror(errno));
+		done += (size_t)n;
+		if (done == len + 1)
+			break;
+	}
+	return BUILTIN_OK;
 }

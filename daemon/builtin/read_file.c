@@ -1,6 +1,7 @@
 /*
  * The read_file tool: lines numbered like cat -n, a window of them chosen by
- * offset and limit, read in one pass with a fixed buffer.
+ * offset and limit, read in one pass with a fixed buffer; an image goes
+ * back as an image block (image.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -81,7 +82,7 @@ int
 read_file_run(const json_t *input)
 {
 	struct read_file_state rs = { 0 };
-	const char *path;
+	const char *path, *media;
 	json_int_t offset, limit;
 	char buf[65536];
 	bool partial = false;
@@ -127,6 +128,10 @@ read_file_run(const json_t *input)
 		if (n == 0)
 			break;
 		len += (size_t)n;
+	}
+	if ((media = image_kind(buf, len)) != NULL) {
+		rc = image_read(fd, path, &sb, media, buf, len);
+		goto out;
 	}
 	if (memchr(buf, '\0', len) != NULL) {
 		rc = out_error("%s looks like a binary file (%lld bytes)", path,

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/queue.h>
 
+#include "core/content.h"
 #include "idmap.h"
 #include "stexec/protocol.h"
 #include "utf8.h"
@@ -31,12 +32,15 @@ enum exec_reason {
 	REASON_PROCESS_LIMIT,  /* extension */
 	REASON_DAEMON_RESTARTED, /* extension */
 	REASON_BACKGROUND,     /* extension: became a job */
+	REASON_ERROR,          /* extension: a tool without a process said
+	                          isError */
 };
 
 static const char *exec_reason_names[] = {
 	"ok", "exit", "signal", "timeout", "unknown_tool", "invalid_input",
 	"sibling_error", "interrupted", "permission_denied", "spawn_failed",
 	"memory_limit", "process_limit", "daemon_restarted", "background",
+	"error",
 };
 
 enum exec_abort {
@@ -69,6 +73,9 @@ struct exec_tool {
 	char *note;           /* a line after its output: its cwd was reset */
 	json_t *warnings;     /* meta.warnings */
 	json_t *result;       /* the tool_result params, once completed */
+	json_t *blocks;       /* content blocks given for its result (fd 3's
+	                         {"content": [...]}, or exec_finish) */
+	json_t *meta_extra;   /* members exec_finish adds to meta */
 	struct buf early;     /* stdin written before its start */
 	bool early_eof;       /* ...and closed after it */
 	size_t early_handed;  /* bytes of it EXEC_SPAWN handed over */
@@ -143,6 +150,8 @@ static char	*exec_synthetic_content(struct exec *, enum exec_reason);
 static void	exec_add_output(struct buf *, const struct exec_exit *);
 static void	exec_exit_content(struct buf *, const struct exec_tool *,
 		    const struct exec_exit *, enum exec_reason);
+static json_t	*exec_content(struct exec_tool *, json_t *);
+static bool	exec_blocks_over(const struct exec_tool *, const json_t *);
 static void	exec_deliver(struct exec *);
 static void	exec_cascade(struct exec_tool *);
 static char	*exec_describe(const struct exec_tool *);
@@ -224,6 +233,8 @@ exec_tool_free(struct exec_tool *t)
 	free(t->note);
 	json_decref(t->warnings);
 	json_decref(t->result);
+	json_decref(t->blocks);
+	json_decref(t->meta_extra);
 	buf_free(&t->early);
 	free(t->invalid);
 	free(t->id);
@@ -582,7 +593,7 @@ exec_exit_content(struct buf *b, const struct exec_tool *t,
 			buf_addstr(b, "\n");
 		buf_addstr(b, t->note);
 	}
-	if (why == REASON_OK)
+	if (why == REASON_OK || why == REASON_ERROR)
 		return;
 	if (b->len > 0 && b->data[b->len - 1] != '\n')
 		buf_addstr(b, "\n");
@@ -680,15 +691,14 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 		    json_integer((json_int_t)x->cpu_ms));
 	if (x != NULL && x->network != NULL)
 		json_object_set(meta, "network", x->network);
+	if (t->meta_extra != NULL)
+		json_object_update(meta, t->meta_extra);
 	p = exec_tool_params(t);
-	/*
-	 * Output may hold NUL bytes: the content is given with its length;
-	 * checked above, so not again (a pass over up to maxResultBytes).
-	 */
+	/* Output may hold NUL bytes: the content is given with its length. */
 	json_object_set_new(p, "result", json_pack("{s:s, s:s, s:o, s:b}",
 	    "type", "tool_result", "tool_use_id", t->id, "content",
-	    text != NULL ? text : json_stringn_nocheck(b.data != NULL ?
-	    b.data : "", b.len), "is_error", is_error));
+	    exec_content(t, text != NULL ? text : json_stringn_nocheck(
+	    b.data != NULL ? b.data : "", b.len)), "is_error", is_error));
 	json_object_set_new(p, "meta", meta);
 	buf_free(&b);
 	t->result = p;
@@ -698,6 +708,44 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	    why != REASON_SIBLING_ERROR && why != REASON_INTERRUPTED &&
 	    why != REASON_PERMISSION_DENIED && ex->turn.errored == NULL)
 		exec_cascade(t);
+}
+
+/* Whether more blocks would take a tool's past what any result may hold. */
+static bool
+exec_blocks_over(const struct exec_tool *t, const json_t *more)
+{
+	size_t have = t->blocks != NULL ? content_text_bytes(t->blocks) +
+	    content_image_bytes(t->blocks) : 0;
+
+	return have + content_text_bytes(more) + content_image_bytes(more) >
+	    tooldef_result_ceiling() || json_array_size(t->blocks) +
+	    json_array_size(more) > CONTENT_BLOCKS_MAX;
+}
+
+/*
+ * The result's content: the text (taken), or with blocks given (a tool's
+ * fd 3, a client, an MCP server), the blocks after the text when there is
+ * any, so that nothing the tool wrote is lost.
+ */
+static json_t *
+exec_content(struct exec_tool *t, json_t *text)
+{
+	json_t *blocks;
+
+	if (t->blocks == NULL || t->killed)
+		return text;
+	if (json_string_length(text) == 0) {
+		json_decref(text);
+		blocks = t->blocks;
+	} else {
+		blocks = json_array();
+		json_array_append_new(blocks, json_pack("{s:s, s:o}", "type",
+		    "text", "text", text));
+		json_array_extend(blocks, t->blocks);
+		json_decref(t->blocks);
+	}
+	t->blocks = NULL;
+	return blocks;
 }
 
 /* S5: deliver every completed result whose predecessors are delivered. */
@@ -779,6 +827,7 @@ exec_progress_line(struct exec_tool *t, const char *line, size_t len)
 	struct exec *ex = t->ex;
 	json_t *v, *data = NULL, *ctx, *p;
 	struct buf b = { 0 };
+	char err[256];
 
 	if (t->discarded || t->status != EXEC_EXECUTING)
 		return;
@@ -798,6 +847,26 @@ exec_progress_line(struct exec_tool *t, const char *line, size_t len)
 			if (t->context == NULL)
 				t->context = json_array();
 			json_array_append(t->context, ctx);
+		}
+		json_decref(v);
+		return;
+	}
+	if (json_is_object(v) && json_object_size(v) == 1 &&
+	    json_is_array(ctx = json_object_get(v, "content"))) {
+		/* Content blocks for the result (doc/design.md §7, T7). */
+		if (!content_check(ctx, err, sizeof err))
+			json_array_append_new(t->warnings, json_sprintf(
+			    "content blocks ignored: %s", err));
+		else if (exec_blocks_over(t, ctx))
+			json_array_append_new(t->warnings, json_sprintf(
+			    "content blocks ignored: with them the result would "
+			    "pass the daemon's --max-result-bytes (%zu) or %u "
+			    "blocks", tooldef_result_ceiling(),
+			    CONTENT_BLOCKS_MAX));
+		else {
+			if (t->blocks == NULL)
+				t->blocks = json_array();
+			json_array_extend(t->blocks, ctx);
 		}
 		json_decref(v);
 		return;
@@ -935,6 +1004,57 @@ exec_detach(struct exec_tool *t, char *content, json_t *job)
 }
 
 void
+exec_progress(struct exec_tool *t, const json_t *data)
+{
+	json_t *p;
+
+	if (t->discarded || t->status != EXEC_EXECUTING)
+		return;
+	p = exec_tool_params(t);
+	json_object_set_new(p, "data", json_deep_copy(data));
+	exec_notify(t->ex, "progress", p);
+}
+
+void
+exec_finish(struct exec_tool *t, const struct exec_done *d)
+{
+	struct exec *ex = t->ex;
+	struct exec_exit x = { .end = EXEC_END_EXITED,
+	    .duration_ms = d->duration_ms };
+
+	if (!t->running)
+		fatal("exec_finish for tool %s that does not run", t->id);
+	if (t->discarded || t->killed) {
+		/* As a process killed: its words, not the client's. */
+		x.end = EXEC_END_KILLED;
+		exec_exited(t, &x);
+		return;
+	}
+	t->running = false;
+	ex->n_running--;
+	/* No process: no exit code, whatever x says for exec_complete. */
+	t->meta_extra = d->meta != NULL ? json_deep_copy(d->meta) :
+	    json_object();
+	json_object_set_new(t->meta_extra, "exitCode", json_null());
+	json_decref(t->blocks);
+	t->blocks = NULL;
+	if (d->output != NULL) {
+		x.output = *d->output;
+		x.output_error = d->output_error;
+		exec_complete(t, d->is_error ? REASON_ERROR : REASON_OK, NULL,
+		    &x);
+	} else if (json_is_array(d->content)) {
+		t->blocks = json_deep_copy(d->content);
+		exec_complete(t, d->is_error ? REASON_ERROR : REASON_OK,
+		    xstrdup(""), &x);
+	} else
+		exec_complete(t, d->is_error ? REASON_ERROR : REASON_OK,
+		    xstrdup(json_string_value(d->content) != NULL ?
+		    json_string_value(d->content) : ""), &x);
+	exec_after_event(ex);
+}
+
+void
 exec_exited(struct exec_tool *t, const struct exec_exit *x)
 {
 	struct exec *ex = t->ex;
@@ -1059,10 +1179,10 @@ exec_turn_end(struct exec *ex, const char *reason, int drain_error)
 			continue;
 		}
 		/* S11: cancel tools are killed, block tools run on, unseen. */
+		t->discarded = true;
 		if (t->cancel || ex->closed)
 			exec_kill(t, REASON_INTERRUPTED);
 		TAILQ_REMOVE(&ex->progress, t, entry);
-		t->discarded = true;
 		TAILQ_INSERT_HEAD(&ex->orphans, t, entry);
 		ex->state_dirty = true;
 	}
@@ -1507,6 +1627,18 @@ int
 exec_tool_killed(const struct exec_tool *t)
 {
 	return t->killed ? (int)t->killed_for : -1;
+}
+
+const char *
+exec_tool_kill_reason(const struct exec_tool *t)
+{
+	if (t->discarded)
+		return t->ex->closed ? "closed" : "discard";
+	if (!t->killed)
+		return NULL;
+	if (t->killed_for == REASON_SIBLING_ERROR)
+		return "sibling_error";
+	return t->ex->turn.abort == ABORT_CANCEL ? "abort" : "interrupt";
 }
 
 const char *

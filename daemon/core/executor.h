@@ -162,6 +162,30 @@ struct exec_exit {
 /* The tool's process has ended and every process of it is dead. */
 void exec_exited(struct exec_tool *, const struct exec_exit *);
 /*
+ * A tool without a process of its own (tooldef_runner: a client's, an MCP
+ * server's) ended with this result. EXEC_SPAWN started it and EXEC_KILL
+ * asked to cancel it; one that was killed, discarded or timed out ends
+ * instead with exec_exited (EXEC_END_KILLED, EXEC_END_TIMED_OUT), or here,
+ * which then gives the words a killed process gets.
+ */
+struct exec_done {
+	const json_t *content; /* a string or checked content blocks
+	                          (content.h), within the tool's bounds */
+	bool is_error;
+	const json_t *meta;    /* NULL, or members added to the result's meta */
+	int64_t duration_ms;
+	/*
+	 * Or, instead of content, text over the tool's maxResultBytes as a
+	 * process's output is kept (S17): head, tail and the file, shown in
+	 * the same words.
+	 */
+	const struct output *output;
+	const char *output_error;
+};
+void exec_finish(struct exec_tool *, const struct exec_done *);
+/* A progress notification with this data (S6), for such a tool. */
+void exec_progress(struct exec_tool *, const json_t *data);
+/*
  * The tool's process runs on as a job of the session (doc/design.md §7,
  * Jobs): the tool completes now with reason "background", this content and
  * meta.job (stolen); the process is no longer the turn's (abort, discard
@@ -326,6 +350,12 @@ bool exec_tool_running(const struct exec_tool *);
 bool exec_tool_discarded(const struct exec_tool *);
 /* Why it was told to be killed (an opaque reason), or -1. */
 int exec_tool_killed(const struct exec_tool *);
+/*
+ * The same in words, for whoever is told to cancel it: "interrupt" (S8),
+ * "abort" (S9, or a denial, S13), "sibling_error" (S7), "discard" (S11),
+ * "closed" (closeSession); NULL when nobody told it to end.
+ */
+const char *exec_tool_kill_reason(const struct exec_tool *);
 /* The I/O layer's handle for the tool's process. */
 void exec_tool_set_handle(struct exec_tool *, void *);
 void *exec_tool_handle(const struct exec_tool *);

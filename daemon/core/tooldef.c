@@ -41,6 +41,7 @@ struct tooldef {
 	size_t npointer;
 	struct pattern *pattern; /* mutable: it keeps a match cache */
 
+	enum tooldef_runner runner;
 	enum tooldef_interrupt interrupt;
 	bool abort_siblings;
 	bool requires_permission;
@@ -67,6 +68,8 @@ static bool tooldef_parse_name(struct tooldef *, const json_t *, char *,
     size_t);
 static bool tooldef_parse_command(struct tooldef *, const json_t *, char *,
     size_t);
+static bool tooldef_parse_runner_field(struct tooldef *, const json_t *,
+    bool, char *, size_t);
 static bool tooldef_parse_schema(struct tooldef *, const json_t *, char *,
     size_t);
 static bool tooldef_parse_pointer(struct tooldef *, const char *, char *,
@@ -194,6 +197,8 @@ tooldef_parse_command(struct tooldef *def, const json_t *obj, char *err,
 
 	/* A tool the daemon answers itself runs nothing. */
 	if (v == NULL && tooldef_get(obj, "internal") != NULL)
+		return true;
+	if (def->runner != TOOLDEF_RUNNER_PROCESS)
 		return true;
 	if (v == NULL) {
 		tooldef_fail(err, errlen, "command: required");
@@ -561,6 +566,14 @@ tooldef_build_json(const struct tooldef *def, const json_t *obj)
 	tooldef_job_json(&def->job, json);
 	if (def->job.internal != TOOLDEF_INTERNAL_NONE)
 		json_object_del(json, "command");
+	if (def->runner != TOOLDEF_RUNNER_PROCESS) {
+		json_object_del(json, "command");
+		json_object_del(json, "streamOutput");
+		json_object_del(json, "env");
+		json_object_del(json, "timeoutFromInput");
+		json_object_set_new(json, "runner", json_string(def->runner ==
+		    TOOLDEF_RUNNER_CLIENT ? "client" : "mcp"));
+	}
 	return json;
 }
 
@@ -576,8 +589,55 @@ tooldef_result_ceiling(void)
 	return tooldef_ceiling;
 }
 
+/*
+ * runner: "process" (the default) or "client"; a tool without a process
+ * of its own takes none of the fields that shape one.
+ */
+static bool
+tooldef_parse_runner_field(struct tooldef *def, const json_t *obj,
+    bool ours, char *err, size_t errlen)
+{
+	static const char *process_only[] = { "command", "streamOutput",
+	    "env", "sandbox", "limits", "background", "backgroundFromInput",
+	    "yieldMs", "yieldFromInput", "stdin", "tty", "ttyFromInput",
+	    "ttySize", "internal", "timeoutFromInput" };
+	const json_t *v = tooldef_get(obj, "runner");
+	size_t i;
+
+	if (!ours && v != NULL) {
+		if (!json_is_string(v) || (strcmp(json_string_value(v),
+		    "process") != 0 && strcmp(json_string_value(v),
+		    "client") != 0)) {
+			tooldef_fail(err, errlen, "runner: must be \"process\" "
+			    "or \"client\"");
+			return false;
+		}
+		if (strcmp(json_string_value(v), "client") == 0)
+			def->runner = TOOLDEF_RUNNER_CLIENT;
+	}
+	if (def->runner == TOOLDEF_RUNNER_PROCESS)
+		return true;
+	for (i = 0; i < nitems(process_only); i++)
+		if (tooldef_get(obj, process_only[i]) != NULL) {
+			tooldef_fail(err, errlen, "%s: not allowed for a tool "
+			    "without a process (runner \"%s\")",
+			    process_only[i], def->runner ==
+			    TOOLDEF_RUNNER_CLIENT ? "client" : "mcp");
+			return false;
+		}
+	return true;
+}
+
 struct tooldef *
 tooldef_parse(const json_t *obj, char *err, size_t errlen)
+{
+	return tooldef_parse_runner(obj, TOOLDEF_RUNNER_PROCESS, err, errlen);
+}
+
+/* TOOLDEF_RUNNER_PROCESS: the client's own definition, runner and all. */
+struct tooldef *
+tooldef_parse_runner(const json_t *obj, enum tooldef_runner runner,
+    char *err, size_t errlen)
 {
 	struct tooldef *def;
 	const json_t *v;
@@ -596,7 +656,10 @@ tooldef_parse(const json_t *obj, char *err, size_t errlen)
 		tooldef_fail(err, errlen, "description: must be a string");
 		goto fail;
 	}
-	if (!tooldef_parse_command(def, obj, err, errlen) ||
+	def->runner = runner;
+	if (!tooldef_parse_runner_field(def, obj, runner !=
+	    TOOLDEF_RUNNER_PROCESS, err, errlen) ||
+	    !tooldef_parse_command(def, obj, err, errlen) ||
 	    !tooldef_parse_schema(def, obj, err, errlen) ||
 	    !tooldef_parse_safe(def, obj, err, errlen))
 		goto fail;
@@ -694,6 +757,12 @@ tooldef_unref(struct tooldef *def)
 		    def->refs);
 	if (--def->refs == 0)
 		tooldef_free(def);
+}
+
+enum tooldef_runner
+tooldef_runner(const struct tooldef *def)
+{
+	return def->runner;
 }
 
 const char *

@@ -69,10 +69,29 @@ size_t tooldef_result_ceiling(void);
 struct tooldef;
 
 /*
+ * Who runs a call (runner, extension): a process the daemon spawns (the
+ * command), the client connection that serves the name (serveTools), or an
+ * MCP server of the session. The last is the daemon's own: a client
+ * cannot define one.
+ */
+enum tooldef_runner {
+	TOOLDEF_RUNNER_PROCESS,
+	TOOLDEF_RUNNER_CLIENT,
+	TOOLDEF_RUNNER_MCP,
+};
+
+/*
  * Parse a ToolDef object. On error returns NULL and writes a message that
  * names the bad field into err, e.g. "command[1]: must be a string".
  */
 struct tooldef *tooldef_parse(const json_t *, char *err, size_t errlen);
+/*
+ * The same for a definition the daemon makes itself, with this runner
+ * whatever the object says (an MCP server's tool: no command).
+ */
+struct tooldef *tooldef_parse_runner(const json_t *, enum tooldef_runner,
+    char *err, size_t errlen);
+enum tooldef_runner tooldef_runner(const struct tooldef *);
 struct tooldef *tooldef_ref(struct tooldef *);
 void tooldef_unref(struct tooldef *);
 

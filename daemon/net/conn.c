@@ -738,6 +738,8 @@ conn_kill(struct conn *c)
 	/* Its subscriptions and pending replies go at once. */
 	while (c->nsubs > 0)
 		conn_ops.sub_free(c->subs[0]);
+	if (conn_ops.closed != NULL)
+		conn_ops.closed(c);
 	conn_drop_refs(c);
 	LIST_FOREACH(tk, &c->tickets, entry)
 		tk->c = NULL;

@@ -38,6 +38,8 @@ struct conn_ops {
 	void (*sub_pump)(struct sub *);
 	void (*sub_free)(struct sub *);
 	void (*unrefer)(const char *session_id);
+	/* It is gone (not carried by a reload): what it served is free. */
+	void (*closed)(struct conn *);
 };
 
 void conn_init(struct event_base *, size_t max_message,

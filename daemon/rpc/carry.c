@@ -66,9 +66,10 @@ carry_save(void)
 			json_array_append_new(jsubs, json_pack("{s:s, s:I}",
 			    "s", sid, "next", (json_int_t)next));
 		}
-		r.json = json_pack("{s:i, s:I, s:o, s:o, s:o}", "fd",
+		r.json = json_pack("{s:i, s:I, s:o, s:o, s:o, s:o}", "fd",
 		    conn_fd(c), "uid", (json_int_t)conn_uid(c), "refs", refs,
-		    "subs", jsubs, "drains", carry_drains(c, refs));
+		    "subs", jsubs, "drains", carry_drains(c, refs), "serves",
+		    session_client_conn_json(c));
 		memset(&r.bytes, 0, sizeof r.bytes);
 		conn_pending(c, &in, &inlen, &out, &outlen);
 		handover_put(&r, r.json, "in", in, inlen);
@@ -138,6 +139,11 @@ carry_adopt_one(const struct carry_rec *rec)
 		    "s")), uid, &code)) != NULL)
 			exec_drain(session_exec(s), conn_ticket(c,
 			    json_object_get(v, "id")));
+	json_array_foreach(json_object_get(o, "serves"), i, v)
+		if ((s = session_find(json_string_value(json_object_get(v,
+		    "s")), uid, &code)) != NULL)
+			session_client_carried(s, c, fd, json_object_get(v,
+			    "names"));
 	conn_resume(c);
 }
 
@@ -151,6 +157,7 @@ carry_adopt(void)
 		json_decref(carry_recs[i].in.json);
 		free(carry_recs[i].bytes);
 	}
+	session_client_carried_all();
 	if (carry_nrecs > 0)
 		log_info("reload: %zu client connection(s) carried over",
 		    carry_nrecs);

@@ -47,6 +47,10 @@ static void	methods_abort(struct call *);
 static void	methods_discard(struct call *);
 static void	methods_drain(struct call *);
 static void	methods_respond_permission(struct call *);
+static void	methods_client_error(struct call *, int, char *);
+static void	methods_serve_tools(struct call *);
+static void	methods_complete_tool(struct call *);
+static void	methods_tool_progress(struct call *);
 static void	methods_subscribe(struct call *);
 static void	methods_unsubscribe(struct call *);
 static void	methods_events(struct call *);
@@ -67,6 +71,9 @@ static const struct method methods[] = {
 	{ "discard", methods_discard },
 	{ "drain", methods_drain },
 	{ "respondPermission", methods_respond_permission },
+	{ "serveTools", methods_serve_tools },
+	{ "completeTool", methods_complete_tool },
+	{ "toolProgress", methods_tool_progress },
 	{ "subscribe", methods_subscribe },
 	{ "unsubscribe", methods_unsubscribe },
 	{ "events", methods_events },
@@ -88,6 +95,7 @@ const struct conn_ops methods_conn_ops = {
 	.sub_pump = session_sub_pump,
 	.sub_free = session_sub_free,
 	.unrefer = session_unrefer,
+	.closed = session_client_conn_closed,
 };
 
 /*
@@ -552,6 +560,102 @@ methods_respond_permission(struct call *call)
 	else if (rc == STEXEC_ERR_STATE)
 		conn_error(call->c, call->id, rc, NULL, "State conflict: tool "
 		    "%s is not waiting for permission", tid);
+	else
+		conn_reply(call->c, call->id, json_object());
+}
+
+/*
+ * A client-run tool method's error: -32602's "FIELD: problem" names its
+ * field in data, as every -32602 does (PROTOCOL.md §6).
+ */
+static void
+methods_client_error(struct call *call, int rc, char *err)
+{
+	char *sep = strstr(err, ": ");
+
+	if (rc != STEXEC_ERR_INVALID_PARAMS || sep == NULL) {
+		conn_error(call->c, call->id, rc, NULL, "%s", err);
+		return;
+	}
+	*sep = '\0';
+	methods_bad_param(call, err, "%s", sep + 2);
+}
+
+/* Client-run tools (doc/design.md §7, Client-run tools). */
+static void
+methods_serve_tools(struct call *call)
+{
+	const json_t *take = json_object_get(call->params, "takeOver");
+	struct session *s;
+	json_t *served;
+	char err[512];
+	int rc;
+
+	if ((s = methods_param_session(call)) == NULL)
+		return;
+	if (take != NULL && !json_is_boolean(take)) {
+		methods_bad_param(call, "takeOver", "must be a boolean");
+		return;
+	}
+	rc = session_client_serve(s, call->c, json_object_get(call->params,
+	    "names"), json_is_true(take), &served, err, sizeof err);
+	if (rc != 0)
+		methods_client_error(call, rc, err);
+	else
+		conn_reply(call->c, call->id, json_pack("{s:o}", "names",
+		    served));
+}
+
+static void
+methods_complete_tool(struct call *call)
+{
+	const json_t *content = json_object_get(call->params, "content");
+	const json_t *is_error = json_object_get(call->params, "isError");
+	struct session *s;
+	const char *tid;
+	char err[512];
+	int rc;
+
+	if ((s = methods_param_session(call)) == NULL ||
+	    !methods_param_string(call, "toolUseId", true, &tid))
+		return;
+	if (content == NULL) {
+		methods_bad_param(call, "content", "required: a string or an "
+		    "array of content blocks");
+		return;
+	}
+	if (is_error != NULL && !json_is_boolean(is_error)) {
+		methods_bad_param(call, "isError", "must be a boolean");
+		return;
+	}
+	rc = session_client_complete(s, call->c, tid, content,
+	    json_is_true(is_error), err, sizeof err);
+	if (rc != 0)
+		methods_client_error(call, rc, err);
+	else
+		conn_reply(call->c, call->id, json_object());
+}
+
+static void
+methods_tool_progress(struct call *call)
+{
+	const json_t *progress = json_object_get(call->params, "progress");
+	struct session *s;
+	const char *tid;
+	char err[512];
+	int rc;
+
+	if ((s = methods_param_session(call)) == NULL ||
+	    !methods_param_string(call, "toolUseId", true, &tid))
+		return;
+	if (progress == NULL) {
+		methods_bad_param(call, "progress", "required");
+		return;
+	}
+	rc = session_client_progress(s, call->c, tid, progress, err,
+	    sizeof err);
+	if (rc != 0)
+		methods_client_error(call, rc, err);
 	else
 		conn_reply(call->c, call->id, json_object());
 }

@@ -91,6 +91,7 @@ struct session_tool {
 	bool shell;               /* a bash_session call (shell.h) */
 	struct proxy_tool *proxy; /* network rules: its way out */
 	int netns;                /* ...and its namespace (the session's) */
+	struct client_call *client; /* a client-run call (session_client.c) */
 };
 
 
@@ -178,6 +179,10 @@ static struct job *session_shell_spawn(struct session *, struct exec_tool *,
 		    const struct exec_spawn *, char *const *);
 static void	session_shell_answer(struct exec_tool *,
 		    const struct exec_exit *);
+static void	session_tool_finish(struct exec_tool *,
+		    const struct exec_done *, const struct exec_exit *);
+static void	session_keep_file(struct session *, const char *, uint64_t,
+		    const char *);
 static void	session_keep_output(struct session *, struct exec_tool *,
 		    const struct exec_exit *);
 
@@ -206,8 +211,18 @@ session_init(const struct session_config *cfg)
 {
 	struct timeval tv = { (time_t)cfg->idle_timeout_s, 0 };
 
+	struct session_client_config ccfg = {
+		.base = cfg->base,
+		.kill_grace_ms = cfg->kill_grace_ms,
+		.client_grace_ms = cfg->client_grace_ms,
+		.output_dir = cfg->output_dir,
+		.finish = session_tool_finish,
+		.keep_file = session_keep_file,
+	};
+
 	session_cfg = session_net_cfg = *cfg;
 	session_shell_init(&cfg->shell);
+	session_client_init(&ccfg);
 	job_set_hooks(&session_job_hooks);
 	shell_init(cfg->base, &session_shell_hooks);
 	/* One timeout for all: libevent keeps them in a queue, not a heap. */
@@ -282,6 +297,10 @@ session_tool_describe(struct exec_tool *t, json_t *o)
 	bool has_cpu;
 	long pid;
 
+	if (st != NULL && st->client != NULL) {
+		session_client_describe(st->client, o);
+		return;
+	}
 	if ((pid = session_tool_pid(t)) <= 0)
 		return;
 	json_object_set_new(o, "pid", json_integer(pid));
@@ -661,14 +680,18 @@ static void
 session_effect(void *arg, const struct exec_effect *e)
 {
 	struct session *s = arg;
+	struct session_tool *st;
 
 	switch (e->kind) {
 	case EXEC_SPAWN:
 		session_spawn(s, e->tool, e->spawn);
 		break;
 	case EXEC_KILL:
-		if (session_proc(e->tool) != NULL)
-			proc_kill(session_proc(e->tool));
+		st = exec_tool_handle(e->tool);
+		if (st->proc != NULL)
+			proc_kill(st->proc);
+		else if (st->client != NULL)
+			session_client_cancel(st->client);
 		else
 			session_internal(s, e->tool, NULL);
 		break;
@@ -887,12 +910,23 @@ session_spawn(struct session *s, struct exec_tool *t,
 	struct buf vars = { 0 };
 	struct netpolicy *policy;
 	struct timeval tv;
+	struct timespec start;
 	char **envp, **wrapped, *input;
 	uint16_t port = 0;
 
 	if (req->job->internal != TOOLDEF_INTERNAL_NONE) {
 		free(st);
 		session_internal(s, t, req);
+		return;
+	}
+	if (tooldef_runner(exec_tool_def(t)) == TOOLDEF_RUNNER_CLIENT) {
+		exec_tool_set_handle(t, st);
+		session_running_add(s, t);
+		/* Started as a process is once its exec is known: now. */
+		clock_gettime(CLOCK_MONOTONIC, &start);
+		session_proc_started(t, &start);
+		st->client = session_client_start(s, t, req);
+		session_idle_update(s);
 		return;
 	}
 	session_sandbox(s, req, &spec.sandbox, roots);
@@ -981,15 +1015,21 @@ session_tool_carried(struct exec_tool *t)
 {
 	struct session_tool *st = exec_tool_handle(t);
 
-	return st != NULL && st->proc != NULL && proc_carried(st->proc);
+	return st != NULL && ((st->proc != NULL && proc_carried(st->proc)) ||
+	    st->client != NULL);
 }
 
 void
 session_tool_save(struct exec_tool *t, struct handover_rec *r, json_t *o)
 {
 	struct session_tool *st = exec_tool_handle(t);
-	json_t *proc = json_object();
+	json_t *proc;
 
+	if (st->client != NULL) {
+		session_client_save(st->client, o);
+		return;
+	}
+	proc = json_object();
 	proc_save(st->proc, r, proc);
 	json_object_set_new(o, "proc", proc);
 	json_object_set_new(o, "stream", json_boolean(st->stream));
@@ -1011,6 +1051,12 @@ session_tool_adopt(struct session *s, struct exec_tool *t,
 	const char *data;
 	size_t n, i;
 
+	if ((v = json_object_get(o, "client")) != NULL) {
+		exec_tool_set_handle(t, st);
+		session_running_add(s, t);
+		st->client = session_client_adopt(s, t, v);
+		return;
+	}
 	for (i = 0; i < 2; i++) {
 		data = handover_get(in, o, i == 0 ? "carry1" : "carry2", &n);
 		if (n <= sizeof st->carry[i].bytes) {
@@ -1103,6 +1149,8 @@ session_tool_done(struct exec_tool *t, bool flush)
 			exec_output_chunk(t, i + 1, st->carry[i].bytes,
 			    st->carry[i].len);
 	job_free(st->job);
+	if (st->client != NULL)
+		session_client_drop(st->client);
 	proxy_tool_free(st->proxy);
 	if (st->yield != NULL)
 		event_free(st->yield);
@@ -1266,6 +1314,25 @@ session_shell_spawn(struct session *s, struct exec_tool *t,
 	free(envp);
 	buf_free(&vars);
 	return j;
+}
+
+/* A client-run call is over (session_client.c): d, or else x. */
+static void
+session_tool_finish(struct exec_tool *t, const struct exec_done *d,
+    const struct exec_exit *x)
+{
+	struct session *s = exec_arg(exec_tool_exec(t));
+
+	session_running_del(s, t);
+	session_completed++;
+	metrics_observe(METRICS_RUN, exec_tool_stamp(t, EXEC_STAMP_STARTED));
+	exec_tool_set_stamp(t, EXEC_STAMP_ENDED, metrics_now());
+	session_tool_done(t, false);
+	if (d != NULL)
+		exec_finish(t, d);
+	else
+		exec_exited(t, x);
+	session_job_ended(s);
 }
 
 /* A bash_session call is done. */
@@ -1468,9 +1535,17 @@ session_keep_output(struct session *s, struct exec_tool *t,
 			    strerror(errno));
 		return;
 	}
+	session_keep_file(s, x->output.path, x->output.total, exec_tool_id(t));
+}
+
+/* A whole-output file is the session's (outputFiles), made at the first. */
+static void
+session_keep_file(struct session *s, const char *path, uint64_t bytes,
+    const char *tool_use_id)
+{
 	if (s->files == NULL)
 		s->files = outdir_set_new();
-	outdir_add(s->files, x->output.path, x->output.total, exec_tool_id(t));
+	outdir_add(s->files, path, bytes, tool_use_id);
 }
 
 /* Give a notification its seq, log it, and hand it to the subscribers. */
@@ -2200,6 +2275,7 @@ session_free(struct session *s)
 		event_free(s->idle);
 	shell_free(s);
 	job_free_all(s);
+	session_client_free(s);
 	outdir_set_release(s->files, s->output_grace_ms);
 	exec_free(s->ex);
 	for (i = 0; i < s->tools.cap; i++)

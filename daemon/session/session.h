@@ -65,6 +65,9 @@ struct session_config {
 	struct netpolicy *network_deny;      /* --network-deny (owned) */
 	struct netpolicy *network_allow_max; /* --network-allow-max (owned) */
 	struct session_shell_config shell;
+	int kill_grace_ms;       /* a block client tool's, once cancelled */
+	int client_grace_ms;     /* a client tool whose name nobody serves */
+	const char *output_dir;  /* whole-output files */
 };
 
 void session_init(const struct session_config *);
@@ -231,5 +234,34 @@ void session_figures(void (*)(const struct session_figures *, void *),
  * where a cgroup measures them (extension).
  */
 void session_tool_describe(struct exec_tool *, json_t *);
+
+/*
+ * Client-run tools (doc/design.md §7, Client-run tools; session_client.c):
+ * serveTools, completeTool and toolProgress for a connection, 0 or a
+ * JSON-RPC error code with err the message (for -32602, "FIELD: problem");
+ * and a connection's end.
+ */
+#define SESSION_CLIENT_NAMES_MAX 256
+int session_client_serve(struct session *, struct conn *, const json_t *names,
+    bool take_over, json_t **served, char *err, size_t errlen);
+int session_client_complete(struct session *, struct conn *, const char *id,
+    const json_t *content, bool is_error, char *err, size_t errlen);
+int session_client_progress(struct session *, struct conn *, const char *id,
+    const json_t *progress, char *err, size_t errlen);
+void session_client_conn_closed(struct conn *);
+/*
+ * A reload carries claims with their connections (rpc/carry.c): what a
+ * connection serves, [{s, names}]; and in the next image, once its
+ * sessions are back, a session's claims for the adopted connection, whose
+ * calls go on there without a new tool_start (fd: the descriptor both
+ * images share). Then session_client_carried_all: calls whose connection
+ * did not come back wait for a claim, as after a close.
+ */
+json_t *session_client_conn_json(struct conn *);
+void session_client_carried(struct session *, struct conn *, int fd,
+    const json_t *names);
+void session_client_carried_all(void);
+/* The names this session's connections serve. */
+json_t *session_client_served_json(struct session *);
 
 #endif

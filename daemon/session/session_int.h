@@ -96,6 +96,7 @@ struct session {
 	unsigned jobs_running;
 	unsigned jobs_pending;    /* background calls not yet jobs */
 	struct shell *live_shell; /* bash_session's (shell.h), or NULL */
+	struct client_call *client_calls; /* its client-run calls running */
 
 	struct session *prev, *next;
 };
@@ -181,5 +182,41 @@ char **session_shell_argv(struct session *, struct exec_tool *,
     const struct exec_spawn *);
 const char *session_shell_cwd_check(void *, struct exec_tool *,
     const char *cwd, bool moved);
+
+/*
+ * Client-run tools (session_client.c, below session.c): EXEC_SPAWN and
+ * EXEC_KILL of one; a session's claims go with it. What it tells the
+ * session goes through the hooks of its config: a call's end (d, or else
+ * x), and a whole-output file that is now the session's.
+ */
+struct client_call;
+struct exec_spawn;
+struct exec_done;
+struct exec_exit;
+struct event_base;
+struct session_client_config {
+	struct event_base *base;
+	int kill_grace_ms;       /* a block tool's, once cancelled */
+	int client_grace_ms;     /* a call whose name nobody serves */
+	const char *output_dir;  /* whole-output files */
+	void (*finish)(struct exec_tool *, const struct exec_done *,
+	    const struct exec_exit *);
+	void (*keep_file)(struct session *, const char *path, uint64_t bytes,
+	    const char *tool_use_id);
+};
+void session_client_init(const struct session_client_config *);
+struct client_call *session_client_start(struct session *, struct exec_tool *,
+    const struct exec_spawn *);
+void session_client_cancel(struct client_call *);
+/* Its tool is done with it (session_tool_done): freed, nobody told. */
+void session_client_drop(struct client_call *);
+void session_client_free(struct session *);
+/* status: what a client's call is doing (runner, elapsedMs, waiting). */
+void session_client_describe(const struct client_call *, json_t *);
+/* A reload: a call into its handover record, and back in the next image. */
+void session_client_save(const struct client_call *, json_t *);
+struct client_call *session_client_adopt(struct session *, struct exec_tool *,
+    const json_t *);
+
 
 #endif

@@ -569,6 +569,14 @@ session_restore_stray(const struct handover_in *in)
 	static const struct proc_ops none = { 0 };
 	struct proc *p;
 
+	/* A client's call has no process: its client hears nothing more. */
+	if (json_object_get(in->json, "client") != NULL) {
+		log_warn("a reload handed over client call %s of no session",
+		    json_string_value(json_object_get(in->json, "id")) !=
+		    NULL ? json_string_value(json_object_get(in->json, "id")) :
+		    "?");
+		return;
+	}
 	p = proc_adopt(in, json_object_get(in->json, "proc"), &none, NULL);
 	proc_kill(p);
 	log_warn("a reload handed over tool %s of no session; killed it",

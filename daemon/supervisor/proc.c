@@ -41,8 +41,11 @@
 
 #define PROC_TOKEN "STEXEC_PROC_TOKEN"
 #define PROC_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
-/* Longest fd 3 line delivered whole; longer ones come in pieces. */
-#define PROC_LINE_MAX (1U << 20)
+/*
+ * Longest fd 3 line delivered whole; longer ones come in pieces. A line of
+ * content blocks must hold an image the API takes (5 MiB of base64).
+ */
+#define PROC_LINE_MAX (8U << 20)
 #define PROC_READ_SIZE 65536
 /* Per read event, so one busy tool cannot starve the others. */
 #define PROC_READ_BURST (16U * PROC_READ_SIZE)

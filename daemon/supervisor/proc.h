@@ -102,7 +102,7 @@ struct proc_exit {
 struct proc_ops {
 	/*
 	 * One line from fd 3, without its newline, NUL-terminated. A line
-	 * longer than 1 MiB comes in 1 MiB pieces; a last line without a
+	 * longer than 8 MiB comes in 8 MiB pieces; a last line without a
 	 * newline is delivered at EOF.
 	 */
 	void (*line)(void *arg, const char *line, size_t len);

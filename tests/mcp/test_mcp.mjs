@@ -208,3 +208,40 @@ test('bash_session keeps its shell from call to call', async () => {
   const fresh = await shell({ restart: true, command: 'echo "[$MCP_V]"' });
   assert.equal(text(fresh), '[]\n');
 });
+
+// An image read_file returns is MCP image content, its bytes intact.
+test('read_file of a PNG is MCP image content', async () => {
+  const { writeFileSync } = await import('node:fs');
+  const { deflateSync } = await import('node:zlib');
+  // PNG's CRC-32 (Node 18's zlib has none).
+  const crc32 = (buf) => {
+    let c = ~0;
+    for (const byte of buf) {
+      c ^= byte;
+      for (let k = 0; k < 8; k++) c = (c >>> 1) ^ (0xedb88320 & -(c & 1));
+    }
+    return ~c;
+  };
+  const chunk = (type, data) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(crc32(Buffer.concat([Buffer.from(type), data])) >>> 0);
+    return Buffer.concat([len, Buffer.from(type), data, crc]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(2, 0);
+  ihdr.writeUInt32BE(2, 4);
+  ihdr[8] = 8;
+  const png = Buffer.concat([Buffer.from('\x89PNG\r\n\x1a\n', 'latin1'),
+    chunk('IHDR', ihdr), chunk('IDAT', deflateSync(Buffer.from([0, 1, 2, 0, 3, 4]))),
+    chunk('IEND', Buffer.alloc(0))]);
+  const path = join(dir, 'dot.png');
+  writeFileSync(path, png);
+  const r = await client.callTool({ name: 'read_file', arguments: { file_path: path } });
+  assert.equal(r.isError, false);
+  assert.equal(r.content.length, 1);
+  assert.equal(r.content[0].type, 'image');
+  assert.equal(r.content[0].mimeType, 'image/png');
+  assert.deepEqual(Buffer.from(r.content[0].data, 'base64'), png);
+});

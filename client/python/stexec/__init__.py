@@ -18,6 +18,12 @@ same client and Turn for asyncio.
         for block in turn.results:            # tool_result blocks, add order
             print(block["content"])
 
+Tools the client runs itself (ToolDefs with ``"runner": "client"``) are
+served by handlers: ``c.session(sid).serve({"TodoWrite": fn})``, where
+``fn(input, call)`` returns the result (a string, content blocks, or
+``{"content": ..., "isError": bool}``) and ``call.cancelled`` is set on
+tool_cancel; see ``Client.serve``.
+
 Threads: the client may be shared between threads (say, a UI thread that
 calls ``abort`` while another iterates a turn): requests are matched to
 responses by id and whichever thread waits reads for all of them. Only one
@@ -26,6 +32,7 @@ thread should consume notifications of a given session.
 
 from __future__ import annotations
 
+import base64
 import collections
 import json
 import os
@@ -35,7 +42,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import (Any, Callable, Deque, Dict, Iterator, List, Mapping,
-                    Optional, Set)
+                    Optional, Set, Tuple, Union)
 
 try:  # Python 3.8+
     from typing import TypedDict
@@ -47,6 +54,9 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "Turn", "Notification", "StexecError", "ConnectionLost",
     "JobOutput", "job_of",
+    "Session", "ToolCall", "ToolCancelled", "TextBlock", "ImageBlock",
+    "ImageSource", "ContentBlock", "Content", "text_block", "image_block",
+    "image_media_type", "content_text", "content_images",
     "StexecConnectionError", "default_socket_path",
     "PARSE_ERROR", "INVALID_REQUEST", "METHOD_NOT_FOUND", "INVALID_PARAMS",
     "INTERNAL_ERROR", "UNKNOWN_SESSION", "DUPLICATE_TOOL_USE",
@@ -108,6 +118,77 @@ class DrainResult(TypedDict):
 class DiscardResult(TypedDict):
     discardedTurn: int
     turn: int
+
+
+class TextBlock(TypedDict):
+    """A text content block: ``{"type": "text", "text": ...}``."""
+    type: str              # "text"
+    text: str
+
+
+class ImageSource(TypedDict):
+    type: str              # "base64"
+    media_type: str        # image/png, image/jpeg, image/gif, image/webp
+    data: str              # base64
+
+
+class ImageBlock(TypedDict):
+    """An image content block, as the Messages API's."""
+    type: str              # "image"
+    source: ImageSource
+
+
+ContentBlock = Union[TextBlock, ImageBlock]
+#: A tool result's content: a string, or (extension) content blocks.
+Content = Union[str, List[ContentBlock]]
+
+
+def text_block(text: str) -> TextBlock:
+    return {"type": "text", "text": text}
+
+
+def image_media_type(data: bytes) -> Optional[str]:
+    """The media type of an image by its magic bytes, as the daemon
+    decides it: PNG, JPEG, GIF or WebP; None for anything else."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return "image/png"
+    if data[:3] == b"\xff\xd8\xff":
+        return "image/jpeg"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def image_block(data: bytes, media_type: Optional[str] = None) -> ImageBlock:
+    """An image block of these bytes; the media type from the bytes when
+    not given. ValueError for bytes that are no PNG, JPEG, GIF or WebP."""
+    kind = media_type or image_media_type(data)
+    if kind is None:
+        raise ValueError("not a PNG, JPEG, GIF or WebP image (by its "
+                         "first bytes)")
+    return {"type": "image", "source": {
+        "type": "base64", "media_type": kind,
+        "data": base64.b64encode(data).decode("ascii")}}
+
+
+def content_text(content: Content) -> str:
+    """The text of a result's content: a string as it is, blocks' texts
+    joined by newlines, each image as ``[image MEDIA_TYPE]``."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(b["text"] if b.get("type") == "text" else
+                     "[image %s]" % b["source"]["media_type"]
+                     for b in content)
+
+
+def content_images(content: Content) -> List[Tuple[str, bytes]]:
+    """(media type, decoded bytes) of each image block, in order."""
+    if isinstance(content, str):
+        return []
+    return [(b["source"]["media_type"], base64.b64decode(b["source"]["data"]))
+            for b in content if b.get("type") == "image"]
 
 
 @dataclass(frozen=True)
@@ -338,6 +419,9 @@ class Client:
         self._abandoned: Set[int] = set()  # ids nobody will wait for
         self._queue: Deque[Notification] = collections.deque()
         self._seqs = _Seqs()
+        self._serving = _Serving()
+        self._serve_queue: Deque[Dict[str, Any]] = collections.deque()
+        self._serve_thread: Optional[threading.Thread] = None
         if connect:
             self.connect()
 
@@ -369,6 +453,10 @@ class Client:
             self._req_gen.clear()
             self._cond.notify_all()
         if old is not None:
+            try:
+                old.shutdown(socket.SHUT_RDWR)   # wakes a thread in poll
+            except OSError:
+                pass
             old.close()
 
     def close(self) -> None:
@@ -394,11 +482,31 @@ class Client:
 
         A -32004 replay gap (StexecError, ``data["oldestSeq"]``) means the
         daemon no longer holds what was missed; see PROTOCOL.md §2."""
-        self.close()
-        self.connect(timeout)
-        if resubscribe:
-            for sid in sorted(self._seqs.subscribed):
-                self.subscribe(sid, since=self._seqs.last.get(sid, 0))
+        with self._cond:
+            self._serving.held = True
+        try:
+            self.close()
+            self.connect(timeout)
+            if resubscribe:
+                for sid in sorted(self._seqs.subscribed):
+                    self.subscribe(sid, since=self._seqs.last.get(sid, 0))
+            self._claim_again()
+        finally:
+            with self._cond:
+                waiting = self._serving.release()
+            for call in waiting:
+                threading.Thread(target=self._complete, args=(call,),
+                                 daemon=True).start()
+
+    def _claim_again(self) -> None:
+        """Claim the served names again after a reconnect. takeOver: the
+        daemon may not have seen the old connection close yet, and its
+        claims are this client's."""
+        with self._cond:
+            claims = self._serving.claims()
+        for sid, names in claims:
+            self.request("serveTools", {"sessionId": sid, "names": names,
+                                        "takeOver": True})
 
     def __enter__(self) -> "Client":
         return self
@@ -485,9 +593,14 @@ class Client:
                 else:
                     self._responses[rid] = msg
                 continue
+            if msg["method"] in SERVE_METHODS:
+                self._serve_queue.append(msg)   # the serving thread's
+                continue
             note = self._seqs.accept(msg)
             if note is not None:
                 self._queue.append(note)
+                if note.method == "session_closed":
+                    self._forget_serving(note.session_id)
 
     # -------------------------------------------------------- requests
 
@@ -631,6 +744,158 @@ class Client:
         self.request("closeSession", {"sessionId": session_id})
         with self._cond:
             self._seqs.subscribed.discard(session_id)
+            self._forget_serving(session_id)
+
+    # ------------------ client-run tools (PROTOCOL.md §4, Client-run tools)
+
+    def session(self, session_id: str) -> Session:
+        """A view of one session: ``c.session(sid).serve({...})``."""
+        return Session(self, session_id)
+
+    def serve(self, session_id: str,
+              handlers: Mapping[str, Callable[..., Any]],
+              take_over: bool = False,
+              on_error: Optional[Callable[..., Any]] = None) -> List[str]:
+        """(extension) Run the session's client-run tools (ToolDefs with
+        ``"runner": "client"``) of these names in this client; returns the
+        names claimed (serveTools).
+
+        For each tool_start, ``handlers[name](input, call)`` runs in a
+        thread of its own; ``call`` is a ToolCall (``cancelled``, a
+        threading.Event set on tool_cancel; ``progress(data)``;
+        ``tool_use_id``, ``resumed``...). What it returns (a string, a list
+        of content blocks, or ``{"content": ..., "isError": bool}``) is
+        sent with completeTool; an exception it raises is an error result
+        with its message. A thread of the client reads the connection from
+        now on, so calls start while the caller does something else.
+        ``reconnect()`` claims the names again. A name another connection
+        serves is refused (StexecError -32005) unless ``take_over``.
+        ``on_error(err, call)`` is told when a result could not be handed
+        back (completeTool refused, but not after tool_cancel)."""
+        with self._cond:
+            before = self._serving.register(session_id, handlers, on_error)
+            if self._serve_thread is None:
+                self._serve_thread = threading.Thread(
+                    target=self._serve_loop, name="stexec-serve",
+                    daemon=True)
+                self._serve_thread.start()
+        params: Dict[str, Any] = {"sessionId": session_id,
+                                  "names": sorted(handlers)}
+        if take_over:
+            params["takeOver"] = True
+        try:
+            return self.request("serveTools", params)["names"]
+        except StexecError:
+            with self._cond:
+                self._serving.undo(session_id, before)
+            raise
+
+    def served_names(self, session_id: str) -> List[str]:
+        """(extension) The names this client serves in the session."""
+        with self._cond:
+            return sorted(self._serving.handlers.get(session_id, {}))
+
+    def tool_progress(self, session_id: str, tool_use_id: str,
+                      progress: Any) -> None:
+        """(extension) Progress of a client-run tool this connection runs
+        (a handler's ``call.progress`` sends it)."""
+        self.request("toolProgress", {"sessionId": session_id,
+                                      "toolUseId": tool_use_id,
+                                      "progress": progress})
+
+    def complete_tool(self, session_id: str, tool_use_id: str,
+                      content: Content, is_error: bool = False) -> None:
+        """(extension) The result of a client-run tool (``serve`` sends it
+        from the handler's return value)."""
+        params: Dict[str, Any] = {"sessionId": session_id,
+                                  "toolUseId": tool_use_id,
+                                  "content": content}
+        if is_error:
+            params["isError"] = True
+        self.request("completeTool", params)
+
+    def _forget_serving(self, session_id: Optional[str]) -> None:
+        """(lock held) The session is gone: cancel its calls here."""
+        if session_id is None:
+            return
+        for call in self._serving.forget(session_id):
+            if call.ctx is not None:
+                call.ctx.cancelled.set()
+
+    def _serve_loop(self) -> None:
+        """The serving thread: reads the connection whenever no other
+        thread does, and starts a thread per tool_start."""
+        while True:
+            try:
+                self._pump(lambda: bool(self._serve_queue), None)
+            except ConnectionLost:
+                with self._cond:
+                    gen = self._gen
+                    # Until reconnect(), unless something is left to handle.
+                    while self._gen == gen and not self._serve_queue:
+                        self._cond.wait()
+            while True:
+                with self._cond:
+                    if not self._serve_queue:
+                        break
+                    msg = self._serve_queue.popleft()
+                    params = msg.get("params")
+                    if not isinstance(params, dict):
+                        continue
+                    if msg["method"] == "tool_cancel":
+                        call = self._serving.cancel(params)
+                        if call is not None and call.ctx is not None:
+                            call.ctx.cancelled.set()
+                        continue
+                    action, call, handler = self._serving.start(params)
+                    if call is not None and action == "run":
+                        call.ctx = self._tool_call(call.session_id, params)
+                if action == "run":
+                    target, args = self._run_call, (call, handler)
+                elif action in ("send", "missing"):
+                    target, args = self._complete, (call,)
+                else:
+                    continue
+                threading.Thread(target=target, args=args, daemon=True,
+                                 name="stexec-tool-" + call.tool_use_id
+                                 ).start()
+
+    def _tool_call(self, session_id: str,
+                   params: Mapping[str, Any]) -> ToolCall:
+        tid = params["toolUseId"]
+        return ToolCall(session_id, params, threading.Event(),
+                        lambda data: self.tool_progress(session_id, tid,
+                                                        data))
+
+    def _run_call(self, call: _Call, handler: Callable[..., Any]) -> None:
+        ctx = call.ctx
+        assert ctx is not None
+        try:
+            params = _outcome_params(call.session_id, call.tool_use_id,
+                                     handler(ctx.input, ctx))
+        except BaseException as e:   # any failure is the tool's result
+            params = _error_params(call.session_id, call.tool_use_id, e)
+        with self._cond:
+            if self._serving.calls.get((call.session_id,
+                                        call.tool_use_id)) is not call:
+                return               # its session is gone
+            call.outcome = params
+        self._complete(call)
+
+    def _complete(self, call: _Call) -> None:
+        with self._cond:
+            if call.sending or call.outcome is None or self._serving.held:
+                return
+            call.sending = True
+        err: Optional[BaseException] = None
+        try:
+            self.request("completeTool", call.outcome)
+        except (StexecError, ConnectionLost, TimeoutError, OSError) as e:
+            err = e
+        with self._cond:
+            tell = self._serving.sent(call, err)
+        if tell is not None:
+            tell(err, call)
 
     def list_sessions(self) -> List[Dict[str, Any]]:
         """[{sessionId, turn, unfinished}] of this user."""
@@ -870,6 +1135,240 @@ class JobOutput(_JobCursor):
             if res["text"]:
                 return res["text"]
         raise StopIteration
+
+
+# ---------------------------------------------------------------- serving
+
+SERVE_METHODS = ("tool_start", "tool_cancel")
+
+
+class ToolCancelled(Exception):
+    """tool_cancel came for the call: ``reason`` is its reason
+    ("interrupt", "abort", "sibling_error", "discard", "timeout",
+    "closed")."""
+
+    def __init__(self, reason: str):
+        super().__init__("cancelled (%s)" % reason)
+        self.reason = reason
+
+
+class ToolCall:
+    """What a handler of a client-run tool is given besides the input.
+
+    ``cancelled`` is set when tool_cancel comes (``cancel_reason`` says
+    why): a ``threading.Event`` for a handler that runs in a thread, an
+    ``asyncio.Event`` for a coroutine. ``progress(data)`` sends a progress
+    notification for the call (awaited in a coroutine). ``resumed``: the
+    call was started before on a connection that has closed since, so it
+    may have run once already."""
+
+    def __init__(self, session_id: str, params: Mapping[str, Any],
+                 cancelled: Any, progress: Callable[[Any], Any]):
+        self.session_id = session_id
+        self.tool_use_id: str = params["toolUseId"]
+        self.turn: int = params["turn"]
+        self.name: str = params["name"]
+        inp = params.get("input")
+        self.input: Dict[str, Any] = inp if isinstance(inp, dict) else {}
+        self.resumed: bool = params.get("resumed") is True
+        self.cancelled = cancelled
+        self.cancel_reason: Optional[str] = None
+        self.progress = progress
+
+    def __repr__(self) -> str:
+        return "ToolCall(%s %s turn %d%s)" % (
+            self.name, self.tool_use_id, self.turn,
+            ", cancelled: %s" % self.cancel_reason if self.cancel_reason
+            else "")
+
+
+def _outcome_params(session_id: str, tool_use_id: str,
+                    out: Any) -> Dict[str, Any]:
+    """completeTool params from a handler's return value: a string, a list
+    of content blocks, or a mapping {content, isError}; None is empty
+    content, anything else its JSON text."""
+    params: Dict[str, Any] = {"sessionId": session_id,
+                              "toolUseId": tool_use_id}
+    if out is None:
+        params["content"] = ""
+    elif isinstance(out, (str, list)):
+        params["content"] = out
+    elif isinstance(out, Mapping) and "content" in out:
+        params["content"] = out["content"] if out["content"] is not None \
+            else ""
+        if out.get("isError"):
+            params["isError"] = True
+    else:
+        params["content"] = json.dumps(out, ensure_ascii=False)
+    return params
+
+
+def _error_params(session_id: str, tool_use_id: str,
+                  exc: BaseException) -> Dict[str, Any]:
+    """completeTool params for a handler that raised: an error result with
+    the exception's message."""
+    text = str(exc) or type(exc).__name__
+    return {"sessionId": session_id, "toolUseId": tool_use_id,
+            "content": text, "isError": True}
+
+
+class _Call:
+    """One call of a client-run tool in this client: running, or done and
+    waiting for the daemon to take its result."""
+
+    def __init__(self, session_id: str, params: Mapping[str, Any],
+                 on_error: Optional[Callable[..., Any]]):
+        self.session_id = session_id
+        self.tool_use_id: str = params["toolUseId"]
+        self.turn: int = params["turn"]
+        self.name: str = params["name"]
+        self.on_error = on_error
+        self.ctx: Optional[ToolCall] = None
+        self.outcome: Optional[Dict[str, Any]] = None
+        self.sending = False
+        self.worker: Any = None        # the thread or task running it
+        self.cancels_task = False      # tool_cancel cancels the task
+        self.again = False             # sent on a connection that broke
+
+
+class _Serving:
+    """The handlers a client serves, by session, and its calls in flight;
+    the bookkeeping shared by the blocking and the asyncio client (callers
+    hold whatever lock their flavour needs)."""
+
+    def __init__(self) -> None:
+        self.handlers: Dict[str, Dict[str, Callable[..., Any]]] = {}
+        self.on_error: Dict[str, Optional[Callable[..., Any]]] = {}
+        self.calls: Dict[Tuple[str, str], _Call] = {}
+        # While a reconnect claims the names again, results wait: the
+        # daemon takes a result only on the connection its call was
+        # started on.
+        self.held = False
+
+    def release(self) -> List[_Call]:
+        """The claims are made again: the calls whose results wait."""
+        self.held = False
+        return [c for c in self.calls.values()
+                if c.outcome is not None and not c.sending]
+
+    def register(self, session_id: str,
+                 handlers: Mapping[str, Callable[..., Any]],
+                 on_error: Optional[Callable[..., Any]]) -> Any:
+        """Add handlers; returns what ``undo`` needs to take them back."""
+        if not handlers:
+            raise ValueError("serve: no handlers")
+        for name, fn in handlers.items():
+            if not callable(fn):
+                raise TypeError("serve: the handler of %s is not callable"
+                                % name)
+        before = (dict(self.handlers[session_id])
+                  if session_id in self.handlers else None,
+                  self.on_error.get(session_id))
+        self.handlers.setdefault(session_id, {}).update(handlers)
+        if on_error is not None or session_id not in self.on_error:
+            self.on_error[session_id] = on_error
+        return before
+
+    def undo(self, session_id: str, before: Any) -> None:
+        handlers, on_error = before
+        if handlers is None:
+            self.handlers.pop(session_id, None)
+            self.on_error.pop(session_id, None)
+        else:
+            self.handlers[session_id] = handlers
+            self.on_error[session_id] = on_error
+
+    def claims(self) -> List[Tuple[str, List[str]]]:
+        return [(sid, sorted(h)) for sid, h in sorted(self.handlers.items())]
+
+    def start(self, params: Mapping[str, Any]
+              ) -> Tuple[str, Optional[_Call], Any]:
+        """What to do with a tool_start: ("run", call, handler), ("send",
+        call, None) for a done call whose result the daemon has not taken,
+        ("missing", call, None) without a handler, ("ignore", ...)."""
+        sid, tid = params.get("sessionId"), params.get("toolUseId")
+        if not isinstance(sid, str) or not isinstance(tid, str) or \
+                not isinstance(params.get("name"), str) or \
+                not isinstance(params.get("turn"), int):
+            return "ignore", None, None
+        old = self.calls.get((sid, tid))
+        if old is not None and old.turn == params["turn"]:
+            if old.outcome is not None and not old.sending:
+                return "send", old, None
+            return "ignore", old, None
+        call = _Call(sid, params, self.on_error.get(sid))
+        self.calls[(sid, tid)] = call
+        handler = self.handlers.get(sid, {}).get(params["name"])
+        if handler is None:
+            call.outcome = {"sessionId": sid, "toolUseId": tid,
+                            "content": "this client has no handler for %s"
+                            % params["name"], "isError": True}
+            return "missing", call, None
+        return "run", call, handler
+
+    def cancel(self, params: Mapping[str, Any]) -> Optional[_Call]:
+        """The running call a tool_cancel names, with its reason set."""
+        call = self.calls.get((params.get("sessionId"),
+                               params.get("toolUseId")))
+        if call is None or call.ctx is None or call.ctx.cancel_reason:
+            return None
+        call.ctx.cancel_reason = str(params.get("reason") or "abort")
+        return call
+
+    def forget(self, session_id: str) -> List[_Call]:
+        """The session is gone: its calls (to cancel) and handlers go."""
+        self.handlers.pop(session_id, None)
+        self.on_error.pop(session_id, None)
+        gone = [c for k, c in self.calls.items() if k[0] == session_id]
+        for c in gone:
+            del self.calls[(c.session_id, c.tool_use_id)]
+            if c.ctx is not None and not c.ctx.cancel_reason:
+                c.ctx.cancel_reason = "closed"
+        return gone
+
+    def sent(self, call: _Call, err: Optional[BaseException]
+             ) -> Optional[Callable[..., Any]]:
+        """completeTool answered (err None) or failed; returns the on_error
+        callback to tell, if any."""
+        call.sending = False
+        if isinstance(err, ConnectionLost):
+            call.again = True
+            return None     # kept: the claim after a reconnect sends it
+        key = (call.session_id, call.tool_use_id)
+        if self.calls.get(key) is call:
+            del self.calls[key]
+        if err is None:
+            return None
+        # A refusal after tool_cancel is expected (the result is
+        # delivered), and so is one of a result sent again (it had arrived).
+        if isinstance(err, StexecError) and err.code == STATE_CONFLICT and \
+                (call.again or (call.ctx is not None and
+                                call.ctx.cancel_reason)):
+            return None
+        return call.on_error
+
+
+class Session:
+    """One session of a client (``client.session(sid)``): its id, and
+    ``serve`` for the tools this client runs."""
+
+    def __init__(self, client: Any, session_id: str):
+        self.client = client
+        self.id = session_id
+
+    def serve(self, handlers: Mapping[str, Callable[..., Any]],
+              take_over: bool = False,
+              on_error: Optional[Callable[..., Any]] = None) -> Any:
+        """``client.serve(self.id, ...)`` (awaitable with stexec.aio)."""
+        return self.client.serve(self.id, handlers, take_over=take_over,
+                                 on_error=on_error)
+
+    @property
+    def served_names(self) -> List[str]:
+        return self.client.served_names(self.id)
+
+    def __repr__(self) -> str:
+        return "Session(%s)" % self.id
 
 
 # ---------------------------------------------------------------- turn

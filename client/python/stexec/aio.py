@@ -17,17 +17,25 @@
 One task reads the socket and files responses by id and notifications in
 a queue, so any number of tasks may send requests at once. Let one task
 consume a session's notifications.
+
+Client-run tools: ``await c.session(sid).serve({"Task": handler})``, where
+``async def handler(input, call)`` returns the result and is cancelled on
+tool_cancel (``call.cancelled`` is set too); see ``Client.serve``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import inspect
+import threading
 from typing import (Any, AsyncIterator, Awaitable, Callable, Deque, Dict,
                     List, Mapping, Optional, Union)
 
-from . import (AddToolResult, ConnectionLost, DiscardResult, DrainResult,
-               Notification, StexecConnectionError, _check_version,
+from . import (AddToolResult, ConnectionLost, Content, DiscardResult,
+               DrainResult, Notification, SERVE_METHODS, Session,
+               StexecConnectionError, StexecError, ToolCall, _Call,
+               _check_version, _error_params, _outcome_params, _Serving,
                _deadline, _JobCursor, _left, _Lines, _params,
                _read_job_params, _request_line, _result_of, _is_response,
                _decode, _Seqs, _session_params, _take, _tool_use_params,
@@ -61,6 +69,7 @@ class Client:
         self._seqs = _Seqs()
         self._arrived: Optional[asyncio.Event] = None
         self._wlock: Optional[asyncio.Lock] = None
+        self._serving = _Serving()
 
     # -------------------------------------------------------- connection
 
@@ -101,11 +110,24 @@ class Client:
         missed, and the replayed notifications it already has are dropped.
         A -32004 replay gap (StexecError, ``data["oldestSeq"]``) means the
         daemon no longer holds what was missed; see PROTOCOL.md §2."""
-        await self.close()
-        await self.connect(timeout)
-        if resubscribe:
-            for sid in sorted(self._seqs.subscribed):
-                await self.subscribe(sid, since=self._seqs.last.get(sid, 0))
+        self._serving.held = True
+        try:
+            await self.close()
+            await self.connect(timeout)
+            if resubscribe:
+                for sid in sorted(self._seqs.subscribed):
+                    await self.subscribe(sid,
+                                         since=self._seqs.last.get(sid, 0))
+            # Claim the served names again. takeOver: the daemon may not
+            # have seen the old connection close yet, and its claims are
+            # this client's.
+            for sid, names in self._serving.claims():
+                await self.request("serveTools", {"sessionId": sid,
+                                                  "names": names,
+                                                  "takeOver": True})
+        finally:
+            for call in self._serving.release():
+                asyncio.ensure_future(self._complete(call))
 
     async def __aenter__(self) -> "Client":
         if self._writer is None:
@@ -178,9 +200,14 @@ class Client:
                     if msg is None:
                         continue
                     if not _is_response(msg):
+                        if msg["method"] in SERVE_METHODS:
+                            self._on_serve(msg)
+                            continue
                         note = self._seqs.accept(msg)
                         if note is not None:
                             self._queue.append(note)
+                            if note.method == "session_closed":
+                                self._forget_serving(note.session_id)
                         continue
                     fut = self._pending.get(msg["id"])
                     if fut is not None and not fut.done():
@@ -228,12 +255,15 @@ class Client:
         fut = self._pending.get(request_id)
         if fut is None:
             raise KeyError("no request %d is waiting" % request_id)
-        try:
-            msg = await asyncio.wait_for(asyncio.shield(fut), timeout)
-        except asyncio.TimeoutError:
+        # asyncio.wait, not wait_for: before Python 3.12 wait_for can lose
+        # a cancel of the caller (a served tool's task on tool_cancel) when
+        # the answer comes in the same pass of the loop.
+        done, _ = await asyncio.wait({fut}, timeout=timeout)
+        if not done:
             raise TimeoutError("no answer to request %d from stexecd at %s "
                                "within %s s" % (request_id, self.path,
-                                                timeout)) from None
+                                                timeout))
+        msg = fut.result()
         self._pending.pop(request_id, None)
         return _result_of(msg)
 
@@ -332,6 +362,166 @@ class Client:
         """Close a session; returns once its tools' processes are dead."""
         await self.request("closeSession", {"sessionId": session_id})
         self._seqs.subscribed.discard(session_id)
+        self._forget_serving(session_id)
+
+    # ------------------ client-run tools (PROTOCOL.md §4, Client-run tools)
+
+    def session(self, session_id: str) -> Session:
+        """A view of one session: ``await c.session(sid).serve({...})``."""
+        return Session(self, session_id)
+
+    async def serve(self, session_id: str,
+                    handlers: Mapping[str, Callable[..., Any]],
+                    take_over: bool = False,
+                    on_error: Optional[Callable[..., Any]] = None
+                    ) -> List[str]:
+        """(extension) Run the session's client-run tools (``"runner":
+        "client"``) of these names in this client; returns the names
+        claimed (serveTools).
+
+        For each tool_start, ``handlers[name](input, call)`` runs: a
+        coroutine function as a task, with ``call.cancelled`` an
+        asyncio.Event and ``await call.progress(data)``; on tool_cancel the
+        event is set and the task cancelled (a CancelledError it lets out
+        is an error result; one it catches lets it return a result). A
+        plain function runs in a thread, with ``call.cancelled`` a
+        threading.Event and ``call.progress(data)`` a plain call. The
+        return value (a string, content blocks, or ``{"content": ...,
+        "isError": bool}``) goes back with completeTool; an exception is an
+        error result with its message. ``reconnect()`` claims the names
+        again; ``take_over`` as in the blocking client; ``on_error(err,
+        call)`` is told when a result could not be handed back."""
+        before = self._serving.register(session_id, handlers, on_error)
+        params: Dict[str, Any] = {"sessionId": session_id,
+                                  "names": sorted(handlers)}
+        if take_over:
+            params["takeOver"] = True
+        try:
+            return (await self.request("serveTools", params))["names"]
+        except StexecError:
+            self._serving.undo(session_id, before)
+            raise
+
+    def served_names(self, session_id: str) -> List[str]:
+        """(extension) The names this client serves in the session."""
+        return sorted(self._serving.handlers.get(session_id, {}))
+
+    async def tool_progress(self, session_id: str, tool_use_id: str,
+                            progress: Any) -> None:
+        """(extension) Progress of a client-run tool this connection runs."""
+        await self.request("toolProgress", {"sessionId": session_id,
+                                            "toolUseId": tool_use_id,
+                                            "progress": progress})
+
+    async def complete_tool(self, session_id: str, tool_use_id: str,
+                            content: Content, is_error: bool = False) -> None:
+        """(extension) The result of a client-run tool."""
+        params: Dict[str, Any] = {"sessionId": session_id,
+                                  "toolUseId": tool_use_id,
+                                  "content": content}
+        if is_error:
+            params["isError"] = True
+        await self.request("completeTool", params)
+
+    def _forget_serving(self, session_id: Optional[str]) -> None:
+        if session_id is None:
+            return
+        for call in self._serving.forget(session_id):
+            self._cancel(call)
+
+    def _cancel(self, call: _Call) -> None:
+        if call.ctx is None:
+            return
+        call.ctx.cancelled.set()
+        if call.cancels_task:
+            call.worker.cancel()
+
+    def _on_serve(self, msg: Dict[str, Any]) -> None:
+        """tool_start and tool_cancel, in the reading task."""
+        params = msg.get("params")
+        if not isinstance(params, dict):
+            return
+        if msg["method"] == "tool_cancel":
+            call = self._serving.cancel(params)
+            if call is not None:
+                self._cancel(call)
+            return
+        action, call, handler = self._serving.start(params)
+        if call is None or action == "ignore":
+            return
+        if action != "run":
+            call.worker = asyncio.ensure_future(self._complete(call))
+            return
+        sid, tid = call.session_id, call.tool_use_id
+        if inspect.iscoroutinefunction(handler):
+            call.ctx = ToolCall(sid, params, asyncio.Event(),
+                                lambda data: self.tool_progress(sid, tid,
+                                                                data))
+            call.worker = asyncio.ensure_future(self._run_task(call,
+                                                               handler))
+            call.cancels_task = True
+        else:
+            loop = asyncio.get_running_loop()
+            call.ctx = ToolCall(
+                sid, params, threading.Event(),
+                lambda data: asyncio.run_coroutine_threadsafe(
+                    self.tool_progress(sid, tid, data), loop).result())
+            call.worker = asyncio.ensure_future(self._run_thread(call,
+                                                                 handler))
+
+    async def _run_task(self, call: _Call,
+                        handler: Callable[..., Any]) -> None:
+        ctx = call.ctx
+        assert ctx is not None
+        try:
+            params = _outcome_params(call.session_id, call.tool_use_id,
+                                     await handler(ctx.input, ctx))
+        except asyncio.CancelledError:
+            if ctx.cancel_reason is None:
+                raise                # not ours: the loop is going away
+            params = _error_params(call.session_id, call.tool_use_id,
+                                   Exception("cancelled (%s)"
+                                             % ctx.cancel_reason))
+        except Exception as e:       # any failure is the tool's result
+            params = _error_params(call.session_id, call.tool_use_id, e)
+        await self._finish(call, params)
+
+    async def _run_thread(self, call: _Call,
+                          handler: Callable[..., Any]) -> None:
+        ctx = call.ctx
+        assert ctx is not None
+
+        def run() -> Dict[str, Any]:
+            try:
+                return _outcome_params(call.session_id, call.tool_use_id,
+                                       handler(ctx.input, ctx))
+            except BaseException as e:   # any failure is the tool's result
+                return _error_params(call.session_id, call.tool_use_id, e)
+        loop = asyncio.get_running_loop()
+        # Shielded: a cancel sets the event; the thread cannot be stopped.
+        params = await asyncio.shield(loop.run_in_executor(None, run))
+        await self._finish(call, params)
+
+    async def _finish(self, call: _Call, params: Dict[str, Any]) -> None:
+        call.cancels_task = False      # never cancel the completeTool
+        key = (call.session_id, call.tool_use_id)
+        if self._serving.calls.get(key) is not call:
+            return                   # its session is gone
+        call.outcome = params
+        await self._complete(call)
+
+    async def _complete(self, call: _Call) -> None:
+        if call.sending or call.outcome is None or self._serving.held:
+            return
+        call.sending = True
+        err: Optional[BaseException] = None
+        try:
+            await self.request("completeTool", call.outcome)
+        except (StexecError, ConnectionLost, TimeoutError, OSError) as e:
+            err = e
+        tell = self._serving.sent(call, err)
+        if tell is not None:
+            tell(err, call)
 
     async def list_sessions(self) -> List[Dict[str, Any]]:
         """[{sessionId, turn, unfinished}] of this user."""

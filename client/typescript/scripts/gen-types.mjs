@@ -163,19 +163,33 @@ for (const m of requestMethods) {
 methodMap("Methods", requestMethods, (m) => `{ params: ${pascal(m + "Params")}; result: ${pascal(m + "Result")} }`);
 outLines.push(`export const methodNames = ${literal(requestMethods)} as const;`, "");
 
-const noteMethods = docs.notification.properties.method.enum;
-for (const m of noteMethods) {
+const allNoteMethods = docs.notification.properties.method.enum;
+for (const m of allNoteMethods) {
   if (!(m + "Params" in docs.notification.$defs)) fail(`notification.schema.json has no $defs/${m}Params`);
 }
+// A session's notifications carry a seq (its log); the ones sent only to the
+// connection that serves a client-run tool do not, and get their own union.
+const hasSeq = (m) => (docs.notification.$defs[m + "Params"].required ?? []).includes("seq");
+const noteMethods = allNoteMethods.filter(hasSeq);
+const serveMethods = allNoteMethods.filter((m) => !hasSeq(m));
 methodMap("NotificationParamsMap", noteMethods, (m) => pascal(m + "Params"));
 outLines.push(
-  "/** A notification the daemon sends; switch on `method` to narrow `params`. */",
+  "/** A notification of a session (it has a seq); switch on `method` to narrow `params`. */",
   "export type Notification = {",
   '  [M in keyof NotificationParamsMap]: { jsonrpc: "2.0"; method: M; params: NotificationParamsMap[M] };',
   "}[keyof NotificationParamsMap];",
   "",
 );
 outLines.push(`export const notificationNames = ${literal(noteMethods)} as const;`, "");
+methodMap("ServeNotificationParamsMap", serveMethods, (m) => pascal(m + "Params"));
+outLines.push(
+  "/** A notification sent only to the connection that serves a client-run tool (no seq). */",
+  "export type ServeNotification = {",
+  '  [M in keyof ServeNotificationParamsMap]: { jsonrpc: "2.0"; method: M; params: ServeNotificationParamsMap[M] };',
+  "}[keyof ServeNotificationParamsMap];",
+  "",
+);
+outLines.push(`export const serveNotificationNames = ${literal(serveMethods)} as const;`, "");
 
 const codes = docs.error.$defs.errorObject?.properties?.code?.enum;
 if (!Array.isArray(codes)) fail("error.schema.json has no $defs/errorObject/properties/code/enum");

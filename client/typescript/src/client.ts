@@ -23,7 +23,10 @@ import type {
   Notification,
   StatsResult,
   StatusResult,
+  ServeNotification,
+  ServeNotificationParamsMap,
   SubscribeResult,
+  ToolResultContent,
   ToolUse,
 } from "./protocol.js";
 import type {
@@ -34,6 +37,8 @@ import type {
   WriteStdinResult,
 } from "./protocol.js";
 import type { JobOutputOptions, JobSignal } from "./jobs.js";
+import type { ServeOptions, ServePort, ToolHandlers } from "./serve.js";
+import { Serving } from "./serve.js";
 import { connectSocket } from "./socket.js";
 
 export type MethodName = keyof Methods;
@@ -107,6 +112,9 @@ export class Client {
   private arrivals = 0;
   private broken: Error | undefined = new ConnectionLostError("not connected");
   private closedByUser = false;
+  // Client-run tools this client serves, and their calls in flight.
+  private readonly serving = new Serving(this as unknown as ServePort);
+  private readonly serveListeners = new Set<(note: ServeNotification) => void>();
 
   private constructor(options: ClientOptions) {
     this.socketPath = options.path;
@@ -165,7 +173,13 @@ export class Client {
       this.closedByUser = false;
       this.fail(this.sock, new ConnectionLostError("reconnecting"));
     }
-    await this.open();
+    this.serving.hold();
+    try {
+      await this.open();
+    } catch (err) {
+      this.serving.release();
+      throw err;
+    }
     const sessions = [...this.subscribed];
     this.subscribed.clear();
     let first: unknown;
@@ -180,6 +194,20 @@ export class Client {
         }
         first ??= err;
       }
+    }
+    // Claim the served names again. takeOver: the daemon may not have seen
+    // the old connection close yet, and its claims are this client's.
+    try {
+      for (const [sid, names] of this.serving.served()) {
+        try {
+          await this.send("serveTools", { sessionId: sid, names, takeOver: true });
+        } catch (err) {
+          if (err instanceof ConnectionLostError) throw err;
+          first ??= err;
+        }
+      }
+    } finally {
+      this.serving.release();
     }
     if (first !== undefined) throw first;
   }
@@ -218,6 +246,7 @@ export class Client {
       return;
     }
     if ("id" in msg && ("result" in msg || "error" in msg)) this.onResponse(msg);
+    else if (msg.method === "tool_start" || msg.method === "tool_cancel") this.onServe(msg);
     else if (typeof msg.method === "string") this.deliver(msg as unknown as Notification);
   }
 
@@ -240,6 +269,31 @@ export class Client {
     p.resolve(msg.result);
   }
 
+  // tool_start and tool_cancel go to this connection only, for the tools it serves.
+  private onServe(msg: Record<string, unknown>): void {
+    const p = msg.params as Record<string, unknown> | undefined;
+    if (typeof p !== "object" || p === null || typeof p.sessionId !== "string" || typeof p.toolUseId !== "string") return;
+    for (const fn of [...this.serveListeners]) {
+      try {
+        fn(msg as unknown as ServeNotification);
+      } catch (err) {
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+    }
+    if (msg.method === "tool_cancel") {
+      this.serving.onCancel(p as unknown as ServeNotificationParamsMap["tool_cancel"]);
+      return;
+    }
+    if (typeof p.name !== "string" || typeof p.turn !== "number") return;
+    const input = typeof p.input === "object" && p.input !== null && !Array.isArray(p.input) ? p.input : {};
+    this.serving.onStart(
+      { ...(p as unknown as ServeNotificationParamsMap["tool_start"]), input: input as Record<string, unknown> },
+      this.serveListeners.size > 0,
+    );
+  }
+
   private deliver(note: Notification): void {
     const sid = note.params?.sessionId;
     const seq = note.params?.seq;
@@ -247,7 +301,10 @@ export class Client {
     // Replayed after a resubscribe: already received once.
     if (seq <= (this.lastSeqs.get(sid) ?? 0)) return;
     this.lastSeqs.set(sid, seq);
-    if (note.method === "session_closed") this.subscribed.delete(sid);
+    if (note.method === "session_closed") {
+      this.subscribed.delete(sid);
+      this.serving.forget(sid);
+    }
     for (const fn of [...this.listeners]) {
       try {
         fn(note);
@@ -331,7 +388,10 @@ export class Client {
 
   /** Close a session; its tools are killed, subscribers get session_closed first. */
   closeSession(sessionId: string): Promise<Result<"closeSession">> {
-    return this.send("closeSession", { sessionId }, () => this.subscribed.delete(sessionId));
+    return this.send("closeSession", { sessionId }, () => {
+      this.subscribed.delete(sessionId);
+      this.serving.forget(sessionId);
+    });
   }
 
   listSessions(): Promise<ListSessionsResult> {
@@ -497,6 +557,63 @@ export class Client {
     }
   }
 
+  // ------------------------------ client-run tools (PROTOCOL.md §4, Client-run tools)
+
+  /**
+   * (extension) Run the session's client-run tools (ToolDefs with `runner:
+   * "client"`) of these names in this client: claims them (serveTools) and
+   * calls `handlers[name](input, {signal, progress, toolUseId, resumed, ...})`
+   * for each tool_start. Its outcome (a string, content blocks, or
+   * `{content, isError}`) goes back with completeTool; a thrown error is
+   * an error result with its message as content; tool_cancel fires
+   * `signal`. reconnect() claims the names again. A name another
+   * connection serves is a StateConflictError unless `takeOver`.
+   */
+  serve(sessionId: string, handlers: ToolHandlers, options: ServeOptions = {}): Promise<Result<"serveTools">> {
+    return this.serving.serve(sessionId, handlers, options);
+  }
+
+  /**
+   * (extension) The raw claim, without handlers: the tool_start and
+   * tool_cancel notifications of these names go to onServeNotification()
+   * listeners, and the listener answers with completeTool. serve() does
+   * all of that for you; reconnect() claims again only what serve() claimed.
+   */
+  serveTools(sessionId: string, names: string[], takeOver?: boolean): Promise<Result<"serveTools">> {
+    return this.send("serveTools", { sessionId, names, ...(takeOver ? { takeOver: true } : {}) });
+  }
+
+  /**
+   * (extension) Call `fn` for every tool_start and tool_cancel this
+   * connection gets (they are not session notifications: no seq, never in
+   * notifications()). While a listener is set, a call of a name without a
+   * serve() handler is left to it. Returns a function that removes it.
+   */
+  onServeNotification(fn: (note: ServeNotification) => void): () => void {
+    this.serveListeners.add(fn);
+    return () => this.serveListeners.delete(fn);
+  }
+
+  /** (extension) The names this client serves in the session. */
+  servedNames(sessionId: string): string[] {
+    return this.serving.names(sessionId);
+  }
+
+  /** (extension) Progress of a client-run tool this connection runs (serve's `progress` sends it). */
+  toolProgress(sessionId: string, toolUseId: string, progress: unknown): Promise<Result<"toolProgress">> {
+    return this.send("toolProgress", { sessionId, toolUseId, progress });
+  }
+
+  /** (extension) The result of a client-run tool (serve sends it from the handler's outcome). */
+  completeTool(sessionId: string, toolUseId: string, content: ToolResultContent, isError?: boolean): Promise<Result<"completeTool">> {
+    return this.send("completeTool", { sessionId, toolUseId, content, ...(isError === undefined ? {} : { isError }) });
+  }
+
+  /** A view of one session, for `session(sid).serve(...)`. */
+  session(sessionId: string): Session {
+    return new Session(this, sessionId);
+  }
+
   ping(): Promise<Result<"ping">> {
     return this.send("ping", {});
   }
@@ -592,5 +709,27 @@ export class Client {
     // Only non-empty queues are kept, so the scan above stays short.
     if (q !== undefined && q.size === 0) this.queues.delete(key!);
     return item?.note;
+  }
+}
+
+/** One session of a client: `client.session(sid)`. */
+export class Session {
+  constructor(
+    readonly client: Client,
+    readonly id: string,
+  ) {}
+
+  /** See Client.serve. */
+  serve(handlers: ToolHandlers, options: ServeOptions = {}): Promise<Result<"serveTools">> {
+    return this.client.serve(this.id, handlers, options);
+  }
+
+  /** The names this client serves here. */
+  get servedNames(): string[] {
+    return this.client.servedNames(this.id);
+  }
+
+  close(): Promise<Result<"closeSession">> {
+    return this.client.closeSession(this.id);
   }
 }

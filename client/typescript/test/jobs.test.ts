@@ -13,6 +13,7 @@ import {
   type JobNotification,
   type ToolDef,
   type ToolResultParams,
+  contentText,
 } from "../src/index.js";
 import { Daemon, until } from "./daemon.js";
 
@@ -65,7 +66,7 @@ async function start(): Promise<string> {
   const job = jobOf(r.meta);
   assert.ok(job !== undefined, `not a job: ${JSON.stringify(r)}`);
   assert.equal(r.result.is_error, false);
-  assert.match(r.result.content, new RegExp(job.jobId));
+  assert.match(contentText(r.result.content), new RegExp(job.jobId));
   return job.jobId;
 }
 

@@ -18,6 +18,7 @@ import {
   type Notification,
   type ToolDef,
   type ToolResultParams,
+  contentText,
 } from "../src/index.js";
 import { Daemon, until } from "./daemon.js";
 
@@ -233,7 +234,7 @@ test("writes the model would ask for work through the client", async () => {
   await c.drain(sid);
   await c.addTool(sid, { id: "r", name: "read_file", input: { file_path: file } });
   await c.drain(sid);
-  assert.match(resultOf(seen, "r")!.result.content, /hello/);
+  assert.match(contentText(resultOf(seen, "r")!.result.content), /hello/);
   await c.closeSession(sid);
 });
 

@@ -2,7 +2,7 @@
 // order whatever order they finish in, per-tool promises, discard.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { Client, Turn, TurnEndedError, type Notification, type ToolDef } from "../src/index.js";
+import { Client, Turn, TurnEndedError, type Notification, type ToolDef, contentText } from "../src/index.js";
 import { Daemon } from "./daemon.js";
 
 let d: Daemon;
@@ -37,7 +37,7 @@ test("tools added as the stream parses them; results in add order; safe ones in 
   // Read results while the tools are still being added.
   const order: string[] = [];
   const reading = (async () => {
-    for await (const r of turn.results()) order.push(`${r.toolUseId}:${r.result.content.trim()}`);
+    for await (const r of turn.results()) order.push(`${r.toolUseId}:${contentText(r.result.content).trim()}`);
   })();
   const stream: Array<[string, string, number, string]> = [
     // Margins wide enough for a loaded machine and a sanitized daemon.

@@ -262,6 +262,13 @@ session_shell_argv(struct session *s, struct exec_tool *t,
 		buf_addstr(&b, "eval \"$__stexec_q\";trap __stexec_exit EXIT;");
 	else if (cwd)
 		buf_addstr(&b, bash ? shell_trap_bash : shell_trap_sh);
+	/*
+	 * Bash parses a whole line before it runs it: what the env file sets
+	 * for the parser (extglob, aliases) must be in force for the
+	 * command's first line, which then is the script's second.
+	 */
+	if (file != NULL)
+		buf_addstr(&b, "\n");
 	buf_addstr(&b, req->argv[2]);
 	/* One allocation, freed as the array: the pointers, then the text. */
 	head = 6 * sizeof *argv;

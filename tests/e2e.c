@@ -29,6 +29,11 @@ static struct daemon *e2e_live[16];
 static bool	e2e_has_tag(pid_t, const char *);
 static int	e2e_scan(struct daemon *, bool);
 static void	c_fill(struct client *, int);
+static json_t	*c_read_until(struct client *, long long);
+static json_t	*c_next(struct client *, long long);
+static json_t	*c_take_response(struct client *, int);
+static bool	c_is_tool(const json_t *, const char *, const char *,
+		    const char *);
 static void	e2e_track(struct daemon *, bool);
 
 const char *
@@ -104,6 +109,43 @@ c_can(struct client *c, const char *profile)
 	return yes;
 }
 
+#ifndef STEXEC_TEST_BUILD_SCALE
+#define STEXEC_TEST_BUILD_SCALE 1
+#endif
+
+double
+e2e_scale(void)
+{
+	static double scale;
+	const char *v;
+	char *end;
+
+	if (scale > 0)
+		return scale;
+	scale = STEXEC_TEST_BUILD_SCALE;
+	if ((v = getenv("STEXEC_TEST_TIME_SCALE")) != NULL && *v != '\0') {
+		scale = strtod(v, &end);
+		cr_assert(*end == '\0' && scale >= 1 && scale <= 100,
+		    "STEXEC_TEST_TIME_SCALE=%s: a factor from 1 to 100 was "
+		    "expected", v);
+	}
+	return scale;
+}
+
+int
+e2e_ms(int ms)
+{
+	return (int)(ms * e2e_scale() + 0.5);
+}
+
+int
+e2e_s(int s)
+{
+	double v = s * e2e_scale();
+
+	return (int)v < v ? (int)v + 1 : (int)v;
+}
+
 long long
 e2e_now_ms(void)
 {
@@ -144,14 +186,15 @@ d_spawn(struct daemon *d, const char *const *wrapper, const char *arg,
 	cr_assert(d->pid > 0, "%s", err);
 	d->exited = false;
 	/* Generous: a wrapper such as valgrind starts slowly. */
-	if ((k = launch_wait_serving(d->pid, d->sock, 30000, &status)) == -1) {
+	if ((k = launch_wait_serving(d->pid, d->sock, e2e_ms(30000),
+	    &status)) == -1) {
 		d->exited = true;
 		d->status = status;
 		cr_assert_fail("the daemon exited (status %#x) before serving "
 		    "%s; see %s", status, d->sock, d->log);
 	}
-	cr_assert(k == 0, "the daemon did not serve %s within 30 s; see %s",
-	    d->sock, d->log);
+	cr_assert(k == 0, "the daemon did not serve %s within %d ms; see %s",
+	    d->sock, e2e_ms(30000), d->log);
 }
 
 static void
@@ -181,7 +224,7 @@ e2e_fini(void)
 			continue;
 		e2e_live[i] = NULL;
 		if (!d->exited) {
-			launch_stop(d->pid, 5000, &killed);
+			launch_stop(d->pid, e2e_ms(5000), &killed);
 			d->exited = true;
 		}
 		d_kill_leftovers(d);
@@ -334,7 +377,7 @@ d_kill_leftovers(struct daemon *d)
 bool
 d_wait_no_leftovers(struct daemon *d, int ms)
 {
-	long long until = e2e_now_ms() + ms;
+	long long until = e2e_now_ms() + e2e_ms(ms);
 
 	while (d_leftovers(d) > 0) {
 		if (e2e_now_ms() > until)
@@ -389,7 +432,7 @@ d_terminate(struct daemon *d)
 	if (d->exited)
 		return d->status;
 	/* 30 s: under valgrind the exit leak check takes a while. */
-	d->status = launch_stop(d->pid, 30000, &killed);
+	d->status = launch_stop(d->pid, e2e_ms(30000), &killed);
 	d->exited = true;
 	/* Killed, it leaves nothing behind a failed test. */
 	cr_assert(!killed, "the daemon did not exit on SIGTERM; see %s",
@@ -438,6 +481,7 @@ c_adopt(int fd)
 
 	c->fd = fd;
 	c->queue = json_array();
+	c->responses = json_array();
 	c->next_id = 1;
 	return c;
 }
@@ -447,6 +491,7 @@ c_close(struct client *c)
 {
 	close(c->fd);
 	json_decref(c->queue);
+	json_decref(c->responses);
 	json_decref(c->last_error);
 	free(c->buf);
 	free(c);
@@ -490,7 +535,60 @@ c_fill(struct client *c, int ms)
 json_t *
 c_read(struct client *c, int timeout_ms)
 {
-	long long until = e2e_now_ms() + timeout_ms;
+	return c_read_until(c, e2e_now_ms() + e2e_ms(timeout_ms));
+}
+
+void
+c_keep(struct client *c, json_t *msg)
+{
+	json_array_append_new(json_object_get(msg, "id") != NULL ?
+	    c->responses : c->queue, msg);
+}
+
+void
+c_drop(struct client *c, json_t *msg)
+{
+	if (msg != NULL && json_object_get(msg, "id") != NULL)
+		c_keep(c, msg);
+	else
+		json_decref(msg);
+}
+
+/* The next notification off the socket, responses kept; NULL at the end. */
+static json_t *
+c_next(struct client *c, long long until)
+{
+	json_t *msg;
+
+	while ((msg = c_read_until(c, until)) != NULL) {
+		if (json_object_get(msg, "id") == NULL)
+			return msg;
+		json_array_append_new(c->responses, msg);
+	}
+	return NULL;
+}
+
+/* A kept response: the oldest (id < 0), or the one of id; else NULL. */
+static json_t *
+c_take_response(struct client *c, int id)
+{
+	json_t *msg;
+	size_t i;
+
+	json_array_foreach(c->responses, i, msg) {
+		if (id >= 0 && e2e_int(msg, "id") != id)
+			continue;
+		json_incref(msg);
+		json_array_remove(c->responses, i);
+		return msg;
+	}
+	return NULL;
+}
+
+/* c_read to an absolute deadline (e2e_now_ms). */
+static json_t *
+c_read_until(struct client *c, long long until)
+{
 	json_error_t jerr;
 	char *nl;
 	json_t *j;
@@ -528,15 +626,31 @@ c_read(struct client *c, int timeout_ms)
 json_t *
 c_response(struct client *c, int timeout_ms)
 {
-	long long until = e2e_now_ms() + timeout_ms;
+	long long until = e2e_now_ms() + e2e_ms(timeout_ms);
 	json_t *msg;
 
+	if ((msg = c_take_response(c, -1)) != NULL)
+		return msg;
 	for (;;) {
-		msg = c_read(c, (int)(until - e2e_now_ms()));
+		msg = c_read_until(c, until);
 		if (msg == NULL || json_object_get(msg, "id") != NULL)
 			return msg;
 		json_array_append_new(c->queue, msg);
 	}
+}
+
+json_t *
+c_response_to(struct client *c, int id, int timeout_ms)
+{
+	long long until = e2e_now_ms() + e2e_ms(timeout_ms);
+	json_t *msg;
+
+	while ((msg = c_take_response(c, id)) == NULL) {
+		if ((msg = c_read_until(c, until)) == NULL)
+			return NULL;
+		c_keep(c, msg);
+	}
+	return msg;
 }
 
 static json_t *
@@ -555,17 +669,9 @@ c_request(struct client *c, const char *method, json_t *params,
 	c_send_raw(c, text);
 	free(text);
 	json_decref(req);
-	for (;;) {
-		msg = c_read(c, 30000);
-		cr_assert(msg != NULL, "no reply to %s", method);
-		if (json_object_get(msg, "id") == NULL) {
-			json_array_append_new(c->queue, msg);
-			continue;
-		}
-		cr_assert_eq(json_integer_value(json_object_get(msg, "id")), id,
-		    "reply to another request");
-		break;
-	}
+	/* Another request's answer (one sent raw) waits for c_response. */
+	msg = c_response_to(c, id, 30000);
+	cr_assert(msg != NULL, "no reply to %s", method);
 	if (want_error) {
 		out = json_object_get(msg, "error");
 		cr_assert(out != NULL, "%s succeeded, an error was expected",
@@ -597,7 +703,7 @@ c_call_error(struct client *c, const char *method, json_t *params)
 json_t *
 c_wait(struct client *c, const char *method, int timeout_ms)
 {
-	long long until = e2e_now_ms() + timeout_ms;
+	long long until = e2e_now_ms() + e2e_ms(timeout_ms);
 	json_t *msg;
 	size_t i;
 
@@ -611,12 +717,49 @@ c_wait(struct client *c, const char *method, int timeout_ms)
 		}
 	}
 	for (;;) {
-		msg = c_read(c, (int)(until - e2e_now_ms()));
+		msg = c_next(c, until);
 		cr_assert(msg != NULL, "no %s notification within %d ms", method,
-		    timeout_ms);
-		if (json_object_get(msg, "method") != NULL &&
-		    strcmp(json_string_value(json_object_get(msg, "method")),
-		    method) == 0)
+		    e2e_ms(timeout_ms));
+		if (strcmp(e2e_str(msg, "method"), method) == 0)
+			return msg;
+		json_array_append_new(c->queue, msg);
+	}
+}
+
+static bool
+c_is_tool(const json_t *msg, const char *method, const char *id,
+    const char *status)
+{
+	const json_t *p = json_object_get(msg, "params");
+
+	return strcmp(e2e_str(msg, "method"), method) == 0 &&
+	    e2e_str(p, "toolUseId") != NULL &&
+	    strcmp(e2e_str(p, "toolUseId"), id) == 0 && (status == NULL ||
+	    (e2e_str(p, "status") != NULL &&
+	    strcmp(e2e_str(p, "status"), status) == 0));
+}
+
+json_t *
+c_wait_tool(struct client *c, const char *method, const char *tool_use_id,
+    const char *status, int timeout_ms)
+{
+	long long until = e2e_now_ms() + e2e_ms(timeout_ms);
+	json_t *msg;
+	size_t i;
+
+	json_array_foreach(c->queue, i, msg) {
+		if (!c_is_tool(msg, method, tool_use_id, status))
+			continue;
+		json_incref(msg);
+		json_array_remove(c->queue, i);
+		return msg;
+	}
+	for (;;) {
+		msg = c_next(c, until);
+		cr_assert(msg != NULL, "no %s %s%s%s within %d ms", method,
+		    tool_use_id, status != NULL ? " " : "", status != NULL ?
+		    status : "", e2e_ms(timeout_ms));
+		if (c_is_tool(msg, method, tool_use_id, status))
 			return msg;
 		json_array_append_new(c->queue, msg);
 	}
@@ -625,7 +768,7 @@ c_wait(struct client *c, const char *method, int timeout_ms)
 json_t *
 c_until(struct client *c, const char *method, int timeout_ms)
 {
-	long long until = e2e_now_ms() + timeout_ms;
+	long long until = e2e_now_ms() + e2e_ms(timeout_ms);
 	json_t *list = json_array(), *msg;
 	size_t i;
 
@@ -642,13 +785,11 @@ c_until(struct client *c, const char *method, int timeout_ms)
 	}
 	json_array_clear(c->queue);
 	for (;;) {
-		msg = c_read(c, (int)(until - e2e_now_ms()));
+		msg = c_next(c, until);
 		cr_assert(msg != NULL, "no %s notification within %d ms", method,
-		    timeout_ms);
+		    e2e_ms(timeout_ms));
 		json_array_append_new(list, msg);
-		if (json_object_get(msg, "method") != NULL &&
-		    strcmp(json_string_value(json_object_get(msg, "method")),
-		    method) == 0)
+		if (strcmp(e2e_str(msg, "method"), method) == 0)
 			return list;
 	}
 }

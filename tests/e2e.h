@@ -28,6 +28,8 @@ struct client {
 	size_t len, cap;
 	size_t scanned;   /* of buf, known to hold no newline */
 	json_t *queue;    /* notifications received, not yet taken */
+	json_t *responses; /* responses read while waiting for something
+	                     else, not yet taken (c_response, c_call) */
 	int next_id;
 	bool eof;         /* the daemon closed the connection */
 	json_t *last_error;
@@ -82,13 +84,37 @@ void c_send_raw(struct client *, const char *);
 json_t *c_call(struct client *, const char *method, json_t *params);
 /* Call and return the error object (new reference); a result fails. */
 json_t *c_call_error(struct client *, const char *method, json_t *params);
-/* Read the next message of any kind (new reference), or NULL at EOF. */
+/*
+ * Read the next message of any kind off the socket (new reference), or
+ * NULL at EOF or timeout; what c_keep kept is not read again here.
+ */
 json_t *c_read(struct client *, int timeout_ms);
+/*
+ * A message read with c_read that the caller does not want (takes the
+ * reference): a response waits for c_response or c_call, a notification
+ * for c_wait or c_until. A loop that collects one kind never drops the
+ * other.
+ */
+void c_keep(struct client *, json_t *);
+/*
+ * A message read with c_read that the caller is done with (takes the
+ * reference; NULL is fine): a notification is dropped, a response kept
+ * as by c_keep.
+ */
+void c_drop(struct client *, json_t *);
 /* The next response (has an id), notifications queued; NULL on EOF or
  * timeout. For requests sent with c_send_raw. */
 json_t *c_response(struct client *, int timeout_ms);
+/* The same, the response to id only (others stay kept). */
+json_t *c_response_to(struct client *, int id, int timeout_ms);
 /* The next notification with this method (others stay queued). */
 json_t *c_wait(struct client *, const char *method, int timeout_ms);
+/*
+ * The next notification with this method about this tool (params.toolUseId)
+ * and, unless NULL, with this params.status; the others stay queued.
+ */
+json_t *c_wait_tool(struct client *, const char *method,
+    const char *tool_use_id, const char *status, int timeout_ms);
 /* Every queued notification and those that arrive until one with method
  * (included), as an array of notification objects. */
 json_t *c_until(struct client *, const char *method, int timeout_ms);
@@ -137,6 +163,19 @@ bool e2e_has_cap(int cap);
  * kill them anyway when the process ends, but not gracefully.
  */
 void e2e_fini(void);
+/*
+ * Time in tests (tests/README.md): a test waits for an event with one
+ * generous guard, and every duration it chooses (a guard, an idle timeout,
+ * a grace, a deadline) is scaled by one factor: $STEXEC_TEST_TIME_SCALE
+ * (tests/run sets it), else STEXEC_TEST_BUILD_SCALE (3 in a sanitizer
+ * build, 1 otherwise). The guards of c_read, c_response, c_wait, c_until,
+ * c_call and d_wait_no_leftovers are scaled here; a test scales the rest.
+ */
+double e2e_scale(void);
+/* ms (a guard, or a duration given to the daemon) times the factor. */
+int e2e_ms(int ms);
+/* The same for whole seconds (a daemon option in seconds), rounded up. */
+int e2e_s(int s);
 /* Milliseconds since the epoch. */
 long long e2e_now_ms(void);
 /* A whole file, NUL-terminated (malloc'd), or NULL. */

@@ -15,6 +15,24 @@ import tempfile
 import traceback
 
 
+def scale():
+    """The time rule (tests/README.md): the factor every duration a test
+    chooses is multiplied by: $STEXEC_TEST_TIME_SCALE (tests/run sets it),
+    else the build's (meson: 3 with a sanitizer, else 1)."""
+    v = os.environ.get("STEXEC_TEST_TIME_SCALE") or \
+        os.environ.get("STEXEC_TEST_BUILD_SCALE") or "1"
+    f = float(v)
+    if not 1 <= f <= 100:
+        sys.exit("STEXEC_TEST_TIME_SCALE=%s: a factor from 1 to 100 was "
+                 "expected" % v)
+    return f
+
+
+def scaled(seconds):
+    """seconds (a guard, or a duration given to the daemon) times scale()."""
+    return seconds * scale()
+
+
 class Checks:
     def __init__(self):
         self.passed = 0
@@ -41,18 +59,22 @@ class Conn:
         self.s.connect(path)
         self.f = self.s.makefile("rwb")
         self.rid = 0
+        # Responses to other requests (sent raw) read meanwhile: kept.
+        self.responses = {}
 
     def call(self, method, **params):
-        """The whole response (result or error); notifications skipped."""
+        """The whole response (result or error); notifications skipped, a
+        response to another request kept in responses, never dropped."""
         self.rid += 1
         self.f.write((json.dumps({"jsonrpc": "2.0", "id": self.rid,
                                   "method": method, "params": params})
                       + "\n").encode())
         self.f.flush()
-        while True:
+        while self.rid not in self.responses:
             msg = json.loads(self.f.readline())
-            if msg.get("id") == self.rid:
-                return msg
+            if "method" not in msg:
+                self.responses[msg.get("id")] = msg
+        return self.responses.pop(self.rid)
 
     def ok(self, method, **params):
         msg = self.call(method, **params)
@@ -117,7 +139,7 @@ class Daemon:
                 return self.proc.returncode
             self.proc.send_signal(signal.SIGTERM)
             try:
-                return self.proc.wait(timeout=15)
+                return self.proc.wait(timeout=scaled(15))
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()

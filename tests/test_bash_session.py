@@ -35,7 +35,7 @@ def sh(c, sid, command=None, **more):
 
 def wait_for_sock(d):
     # The event is the daemon listening; the guard only stops a hang.
-    guard = time.monotonic() + 120
+    guard = time.monotonic() + pydaemon.scaled(120)
     while True:
         try:
             return Conn(d.sock)
@@ -134,7 +134,9 @@ def timeout(d):
     sid = c.ok("createSession")["sessionId"]
     sh(c, sid, "export KEPT=yes")
     pid = shell_pids(c, sid)
-    r = sh(c, sid, "echo started; sleep 5; echo not-reached", timeout=1000)
+    # Its timeout and its sleep scale together (tests/README.md).
+    r = sh(c, sid, "echo started; sleep %d; echo not-reached"
+           % pydaemon.scaled(5), timeout=int(pydaemon.scaled(1000)))
     T.eq(r["is_error"], True, "a timeout is an error")
     T.check(r["content"].startswith("started\n"), "the output so far: %r"
             % r["content"])
@@ -145,14 +147,14 @@ def timeout(d):
     T.eq(r["content"], "yes\n", "the next call still sees the export")
     T.eq(shell_pids(c, sid), pid, "the same shell")
     # A command that ignores SIGINT is killed harder.
-    r = sh(c, sid, "trap '' INT; sleep 30", timeout=500)
+    r = sh(c, sid, "trap '' INT; sleep 30", timeout=int(pydaemon.scaled(500)))
     T.check("timed out" in r["content"], "SIGINT ignored: timed out: %r"
             % r["content"])
     r = sh(c, sid, "trap : INT; echo $KEPT")
     T.eq(r["content"], "yes\n", "and the shell lives on")
     # A loop of builtins in the shell itself: SIGINT runs the trap and
     # the loop goes on; the shell never comes back and is killed.
-    r = sh(c, sid, "while :; do :; done", timeout=300)
+    r = sh(c, sid, "while :; do :; done", timeout=int(pydaemon.scaled(300)))
     T.check("timed out" in r["content"] and "killed" in r["content"] and
             "restart" in r["content"], "a shell that does not come back: %r"
             % r["content"])
@@ -235,7 +237,7 @@ def sandboxed(d):
 
 
 def new_image(c, before):
-    guard = time.monotonic() + 120
+    guard = time.monotonic() + pydaemon.scaled(120)
     while True:
         now = c.ok("initialize")["server"].get("instance")
         if now != before:

@@ -133,7 +133,7 @@ cli_bg(struct daemon *d, const char *arg, ...)
 static int
 cli_wait(struct cli_proc *p, int ms, char **out, char **err)
 {
-	long long until = e2e_now_ms() + ms;
+	long long until = e2e_now_ms() + e2e_ms(ms);
 	int status;
 	pid_t r;
 
@@ -171,7 +171,7 @@ cli(struct daemon *d, char **out, char **err, const char *arg, ...)
 static bool
 wait_for_file(const char *path, const char *needle, int ms)
 {
-	long long until = e2e_now_ms() + ms;
+	long long until = e2e_now_ms() + e2e_ms(ms);
 	char *text;
 	bool found;
 
@@ -192,7 +192,7 @@ static bool
 wait_for_status(struct client *c, const char *sid, const char *id,
     const char *status, int ms)
 {
-	long long until = e2e_now_ms() + ms;
+	long long until = e2e_now_ms() + e2e_ms(ms);
 	json_t *r, *t;
 	size_t i;
 	bool found;
@@ -262,7 +262,7 @@ cli_pty(struct daemon *d, int cols, const char *arg, ...)
 static bool
 pty_pump(struct cli_proc *p, const char *needle, int ms)
 {
-	long long until = e2e_now_ms() + ms;
+	long long until = e2e_now_ms() + e2e_ms(ms);
 	struct pollfd pfd = { .fd = p->pty, .events = POLLIN };
 	char buf[4096];
 	ssize_t n;
@@ -651,7 +651,7 @@ Test(cli, ctrl_c_interrupts_run)
 	struct cli_proc *p = cli_bg(d, "run", "bash",
 	    "{\"command\":\"sleep 30\"}", "bash", "{\"command\":\"echo no\"}",
 	    NULL);
-	long long until = e2e_now_ms() + 10000;
+	long long until = e2e_now_ms() + e2e_ms(10000);
 	char *out, *err, *sid;
 	double secs;
 	json_t *r;
@@ -669,7 +669,7 @@ Test(cli, ctrl_c_interrupts_run)
 	}
 	sid = only_session(c);
 	cr_assert(wait_for_status(c, sid, "t1", "executing", 10000));
-	usleep(400000);
+	usleep((useconds_t)e2e_ms(400) * 1000);
 	kill(p->pid, SIGINT);
 	/* 130, as the help says, like any command stopped by Ctrl-C. */
 	cr_assert_eq(cli_wait(p, 10000, &out, &err), 130, "%s", err);
@@ -704,7 +704,7 @@ Test(cli, second_ctrl_c_cancels_a_block_tool)
 	write_file(tools, "[{\"name\":\"slow\",\"command\":[\"/bin/sleep\","
 	    "\"30\"],\"interruptBehavior\":\"block\"}]");
 	p = cli_bg(d, "run", "--tools", tools, "slow", "{}", NULL);
-	for (int i = 0; i < 1000; i++) {
+	for (int i = 0; i < e2e_ms(1000); i++) {
 		json_t *r = c_call(c, "listSessions", NULL);
 		size_t n = json_array_size(json_object_get(r, "sessions"));
 
@@ -717,7 +717,7 @@ Test(cli, second_ctrl_c_cancels_a_block_tool)
 	cr_assert(wait_for_status(c, sid, "t1", "executing", 10000));
 	kill(p->pid, SIGINT);
 	/* A block tool outlives an interrupt. */
-	usleep(300000);
+	usleep((useconds_t)e2e_ms(300) * 1000);
 	cr_assert_eq(waitpid(p->pid, &status, WNOHANG), 0,
 	    "run ended on an interrupt of a block tool");
 	kill(p->pid, SIGINT);
@@ -925,18 +925,23 @@ Test(cli, watch_fits_a_terminal)
 	json_t *sid = c_session(c, NULL);
 	const char *s = json_string_value(sid);
 	struct cli_proc *w = cli_pty(d, 56, "watch", s, NULL);
-	char want[128], *text;
+	char want[128], *text, cmd[256];
 
 	snprintf(want, sizeof want, "session %s, turn 1", s);
 	cr_assert(pty_pump(w, "no tools", 10000), "%s", w->text);
-	json_decref(c_add(c, s, "a", "bash", "{\"command\":\"sleep 0.5; echo "
-	    "a long line of output, longer than the terminal is wide; exit 1\"}"));
+	/* a ends once b is added: the test lets it. */
+	snprintf(cmd, sizeof cmd, "{\"command\":\"while [ ! -e %s ]; do "
+	    "sleep 0.05; done; echo a long line of output, longer than the "
+	    "terminal is wide; exit 1\"}", d_path(d, "go"));
+	json_decref(c_add(c, s, "a", "bash", cmd));
 	/* b comes after a's start (when watch first asks for names) and
 	 * never starts: it is first seen in its result, after the turn. */
 	cr_assert(pty_pump(w, "executing", 10000), "%s", w->text);
-	usleep(100000);
 	json_decref(c_add(c, s, "b", "read_file",
 	    "{\"file_path\":\"/etc/hostname\"}"));
+	/* A moment for watch to ask b's name (scaled), then a ends. */
+	usleep((useconds_t)e2e_ms(500) * 1000);
+	write_file(d_path(d, "go"), "");
 	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", s)));
 	cr_assert(pty_pump(w, "sibling_error\r\n", 10000), "%s", w->text);
 	json_decref(c_call(c, "closeSession", json_pack("{s:s}", "sessionId",

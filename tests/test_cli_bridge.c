@@ -109,7 +109,8 @@ bridge_read_until(struct bridge *b, const char *needle)
 
 	buf[0] = '\0';
 	while (strstr(buf, needle) == NULL) {
-		cr_assert_eq(poll(&p, 1, 10000), 1, "no %s from the bridge",
+		cr_assert_eq(poll(&p, 1, e2e_ms(10000)), 1,
+		    "no %s from the bridge",
 		    needle);
 		n = read(b->out, buf + len, cap - len - 1);
 		cr_assert(n > 0, "the bridge ended before %s", needle);

@@ -104,7 +104,8 @@ fake_recv(struct fake *f)
 			memmove(f->buf, nl + 1, f->len);
 			return j;
 		}
-		cr_assert(poll(&p, 1, 5000) == 1, "client sent nothing");
+		cr_assert(poll(&p, 1, e2e_ms(5000)) == 1,
+		    "client sent nothing");
 		f->buf = realloc(f->buf, f->len + 65536);
 		n = read(f->fd, f->buf + f->len, 65536);
 		cr_assert(n > 0, "client closed");
@@ -304,7 +305,7 @@ Test(client, async_replies_out_of_order)
 	/* The event-loop way: poll, read, take while pending. */
 	p.fd = stexec_fd(c);
 	p.events = stexec_poll_events(c);
-	cr_assert_eq(poll(&p, 1, 5000), 1);
+	cr_assert_eq(poll(&p, 1, e2e_ms(5000)), 1);
 	n = stexec_read_ready(c);
 	cr_assert_eq(n, 3);
 	cr_assert(stexec_pending(c));
@@ -355,7 +356,7 @@ Test(client, timeout_drops_the_late_reply)
 	fake_send(&f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}");
 	fake_send(&f, "{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":{}}");
 	/* Nobody waits for reply 1 any more: only the notification comes. */
-	json_decref(stexec_next_notification(c, 5000));
+	json_decref(stexec_next_notification(c, e2e_ms(5000)));
 	cr_assert(!stexec_pending(c));
 	stexec_error_clear(&err);
 	stexec_close(c);
@@ -500,7 +501,7 @@ Test(client, resubscribe_continues_exactly)
 	cr_assert_eq(json_integer_value(json_object_get(json_object_get(req,
 	    "params"), "since")), 0);
 	json_decref(req);
-	n = stexec_next_notification(c, 5000);
+	n = stexec_next_notification(c, e2e_ms(5000));
 	cr_assert_eq(seq_of(n), 1);
 	json_decref(n);
 	/* 2..4 arrive; the caller has taken only 1. */
@@ -528,7 +529,7 @@ Test(client, resubscribe_continues_exactly)
 	    "params"), "since")), 4);
 	json_decref(req);
 	for (i = 2; i <= 6; i++) {
-		n = stexec_next_notification(c, 5000);
+		n = stexec_next_notification(c, e2e_ms(5000));
 		cr_assert_not_null(n);
 		cr_assert_eq(seq_of(n), i);
 		json_decref(n);
@@ -539,7 +540,7 @@ Test(client, resubscribe_continues_exactly)
 	/* session_closed ends the subscription. */
 	fake_send(&f, "{\"jsonrpc\":\"2.0\",\"method\":\"session_closed\","
 	    "\"params\":{\"sessionId\":\"s\",\"seq\":7}}");
-	json_decref(stexec_next_notification(c, 5000));
+	json_decref(stexec_next_notification(c, e2e_ms(5000)));
 	cr_assert_eq(stexec_last_seq(c, "s"), 0);
 	stexec_error_clear(&err);
 	stexec_close(c);
@@ -568,7 +569,7 @@ Test(client, resume_against_the_daemon)
 	json_decref(r);
 	cr_assert_eq(stexec_subscribe(c, sid, 0, NULL, &err), 0);
 	json_decref(c_add(other, sid, "a", "bash", "{\"command\":\"echo 1\"}"));
-	n = stexec_next_notification(c, 5000);
+	n = stexec_next_notification(c, e2e_ms(5000));
 	cr_assert_eq(seq_of(n), want++);
 	json_decref(n);
 
@@ -579,7 +580,7 @@ Test(client, resume_against_the_daemon)
 	    sid)));
 	cr_assert_eq(stexec_resubscribe(c, &err), 0, "%s", err.message);
 	while (!ended) {
-		n = stexec_next_notification(c, 5000);
+		n = stexec_next_notification(c, e2e_ms(5000));
 		cr_assert_not_null(n, "stream stopped after seq %lld",
 		    want - 1);
 		cr_assert_eq(seq_of(n), want, "seq %lld, want %lld", seq_of(n),

@@ -388,7 +388,7 @@ Test(escape, no_call_acts_on_a_process_outside_the_tool)
 	struct world w;
 	size_t i, j;
 	long dpid;
-	int code;
+	int code, prio;
 
 	world_start(&w);
 	if (world_skip_unless_one(&w))
@@ -396,6 +396,8 @@ Test(escape, no_call_acts_on_a_process_outside_the_tool)
 	dpid = daemon_pid(&w);
 	snprintf(path, sizeof path, "/proc/%ld/limits", dpid);
 	before = e2e_read_file(path, NULL);
+	/* What it started with (a test run under nice gives it that). */
+	prio = getpriority(PRIO_PROCESS, (id_t)dpid);
 	for (i = 0; i < nitems(calls); i++) {
 		code = pid_probe(&w, "none", calls[i], dpid);
 		if (code == 11) {
@@ -430,7 +432,7 @@ Test(escape, no_call_acts_on_a_process_outside_the_tool)
 		    ">/dev/null"));
 	after = e2e_read_file(path, NULL);
 	cr_assert_str_eq(after, before);
-	cr_assert_eq(getpriority(PRIO_PROCESS, (id_t)dpid), 0);
+	cr_assert_eq(getpriority(PRIO_PROCESS, (id_t)dpid), prio);
 	c_ping(w.c);
 	free(before);
 	free(after);
@@ -489,14 +491,15 @@ Test(escape, network_rules_run_only_where_they_hold)
 	world_stop(&w);
 }
 
-/* Whether a connection came to the listening socket within ms. */
+/* Whether a connection came to the listening socket within ms, scaled. */
 static bool
 accepted(int fd, int ms)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
 	int c;
 
-	if (poll(&p, 1, ms) != 1 || (c = accept(fd, NULL, NULL)) == -1)
+	if (poll(&p, 1, e2e_ms(ms)) != 1 ||
+	    (c = accept(fd, NULL, NULL)) == -1)
 		return false;
 	close(c);
 	return true;
@@ -856,7 +859,7 @@ Test(escape, a_reused_tmpdir_carries_no_write_right)
 		snprintf(had, sizeof had, "%s", e2e_content(r));
 		json_decref(r);
 		/* Long enough for the worker to take the directory back. */
-		usleep(60000);
+		usleep((useconds_t)e2e_ms(60) * 1000);
 		snprintf(script, sizeof script, "printf %%s \"$TMPDIR\"; "
 		    "echo x > %s/theirs", w.root);
 		r = run(&w, i % 2 ? "ro" : "ww", script);
@@ -871,7 +874,7 @@ Test(escape, a_reused_tmpdir_carries_no_write_right)
 		 * worker takes back the waiting ones all at once, the last
 		 * given first, so the earlier one would end on top.
 		 */
-		usleep(60000);
+		usleep((useconds_t)e2e_ms(60) * 1000);
 	}
 	cr_log_info("%d of %d directories reused", reused, i);
 	cr_assert(reused > 0, "no TMPDIR was reused: the test proves nothing");

@@ -48,7 +48,7 @@ spread(struct daemon *d)
 {
 	struct client *c = c_open(d);
 	json_t *sid = c_session(c, NULL);
-	long long until = e2e_now_ms() + SLOW;
+	long long until = e2e_now_ms() + e2e_ms(SLOW);
 	int n, last = -1, stable = 0;
 
 	json_decref(c_add(c, json_string_value(sid), "spread", "bash",
@@ -131,30 +131,32 @@ crash(int sig, const char *opt)
 	restart(d, opt);
 }
 
-Test(guard, a_sigkilled_daemon_leaves_no_tool, .timeout = 120)
+Test(guard, a_sigkilled_daemon_leaves_no_tool,
+    .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	crash(SIGKILL, NULL);
 }
 
 Test(guard, a_sigkilled_daemon_leaves_no_tool_without_a_cgroup,
-    .timeout = 120)
+    .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	crash(SIGKILL, "--no-cgroup");
 }
 
-Test(guard, an_aborted_daemon_leaves_no_tool, .timeout = 120)
+Test(guard, an_aborted_daemon_leaves_no_tool,
+    .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	crash(SIGABRT, NULL);
 }
 
 Test(guard, an_aborted_daemon_leaves_no_tool_without_a_cgroup,
-    .timeout = 120)
+    .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	crash(SIGABRT, "--no-cgroup");
 }
 
 Test(guard, a_clean_shutdown_leaves_no_tool_and_no_sentinel,
-    .timeout = 120)
+    .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct daemon *d = d_start(NULL);
 	struct client *c = spread(d);
@@ -170,11 +172,11 @@ Test(guard, a_clean_shutdown_leaves_no_tool_and_no_sentinel,
 }
 
 Test(guard, a_killed_sentinel_is_replaced_and_told_every_group,
-    .timeout = 120)
+    .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct daemon *d = d_start("--no-cgroup", NULL);
 	struct client *c = spread(d);
-	long long until = e2e_now_ms() + SLOW;
+	long long until = e2e_now_ms() + e2e_ms(SLOW);
 	pid_t first = d_sentinel(d), second = 0;
 	int left;
 
@@ -185,7 +187,7 @@ Test(guard, a_killed_sentinel_is_replaced_and_told_every_group,
 		usleep(5000);
 	}
 	/* Let the new one read what the daemon replayed to it. */
-	usleep(100000);
+	usleep((useconds_t)e2e_ms(100) * 1000);
 	d_kill(d, SIGKILL);
 	/* The token-less sleep is found by its group only: the replay. */
 	if (!d_wait_no_leftovers(d, GUARD_MS)) {

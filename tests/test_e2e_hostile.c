@@ -442,8 +442,8 @@ daemon_exit_status(const char *opt, const char *value)
 		_exit(127);
 	}
 	/* One that accepts the option would serve forever: stop it. */
-	for (deadline = e2e_now_ms() + SLOW; waitpid(pid, &status, WNOHANG) ==
-	    0; usleep(10000))
+	for (deadline = e2e_now_ms() + e2e_ms(SLOW);
+	    waitpid(pid, &status, WNOHANG) == 0; usleep(10000))
 		if (e2e_now_ms() > deadline) {
 			kill(pid, SIGTERM);
 			waitpid(pid, &status, 0);

@@ -95,7 +95,7 @@ has_session(struct daemon *d, const char *sid)
 static bool
 wait_gone(struct daemon *d, const char *sid, int ms)
 {
-	long long until = e2e_now_ms() + ms;
+	long long until = e2e_now_ms() + e2e_ms(ms);
 
 	while (has_session(d, sid)) {
 		if (e2e_now_ms() > until)
@@ -140,7 +140,7 @@ accepted(struct client *c, char *msg, size_t len)
 static struct client *
 c_alone(struct daemon *d)
 {
-	long long until = e2e_now_ms() + SLOW;
+	long long until = e2e_now_ms() + e2e_ms(SLOW);
 	struct client *c;
 	json_t *r;
 	int n;
@@ -251,7 +251,7 @@ Test(conns, one_uid_is_capped_others_are_not)
 	}
 	/* The count follows clients that leave. */
 	c_close(c[0]);
-	for (i = 0, ok = 0; i < 100 && !ok; i++) {
+	for (i = 0, ok = 0; i < e2e_ms(100) && !ok; i++) {
 		c[0] = c_open(d);
 		ok = accepted(c[0], msg, sizeof msg);
 		if (!ok) {
@@ -273,8 +273,11 @@ Test(idle, only_sessions_nobody_refers_to_are_closed)
 	struct daemon *d;
 	json_t *r, *a, *b, *cs, *busy;
 	const char *sa, *sb, *sc, *sbusy;
+	char idle[16], cmd[256];
+	FILE *f;
 
-	d = d_start("--session-idle-timeout", "1", NULL);
+	snprintf(idle, sizeof idle, "%d", e2e_s(1));
+	d = d_start("--session-idle-timeout", idle, NULL);
 
 	/* a: its creator leaves. */
 	creator = c_open(d);
@@ -306,17 +309,22 @@ Test(idle, only_sessions_nobody_refers_to_are_closed)
 	runner = c_open(d);
 	busy = c_session(runner, NULL);
 	sbusy = json_string_value(busy);
-	json_decref(c_add(runner, sbusy, "slow", "bash",
-	    "{\"command\":\"sleep 6\"}"));
+	/* It runs until the test lets it end. */
+	snprintf(cmd, sizeof cmd, "{\"command\":\"while [ ! -e %s ]; do "
+	    "sleep 0.05; done\"}", d_path(d, "go"));
+	json_decref(c_add(runner, sbusy, "slow", "bash", cmd));
 	c_close(runner);
 
 	cr_assert(wait_gone(d, sa, SLOW), "an abandoned session lives on");
-	usleep(1500000);
+	/* Past the others' idle timeout, had they been idle (scaled). */
+	usleep((useconds_t)e2e_ms(1500) * 1000);
 	cr_assert(has_session(d, sb), "a session with a client was closed");
 	cr_assert(has_session(d, sc), "a subscribed session was closed");
 	cr_assert(has_session(d, sbusy), "a session with a running tool was "
 	    "closed");
 	/* Once its tool is done, the busy one goes too. */
+	cr_assert((f = fopen(d_path(d, "go"), "w")) != NULL);
+	fclose(f);
 	cr_assert(wait_gone(d, sbusy, SLOW));
 	cr_assert(d_wait_no_leftovers(d, SLOW));
 	/* And the subscribed one once its subscriber leaves. */
@@ -343,7 +351,7 @@ Test(idle, zero_means_never)
 	sid = json_incref(json_object_get(r, "sessionId"));
 	json_decref(r);
 	c_close(c);
-	usleep(1500000);
+	usleep((useconds_t)e2e_ms(1500) * 1000);
 	cr_assert(has_session(d, json_string_value(sid)));
 	json_decref(sid);
 	d_stop(d);
@@ -498,7 +506,9 @@ Test(outputs, files_go_when_the_grace_after_close_ends)
 {
 	struct daemon *d = d_start(NULL);
 	struct client *c = c_open(d);
-	json_t *now = big_session(c, 0), *later = big_session(c, 1000), *r;
+	json_t *now = big_session(c, 0), *later = big_session(c,
+	    e2e_ms(1000)), *r;
+	long long until;
 	char *p0, *p1;
 
 	r = run_tool(c, json_string_value(now), "n", "big", NULL);
@@ -514,8 +524,10 @@ Test(outputs, files_go_when_the_grace_after_close_ends)
 	json_decref(c_call(c, "closeSession", json_pack("{s:O}", "sessionId",
 	    later)));
 	cr_assert(exists(p1), "the grace was not kept");
-	usleep(1500000);
-	cr_assert(!exists(p1), "the file outlived its grace");
+	for (until = e2e_now_ms() + e2e_ms(SLOW); exists(p1);
+	    usleep(20 * 1000))
+		cr_assert_lt(e2e_now_ms(), until,
+		    "the file outlived its grace");
 	cr_assert_eq(count_files(d), 0);
 	free(p0);
 	free(p1);
@@ -538,7 +550,7 @@ Test(outputs, a_killed_or_discarded_tool_leaves_no_file)
 	for (i = 0; i < 2; i++) {
 		json_decref(c_add(c, s, how[i], "big", NULL));
 		/* The output is on disk once the file shows up. */
-		until = e2e_now_ms() + SLOW;
+		until = e2e_now_ms() + e2e_ms(SLOW);
 		while (count_files(d) == 0) {
 			cr_assert(e2e_now_ms() < until, "no output file");
 			usleep(20000);
@@ -557,7 +569,7 @@ Test(outputs, a_killed_or_discarded_tool_leaves_no_file)
 		}
 		/* A discarded tool runs on (S11) and ends unseen. */
 		cr_assert(d_wait_no_leftovers(d, SLOW));
-		until = e2e_now_ms() + SLOW;
+		until = e2e_now_ms() + e2e_ms(SLOW);
 		while (count_files(d) != 0) {
 			cr_assert(e2e_now_ms() < until, "a file nobody was "
 			    "told of was left");

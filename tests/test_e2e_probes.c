@@ -617,7 +617,7 @@ spawn_sleep(void)
 		_exit(127);
 	}
 	snprintf(path, sizeof path, "/proc/%ld/comm", (long)pid);
-	for (i = 0; i < 2000; i++) {
+	for (i = 0; i < e2e_ms(2000); i++) {
 		read_text(path, comm, sizeof comm);
 		if (strcmp(comm, "sleep\n") == 0)
 			break;
@@ -644,12 +644,12 @@ signal_probe(struct esc *e, const char *sig)
 {
 	pid_t pid = spawn_sleep();
 	json_t *r;
-	char state;
+	char state = 0;
 	int i;
 
 	r = esc_run(e, "kill -%s %ld", sig, (long)pid);
-	/* Give the signal its moment to land (R while it does). */
-	for (i = 0; i < 300; i++) {
+	/* Give the signal its moment to land (R while it does), scaled. */
+	for (i = 0; i < e2e_ms(300); i++) {
 		state = proc_state(pid);
 		if (state == 'T' || state == 't' || state == 'Z' || state == 0)
 			break;
@@ -702,7 +702,7 @@ PROBE(kill_stop_the_daemon, NULL)
 	c_send_raw(e->c, text);
 	free(text);
 	json_decref(req);
-	until = e2e_now_ms() + SLOW;
+	until = e2e_now_ms() + e2e_ms(SLOW);
 	while ((!ended || replies < 2) && e2e_now_ms() < until) {
 		if (proc_state(e->dpid) == 'T') {
 			stopped = true;
@@ -730,7 +730,7 @@ PROBE(kill_stop_the_daemon, NULL)
 	r = esc_result(e);
 	t0 = e2e_now_ms();
 	c_ping(e->c);
-	cr_assert_lt(e2e_now_ms() - t0, 2000, "the ping took %lld ms",
+	cr_assert_lt(e2e_now_ms() - t0, e2e_ms(2000), "the ping took %lld ms",
 	    e2e_now_ms() - t0);
 	verdict(e, r, stopped, NONE, "kill -STOP the daemon");
 }
@@ -785,7 +785,7 @@ inet_socket(int type, int *port)
 	return fd;
 }
 
-/* Did a connection (a listener) or a datagram come within ms? */
+/* Did a connection (a listener) or a datagram come within ms, scaled? */
 static bool
 came(int fd, bool listener, int ms)
 {
@@ -793,7 +793,7 @@ came(int fd, bool listener, int ms)
 	char buf[64];
 	int a;
 
-	if (poll(&p, 1, ms) <= 0)
+	if (poll(&p, 1, e2e_ms(ms)) <= 0)
 		return false;
 	if (listener) {
 		if ((a = accept(fd, NULL, NULL)) >= 0)

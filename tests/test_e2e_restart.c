@@ -81,7 +81,7 @@ Test(restart, a_crash_mid_turn_keeps_the_pairing_and_leaves_nothing)
 	json_decref(c_wait(c, "tool_result", SLOW));
 	json_decref(c_add(c, sid, "t2", "bash", "{\"command\":\"sleep 60\"}"));
 	json_decref(c_add(c, sid, "t3", "bash", "{\"command\":\"echo three\"}"));
-	usleep(300 * 1000);
+	json_decref(c_wait_tool(c, "tool_status", "t2", "executing", SLOW));
 	/* The last seq the client has been sent so far. */
 	seen = c_call(c, "events", json_pack("{s:s}", "sessionId", sid));
 	last = e2e_int(seen, "lastSeq");
@@ -205,7 +205,7 @@ Test(restart, a_dead_daemons_tmpdirs_are_removed)
 	    "\"concurrencySafe\":true,\"sandbox\":\"read-only\"}")));
 
 	json_decref(c_add(c, json_string_value(sid_j), "t", "ro", NULL));
-	usleep(300 * 1000);
+	json_decref(c_wait_tool(c, "tool_status", "t", "executing", SLOW));
 	cr_assert_eq(tmpdirs(d), 1, "the read-only tool has no TMPDIR");
 	c_close(c);
 	crash(d);
@@ -302,7 +302,7 @@ Test(restart, a_stop_keeps_the_sessions_and_close_ends_them)
 	    "{\"command\":\"sleep 60\"}"));
 	json_decref(c_call(c, "closeSession", json_pack("{s:O}", "sessionId",
 	    gone)));
-	usleep(200 * 1000);
+	json_decref(c_wait_tool(c, "tool_status", "t", "executing", SLOW));
 	c_close(c);
 	/* SIGTERM: the tools are killed, the sessions stay in the journal. */
 	cr_assert_eq(d_terminate(d), 0);
@@ -464,14 +464,14 @@ Test(restart, the_old_journal_becomes_the_default_sockets)
 	d_stop(d);
 }
 
-/* Whether sid is listed within ms (gone: false once it is not). */
+/* Whether sid is listed within ms, scaled (gone: false once it is not). */
 static bool
 listed_within(struct daemon *d, const char *sid, bool want, int ms)
 {
 	struct client *c = c_open(d);
 	bool is = listed(c, sid);
 
-	for (; is != want && ms > 0; ms -= 50) {
+	for (ms = ms > 0 ? e2e_ms(ms) : 0; is != want && ms > 0; ms -= 50) {
 		usleep(50 * 1000);
 		is = listed(c, sid);
 	}
@@ -487,24 +487,40 @@ listed_within(struct daemon *d, const char *sid, bool want, int ms)
  */
 Test(restart, the_idle_clock_counts_the_time_the_daemon_was_down)
 {
-	struct daemon *d = d_start("--session-idle-timeout", "3", NULL);
-	struct client *c = c_open(d);
-	json_t *old = c_session(c, NULL), *young;
+	/*
+	 * Every duration in units of the timeout T, scaled (the time rule):
+	 * old is idle 3/4 T before young is, and the daemon is down until
+	 * old has been idle past T; young then has 3/4 T left, in which the
+	 * restart and the look at the list must fit.
+	 */
+	int t = e2e_s(4);
+	char timeout[16];
+	long long old_since;
+	struct client *c;
+	json_t *old, *young;
+	struct daemon *d;
 
+	snprintf(timeout, sizeof timeout, "%d", t);
+	d = d_start("--session-idle-timeout", timeout, NULL);
+	c = c_open(d);
+	old = c_session(c, NULL);
 	c_close(c);                     /* old is idle from now */
-	usleep(1500 * 1000);
+	old_since = e2e_now_ms();
+	usleep((useconds_t)t * 750 * 1000);
 	c = c_open(d);
 	young = c_session(c, NULL);
 	c_close(c);                     /* young from now */
 	cr_assert_eq(d_terminate(d), 0);
-	usleep(1800 * 1000);            /* old: 3.3 s idle, young: 1.8 s */
-	d_restart(d, "--session-idle-timeout", "3", NULL);
-	cr_assert(!listed_within(d, json_string_value(old), false, 1000),
-	    "a session idle past the timeout came back");
+	while (e2e_now_ms() < old_since + t * 1000LL + 200)
+		usleep(20 * 1000);
+	d_restart(d, "--session-idle-timeout", timeout, NULL);
 	cr_assert(listed_within(d, json_string_value(young), true, 0),
 	    "a session within its timeout was lost");
+	cr_assert(!listed_within(d, json_string_value(old), false, 5000),
+	    "a session idle past the timeout came back");
 	/* And young still goes when its own time is up. */
-	cr_assert(!listed_within(d, json_string_value(young), false, 3000));
+	cr_assert(!listed_within(d, json_string_value(young), false,
+	    t * 1000 + 5000));
 	json_decref(old);
 	json_decref(young);
 	d_stop(d);

@@ -59,17 +59,17 @@ struct t {
 /* Criterion runs each test in a process of its own. */
 static struct t T_;
 
-TestSuite(S1, .fini = e2e_fini, .timeout = 90);
-TestSuite(S2, .fini = e2e_fini, .timeout = 90);
-TestSuite(S3, .fini = e2e_fini, .timeout = 90);
-TestSuite(S4, .fini = e2e_fini, .timeout = 90);
-TestSuite(S5, .fini = e2e_fini, .timeout = 90);
-TestSuite(S6, .fini = e2e_fini, .timeout = 90);
-TestSuite(S7, .fini = e2e_fini, .timeout = 90);
-TestSuite(S8, .fini = e2e_fini, .timeout = 90);
-TestSuite(S9, .fini = e2e_fini, .timeout = 90);
-TestSuite(S10, .fini = e2e_fini, .timeout = 90);
-TestSuite(S15, .fini = e2e_fini, .timeout = 90);
+TestSuite(S1, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S2, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S3, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S4, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S5, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S6, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S7, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S8, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S9, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S10, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
+TestSuite(S15, .fini = e2e_fini, .timeout = 90 * STEXEC_TEST_BUILD_SCALE);
 
 /* A tool running its input's `command` with /bin/sh -c. */
 static json_t *
@@ -223,7 +223,7 @@ static json_t *
 t_await_n(struct t *t, const char *method, const char *id,
     const char *status, int n)
 {
-	long long until = e2e_now_ms() + WAIT_MS;
+	long long until = e2e_now_ms() + e2e_ms(WAIT_MS);
 	json_t *p;
 
 	for (;;) {
@@ -395,7 +395,7 @@ t_exists(struct t *t, const char *name)
 static long long
 t_num(struct t *t, const char *id, const char *what)
 {
-	long long until = e2e_now_ms() + WAIT_MS;
+	long long until = e2e_now_ms() + e2e_ms(WAIT_MS);
 	char name[128], buf[64];
 	ssize_t n;
 	int fd;

@@ -80,7 +80,7 @@ def run(d, interrupt):
     args = COMMAND + ["--socket", d.sock, "--cwd", cwd, STREAM] + (
         ["--interrupt"] if interrupt else [])
     p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=120)
+                       timeout=pydaemon.scaled(120))
     err = p.stderr.decode("utf-8", "replace")
     label = "--interrupt" if interrupt else "plain"
     if not T.eq(p.returncode, 0, "%s: exit status" % label):
@@ -182,7 +182,7 @@ def interrupted(d):
 
 def main():
     def body(d):
-        for _ in range(200):
+        for _ in range(int(pydaemon.scaled(200))):
             if os.path.exists(d.sock):
                 break
             time.sleep(0.05)

@@ -65,7 +65,7 @@ def check_stream(d, command, path):
     name = os.path.basename(path)[:-4]
     p = subprocess.run(command + ["--socket", d.sock, "--compare", path],
                        stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=120)
+                       stderr=subprocess.PIPE, timeout=pydaemon.scaled(120))
     out = p.stdout.decode("utf-8")
     err = p.stderr.decode("utf-8", "replace")
     if not T.eq(p.returncode, 0, "%s: exit status" % name):
@@ -123,7 +123,7 @@ def check_transcript(d, path):
                     for b in turn["assistant"] if b["type"] == "tool_use")
     p = subprocess.run([sys.executable, REPLAY, "--socket", d.sock, path],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=120)
+                       timeout=pydaemon.scaled(120))
     out = p.stdout.decode("utf-8", "replace")
     T.eq(p.returncode, 0, "%s: the replay matches one bash:\n%s%s" % (
         name, out, p.stderr.decode("utf-8", "replace")))
@@ -140,7 +140,7 @@ def main():
 
     def every_stream(d):
         T.check(len(streams) >= 4, "four recorded streams: %r" % streams)
-        for _ in range(100):
+        for _ in range(int(pydaemon.scaled(100))):
             if os.path.exists(d.sock):
                 break
             time.sleep(0.1)

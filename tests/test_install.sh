@@ -75,7 +75,10 @@ $CC "${flags[@]}" -o "$tmp/hello" "$tmp/hello.c" \
 	--state-dir "$tmp/state" \
 	--log-level error &
 daemon=$!
-for _ in $(seq 100); do
+# One generous guard, scaled (tests/README.md): 30 s times the factor.
+guard=$(awk -v s="${STEXEC_TEST_TIME_SCALE:-${STEXEC_TEST_BUILD_SCALE:-1}}" \
+	'BEGIN { print int(600 * s) }')
+for _ in $(seq "$guard"); do
 	[ -S "$tmp/s.sock" ] && break
 	sleep 0.05
 done

@@ -40,7 +40,7 @@ def output_until(c, sid, jid, want, limit=60):
     where the last stopped (since 0 would answer at once, a busy loop that
     gives up after a guessed time); limit is only a backstop."""
     text, since = "", 0
-    deadline = time.monotonic() + limit
+    deadline = time.monotonic() + pydaemon.scaled(limit)
     while want not in text and time.monotonic() < deadline:
         r = c.ok("readJob", sessionId=sid, jobId=jid, since=since,
                  waitMs=5000)
@@ -71,7 +71,8 @@ def dev_server(d):
     (res, meta), = turn(c, sid, ("bash", {
         "command": "exec python3 -u -m http.server %d --bind 127.0.0.1"
         % port, "run_in_background": True}))
-    T.check(time.monotonic() - t0 < 2, "the job's result comes at once")
+    T.check(time.monotonic() - t0 < pydaemon.scaled(2),
+            "the job's result comes at once")
     T.eq(meta["reason"], "background", "meta.reason")
     T.eq(res["is_error"], False, "a job's result is no error")
     jid = meta["job"]["jobId"]
@@ -104,7 +105,7 @@ def dev_server(d):
     T.eq(j["status"], "killed", "listJobs: killed after kill_shell")
     T.eq(j["pid"], None, "no pid once dead")
     # A subscriber saw it all live (the log keeps only recent turns).
-    sub.s.settimeout(10)
+    sub.s.settimeout(pydaemon.scaled(10))
     events = []
     while not any(n.get("method") == "job_exit" for n in events):
         events.append(json.loads(sub.f.readline()))
@@ -139,7 +140,8 @@ def read_job(d):
     # Nothing new yet: waitMs holds the answer until "four" comes.
     t0 = time.monotonic()
     r2 = c.ok("readJob", sessionId=sid, jobId=jid, waitMs=5000)
-    while "four" not in r2["text"] and time.monotonic() - t0 < 5:
+    while ("four" not in r2["text"] and
+           time.monotonic() - t0 < pydaemon.scaled(5)):
         r2 = c.ok("readJob", sessionId=sid, jobId=jid, waitMs=5000)
     T.check("four" in r2["text"], "waitMs brings the later output")
     T.check(time.monotonic() - t0 > 0.3, "the answer waited for it")
@@ -181,7 +183,8 @@ def read_job(d):
     t0 = time.monotonic()
     r7 = c2.ok("readJob", sessionId=sid, jobId=big, since=0,
                maxBytes=4194304, filter=costly)
-    T.check(time.monotonic() - t0 < 1, "a costly filter answers at once")
+    T.check(time.monotonic() - t0 < pydaemon.scaled(1),
+            "a costly filter answers at once")
     T.check(0 < r7["next"] < 600000 and r7["text"].startswith("y\ny\n"),
             "it stops early, next says where: %r" % r7["next"])
     T.eq(len(r7["text"]), r7["next"], "every line looked at matched")
@@ -203,13 +206,13 @@ def yields(d):
     sid = c.ok("createSession")["sessionId"]
     (res, meta), = turn(c, sid, ("bash", {
         "command": "echo early; sleep 30", "run_in_background": True,
-        "yield_ms": 500}))
+        "yield_ms": int(pydaemon.scaled(500))}))
     T.eq(meta["reason"], "background", "still running after yield_ms")
     T.check("early" in res["content"], "with the output so far: " +
             res["content"])
     (res, meta), = turn(c, sid, ("bash", {
         "command": "echo quick", "run_in_background": True,
-        "yield_ms": 3000}))
+        "yield_ms": int(pydaemon.scaled(3000))}))
     T.eq((meta["reason"], res["content"]), ("ok", "quick\n"),
          "ended before yield_ms: an ordinary result")
     T.eq(len(c.ok("listJobs", sessionId=sid)["jobs"]), 1, "one job only")
@@ -243,7 +246,8 @@ def terminal(d):
     c.ok("writeJob", sessionId=sid, jobId=jid, data="2+2\n")
     text = ""
     t0 = time.monotonic()
-    while "4\r\n" not in text and time.monotonic() - t0 < 10:
+    while ("4\r\n" not in text and
+           time.monotonic() - t0 < pydaemon.scaled(10)):
         text += c.ok("readJob", sessionId=sid, jobId=jid,
                      waitMs=2000)["text"]
     T.check("4\r\n" in text, "bc answers 2+2 on its terminal: %r" % text)
@@ -318,7 +322,7 @@ def reload_carries_jobs(d):
     c.ok("addTool", sessionId=sid, toolUse={"id": "late", "name": "bash",
          "input": {"command": "echo late; sleep 300",
                    "run_in_background": True, "yield_ms": 30000}})
-    time.sleep(0.3)
+    time.sleep(pydaemon.scaled(0.3))
     before = c.ok("initialize")["server"].get("instance")
     # A long-poll pending across the reload is answered, not lost.
     poll = Conn(d.sock)
@@ -328,10 +332,10 @@ def reload_carries_jobs(d):
                                   "sessionId": sid, "jobId": "j-1",
                                   "waitMs": 60000}}) + "\n").encode())
     poll.f.flush()
-    time.sleep(0.2)
+    time.sleep(pydaemon.scaled(0.2))
     d.proc.send_signal(signal.SIGHUP)
     new_image(d, c, before)
-    poll.s.settimeout(10)
+    poll.s.settimeout(pydaemon.scaled(10))
     answer = json.loads(poll.f.readline())
     T.eq((answer.get("id"), answer.get("result", {}).get("status")),
          (5, "running"), "the pending readJob is answered at the reload")
@@ -414,7 +418,7 @@ def reload_carries_input(d):
 
 def wait_status(sub, tid, status):
     """Read sub's notifications until tool_status tid status."""
-    sub.s.settimeout(10)
+    sub.s.settimeout(pydaemon.scaled(10))
     while True:
         n = json.loads(sub.f.readline())
         if (n.get("method") == "tool_status" and
@@ -545,7 +549,8 @@ def slots(d):
     t0 = time.monotonic()
     (res, meta), = turn(c, sid, ("bash", {"command": "echo free"}))
     T.eq(res["content"], "free\n", "a tool runs beside three jobs")
-    T.check(time.monotonic() - t0 < 5, "without waiting for a slot")
+    T.check(time.monotonic() - t0 < pydaemon.scaled(5),
+            "without waiting for a slot")
     c.ok("closeSession", sessionId=sid)
     c.close()
 
@@ -588,8 +593,10 @@ def parallel_calls_count(d):
     """Background calls in flight count against --max-jobs-per-session (3)
     before they are jobs: of five parallel ones, three become jobs."""
     c = Conn(d.sock)
-    tools = [{"name": "bg", "command": ["sleep", "1"], "background": True,
-              "concurrencySafe": True, "yieldMs": 300}]
+    # The tool's time and its yield scale together (tests/README.md).
+    tools = [{"name": "bg", "command": ["sleep", str(pydaemon.scaled(1))],
+              "background": True, "concurrencySafe": True,
+              "yieldMs": int(pydaemon.scaled(300))}]
     sid = c.ok("createSession", tools=tools)["sessionId"]
     got = turn(c, sid, *[("bg", {})] * 5)
     T.eq(sorted(m["reason"] for _, m in got),
@@ -617,7 +624,7 @@ def idle_expiry_kills(d):
         c.close()
         # The event is the job's end; the guard only stops a hang. (A call
         # naming the session would hold it open: none until then.)
-        guard = time.monotonic() + 120
+        guard = time.monotonic() + pydaemon.scaled(120)
         while d2.leftovers() and time.monotonic() < guard:
             time.sleep(0.1)
         T.eq(d2.leftovers(), [], "the expired session's job is gone")
@@ -673,7 +680,7 @@ def crash(d):
         "run_in_background": True}))
     r = c.ok("readJob", sessionId=sid, jobId="j-1", since=0, waitMs=5000)
     T.eq(r["text"], "later\n", "the job said something")
-    time.sleep(0.2)
+    time.sleep(pydaemon.scaled(0.2))
     c.close()
     d.proc.kill()
     d.proc.wait()
@@ -713,7 +720,8 @@ def stop_while_killing(d):
          [("k", "executing")], "kill_shell waits for the job's end")
     c.close()
     d.proc.send_signal(signal.SIGTERM)
-    T.eq(d.proc.wait(timeout=15), 0, "the daemon stops cleanly meanwhile")
+    T.eq(d.proc.wait(timeout=pydaemon.scaled(15)), 0,
+         "the daemon stops cleanly meanwhile")
     T.eq(d.leftovers(), [], "and leaves nothing")
     d.log.close()
     d.start()

@@ -174,7 +174,8 @@ def run_direct(fx, cmds):
                               cwd=fx.cwd(), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
              for c in cmds]
-    return [(p.communicate(timeout=120)[0], None) for p in procs]
+    return [(p.communicate(timeout=pydaemon.scaled(120))[0], None)
+            for p in procs]
 
 
 NEXT = [0]
@@ -443,7 +444,7 @@ def free_port():
 
 
 def wait_listening(port):
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + pydaemon.scaled(30)
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -612,7 +613,7 @@ def reload_carries(d, fx):
             c.ok("addTool", sessionId=sid, toolUse={
                 "id": "n%d" % NEXT[0], "name": "par",
                 "input": {"cmd": "%s %s" % (PY, script)}})
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + pydaemon.scaled(60)
         ready = 0
         while ready < 2 and time.monotonic() < deadline:
             ready = sum(n["method"] == "progress" for n in
@@ -669,14 +670,14 @@ def job_keeps_proxy(d, fx):
         jid = res[-1]["meta"]["job"]["jobId"] if res else None
         before = c.ok("initialize")["server"].get("instance")
         d.proc.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + pydaemon.scaled(60)
         while time.monotonic() < deadline and \
                 c.ok("initialize")["server"].get("instance") == before:
             time.sleep(0.02)
         T.check(c.ok("initialize")["server"].get("instance") != before,
                 "the daemon reloaded")
         open(go, "w").close()
-        text, deadline = "", time.monotonic() + 60
+        text, deadline = "", time.monotonic() + pydaemon.scaled(60)
         while jid and "[rc=" not in text and time.monotonic() < deadline:
             text = c.ok("readJob", sessionId=sid, jobId=jid, since=0,
                         waitMs=1000)["text"]
@@ -722,7 +723,8 @@ def operator_flags(path, fx):
             [path, "--socket", os.path.join(tools, "s.sock"), "--state-dir",
              os.path.join(tools, "state"), "--tools-dir", tools,
              "--network-hosts", fx.hosts, "--network-allow-max", "*.test"],
-            stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+            stdin=subprocess.DEVNULL, capture_output=True,
+            timeout=pydaemon.scaled(120))
         err = p.stderr.decode("utf-8", "replace")
         T.check(p.returncode != 0 and "tool wide:" in err and "example.org"
                 in err, "a --tools-dir tool outside --network-allow-max "
@@ -736,7 +738,7 @@ def start(path, args, wrap=()):
     not know)."""
     d = pydaemon.Daemon(path, args, wrap)
     d.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + pydaemon.scaled(30)
     while time.monotonic() < deadline:
         if d.proc.poll() is not None:
             d.log.close()

@@ -36,6 +36,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "net"))
 
 import netns  # noqa: E402
+import pydaemon  # noqa: E402
 import test_network as tn  # noqa: E402
 from test_network import T, Conn, case  # noqa: E402
 
@@ -344,7 +345,7 @@ def tool_end(d, fx):
             "id": "n%d" % tn.NEXT[0], "name": "sh",
             "input": {"cmd": fx.script("hand.py", HAND_OVER % (port, go))}})
         fd = None
-        guard = time.monotonic() + 120
+        guard = time.monotonic() + pydaemon.scaled(120)
         while fd is None and time.monotonic() < guard:
             for n in c.ok("events", sessionId=sid)["notifications"]:
                 if n["method"] == "progress":
@@ -368,7 +369,7 @@ def tool_end(d, fx):
         # daemon must close the upstream (guarded, not timed).
         T.check(srv.closed.wait(120), "the server sees the tunnel closed")
         if held is not None:
-            held.settimeout(120)
+            held.settimeout(pydaemon.scaled(120))
             T.eq(held.recv(10), b"", "the tool's end reads EOF")
             held.close()
         c.ok("closeSession", sessionId=sid)
@@ -424,7 +425,7 @@ def session_bound(d, fx):
                 "id": "n%d" % tn.NEXT[0], "name": "par",
                 "input": {"cmd": cmd}})
         counted = 0
-        guard = time.monotonic() + 120
+        guard = time.monotonic() + pydaemon.scaled(120)
         try:
             while counted < 5 and time.monotonic() < guard:
                 counted = sum(n["method"] == "progress" for n in c.ok(

@@ -71,7 +71,8 @@ class Rpc:
 
 def cli(d, *args, check=True):
     p = subprocess.run([CLI, "--socket", d.sock] + list(args),
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True,
+                       timeout=pydaemon.scaled(60))
     if check:
         T.check(p.returncode == 0, "stexec-cli %s: exit %d: %s" %
                 (" ".join(args), p.returncode, p.stderr))
@@ -245,7 +246,7 @@ def started(d):
          "started (stats, metric): only the running tool, no failed exec")
     r.call("addTool", sessionId=sid, toolUse={
         "id": "l2", "name": "quiet", "input": {}})
-    deadline = time.time() + 10
+    deadline = time.time() + pydaemon.scaled(10)
     while counts()[0] == s1 and time.time() < deadline:
         time.sleep(0.01)
     s2, m2 = counts()
@@ -282,16 +283,18 @@ def top(d):
                     return
 
     try:
-        read(time.time() + 1)
+        read(time.time() + pydaemon.scaled(1))
         T.check("\x1b[?1049h" in data, "top enters the alternate screen")
         T.check("\x1b[H" in data and "\x1b[K" in data,
                 "frames: cursor home, each line cleared to its end")
         r = Rpc(d.sock)
         sid = r.call("createSession")["sessionId"]
         mark = len(data)
+        # Long enough for top's frames, scaled (tests/README.md).
+        nap = "sleep %d" % pydaemon.scaled(5)
         r.call("addTool", sessionId=sid, toolUse={
             "id": "top1", "name": "bash",
-            "input": {"command": "sleep 5"}})
+            "input": {"command": nap}})
         # Queued behind it: what it runs, cut to the terminal's width.
         r.call("addTool", sessionId=sid, toolUse={
             "id": "top2", "name": "bash",
@@ -301,11 +304,12 @@ def top(d):
         t0 = time.time()
         seen = None
         queued = []
-        while time.time() < t0 + 20 and (seen is None or not queued):
+        while (time.time() < t0 + pydaemon.scaled(20) and
+               (seen is None or not queued)):
             read(time.time() + 0.05)
             for ln in screen_rows(data[mark:]):
                 m = re.search(r"top1\s+bash\s+executing\s+(\d+\.\d)s\s+"
-                              r"(\S+)\s+(\S+)\s+(\S+)\s+sleep 5$", ln)
+                              r"(\S+)\s+(\S+)\s+(\S+)\s+" + nap + "$", ln)
                 if m and sid in ln:
                     seen = (time.time() - t0, m.groups(), ln)
             queued = [ln for ln in screen_rows(data[mark:]) if "top2" in ln]
@@ -316,7 +320,7 @@ def top(d):
                 len(queued[-1]) <= 132, "top shows a queued tool's input "
                 "cut to the terminal's width: %r" % queued[-1:])
         st = r.call("status", sessionId=sid)["tools"][0]
-        T.eq(st.get("input"), {"command": "sleep 5"}, "status: the input")
+        T.eq(st.get("input"), {"command": nap}, "status: the input")
         # Measured wherever a memory controller is, v1 (hybrid) or v2.
         how = r.call("initialize")["capabilities"]["enforcement"][
             "limits"]["memoryBytes"]
@@ -338,7 +342,7 @@ def top(d):
             r"top1\s+bash\s+executing\s+\d+\.\ds", once) is not None,
             "top --once: a plain frame with the tool: %r" % once)
         os.write(fd, b"q")
-        read(time.time() + 2)
+        read(time.time() + pydaemon.scaled(2))
         _, status = os.waitpid(pid, 0)
         pid = 0
         T.eq(os.waitstatus_to_exitcode(status), 0, "top's exit status")
@@ -362,7 +366,11 @@ def logs_text(d):
     r.call("drain", sessionId=sid)
     r.call("closeSession", sessionId=sid)
     r.close()
-    time.sleep(0.2)
+    # The log lines are the event: wait for the result's, with a guard.
+    deadline = time.time() + pydaemon.scaled(10)
+    while ("tool lg1 (bash): result" not in d.log_tail(400) and
+           time.time() < deadline):
+        time.sleep(0.05)
     log = d.log_tail(400)
     T.check(re.search(r"^stexecd: info: session %s: created for uid \d+" %
                       sid, log, re.M) is not None, "created, in the text")
@@ -377,10 +385,11 @@ def reload(d):
     """A reload (SIGHUP) keeps the counters and counts itself."""
     before, _, _ = scrape(d)
     os.kill(d.proc.pid, signal.SIGHUP)
-    after, deadline = {}, time.time() + 15
+    after, deadline = {}, time.time() + pydaemon.scaled(15)
     while time.time() < deadline:
         p = subprocess.run([CLI, "--socket", d.sock, "metrics"],
-                           capture_output=True, text=True, timeout=30)
+                           capture_output=True, text=True,
+                           timeout=pydaemon.scaled(30))
         if p.returncode == 0:
             after = {(s.name, tuple(sorted(s.labels.items()))): s.value
                      for f in text_string_to_metric_families(p.stdout)
@@ -440,7 +449,7 @@ def journal_fields():
          "--output-dir", os.path.join(tmp, "out")],
         stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
     try:
-        deadline = time.time() + 10
+        deadline = time.time() + pydaemon.scaled(10)
         while (not os.path.exists(sock) and time.time() < deadline
                and p.poll() is None):
             time.sleep(0.02)
@@ -458,7 +467,7 @@ def journal_fields():
         r.call("closeSession", sessionId=sid)
         r.close()
         entries = []
-        deadline = time.time() + 3
+        deadline = time.time() + pydaemon.scaled(3)
         while time.time() < deadline:
             try:
                 msg = js.recv(65536).decode("utf-8", "replace")
@@ -484,7 +493,8 @@ def journal_fields():
                 "journal: closing with SESSION_ID")
     finally:
         p.send_signal(signal.SIGTERM)
-        T.eq(p.wait(timeout=15), 0, "the journald daemon's exit status")
+        T.eq(p.wait(timeout=pydaemon.scaled(15)), 0,
+             "the journald daemon's exit status")
         log.close()
         with open(os.path.join(tmp, "stream.log"), "rb") as f:
             text = f.read().decode("utf-8", "replace")
@@ -502,7 +512,7 @@ def main():
         return 77
 
     def body(d):
-        deadline = time.time() + 10
+        deadline = time.time() + pydaemon.scaled(10)
         while not os.path.exists(d.sock) and time.time() < deadline:
             time.sleep(0.02)
         metrics(d)

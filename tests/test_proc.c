@@ -22,6 +22,7 @@
 
 #include <event2/event.h>
 
+#include "e2e.h"
 #include "supervisor/proc.h"
 #include "util.h"
 
@@ -200,7 +201,7 @@ run_until(bool *flag, int timeout_ms)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (!*flag) {
-		if (ms_since(&t0) > timeout_ms)
+		if (ms_since(&t0) > e2e_ms(timeout_ms))
 			return false;
 		event_base_loop(base, EVLOOP_ONCE);
 	}
@@ -350,7 +351,7 @@ read_file(const char *path, size_t *len)
 	return b.data;
 }
 
-Test(proc, exit_zero_with_stdout, .timeout = 30)
+Test(proc, exit_zero_with_stdout, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 
@@ -370,7 +371,7 @@ Test(proc, exit_zero_with_stdout, .timeout = 30)
 	finish();
 }
 
-Test(proc, exit_code, .timeout = 30)
+Test(proc, exit_code, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 
@@ -384,7 +385,7 @@ Test(proc, exit_code, .timeout = 30)
 	finish();
 }
 
-Test(proc, stderr_only, .timeout = 30)
+Test(proc, stderr_only, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 
@@ -397,7 +398,7 @@ Test(proc, stderr_only, .timeout = 30)
 	finish();
 }
 
-Test(proc, join_rule, .timeout = 30)
+Test(proc, join_rule, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 }, c = { 0 }, d = { 0 };
 
@@ -419,7 +420,7 @@ Test(proc, join_rule, .timeout = 30)
 	finish();
 }
 
-Test(proc, killed_by_own_signal, .timeout = 30)
+Test(proc, killed_by_own_signal, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 
@@ -432,7 +433,7 @@ Test(proc, killed_by_own_signal, .timeout = 30)
 	finish();
 }
 
-Test(proc, spawn_enoent, .timeout = 30)
+Test(proc, spawn_enoent, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "");
@@ -452,7 +453,7 @@ Test(proc, spawn_enoent, .timeout = 30)
 	finish();
 }
 
-Test(proc, spawn_not_executable, .timeout = 30)
+Test(proc, spawn_not_executable, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "");
@@ -476,7 +477,8 @@ Test(proc, spawn_not_executable, .timeout = 30)
  * (spawn_launch): the child's output, a failure before its exec (reported
  * as from a waited spawn), and a kill at once all come out the same.
  */
-Test(proc, launched_beside_a_running_tool, .timeout = 30)
+Test(proc, launched_beside_a_running_tool,
+    .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 }, c = { 0 }, d = { 0 };
 	struct proc_spec aspec = sh_spec(&a, "sleep 10");
@@ -538,7 +540,7 @@ run_until_execd(struct proc *p, int timeout_ms)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (!proc_execd(p)) {
-		if (ms_since(&t0) > timeout_ms)
+		if (ms_since(&t0) > e2e_ms(timeout_ms))
 			return false;
 		event_base_loop(base, EVLOOP_ONCE);
 	}
@@ -550,7 +552,8 @@ run_until_execd(struct proc *p, int timeout_ms)
  * is known, without an event of its own; one whose execve fails (a file
  * the kernel cannot execute: ENOEXEC) never is, nor counted.
  */
-Test(proc, launched_starts_once_its_exec_is_known, .timeout = 30)
+Test(proc, launched_starts_once_its_exec_is_known,
+    .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 }, c = { 0 };
 	struct proc_spec aspec = sh_spec(&a, "sleep 10");
@@ -599,7 +602,7 @@ Test(proc, launched_starts_once_its_exec_is_known, .timeout = 30)
 }
 
 /* The same for a tool of another user: its groups are the run's copy. */
-Test(proc, launched_as_another_user, .timeout = 30)
+Test(proc, launched_as_another_user, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	static const gid_t groups[] = { 65534, 100 };
 	struct proc_user nobody = { 65534, 65534, groups, 2, NULL };
@@ -626,7 +629,7 @@ Test(proc, launched_as_another_user, .timeout = 30)
 	finish();
 }
 
-Test(proc, spawn_bad_cwd, .timeout = 30)
+Test(proc, spawn_bad_cwd, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, f = { 0 };
 	struct proc_spec spec = sh_spec(&r, "pwd");
@@ -650,7 +653,7 @@ Test(proc, spawn_bad_cwd, .timeout = 30)
 	finish();
 }
 
-Test(proc, cwd_and_path_from_env, .timeout = 30)
+Test(proc, cwd_and_path_from_env, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, n = { 0 };
 	struct proc_spec spec = sh_spec(&r, "pwd");
@@ -675,7 +678,7 @@ Test(proc, cwd_and_path_from_env, .timeout = 30)
 	finish();
 }
 
-Test(proc, stdin_delivered, .timeout = 30)
+Test(proc, stdin_delivered, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "cat");
@@ -692,7 +695,7 @@ Test(proc, stdin_delivered, .timeout = 30)
 	finish();
 }
 
-Test(proc, stdin_large_delivered, .timeout = 30)
+Test(proc, stdin_large_delivered, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "wc -c");
@@ -712,7 +715,7 @@ Test(proc, stdin_large_delivered, .timeout = 30)
 	finish();
 }
 
-Test(proc, stdin_never_read, .timeout = 30)
+Test(proc, stdin_never_read, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, s = { 0 };
 	struct proc_spec spec = sh_spec(&r, "echo done");
@@ -740,7 +743,7 @@ Test(proc, stdin_never_read, .timeout = 30)
 	finish();
 }
 
-Test(proc, progress_lines, .timeout = 30)
+Test(proc, progress_lines, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 
@@ -760,7 +763,7 @@ Test(proc, progress_lines, .timeout = 30)
 	finish();
 }
 
-Test(proc, progress_long_line_cut, .timeout = 30)
+Test(proc, progress_long_line_cut, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	size_t i;
@@ -781,7 +784,7 @@ Test(proc, progress_long_line_cut, .timeout = 30)
 	finish();
 }
 
-Test(proc, stream_output_chunks, .timeout = 30)
+Test(proc, stream_output_chunks, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, q = { 0 };
 	struct proc_spec spec = sh_spec(&r, "printf out1; printf err1 >&2;"
@@ -805,7 +808,7 @@ Test(proc, stream_output_chunks, .timeout = 30)
 	finish();
 }
 
-Test(proc, timeout_term_ignored, .timeout = 30)
+Test(proc, timeout_term_ignored, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "trap '' TERM; echo started;"
@@ -819,18 +822,19 @@ Test(proc, timeout_term_ignored, .timeout = 30)
 	cr_assert_eq(r.signal, SIGKILL);
 	cr_assert_str_eq(r.head.data, "started\n");
 	cr_assert_geq(r.duration_ms, 450, "%lld", (long long)r.duration_ms);
-	cr_assert_lt(ms_between(&r.spawned, &r.ended), 5000);
+	cr_assert_lt(ms_between(&r.spawned, &r.ended), e2e_ms(5000));
 	cr_assert_eq(count_children(), 0);
 	result_free(&r);
 	finish();
 }
 
-Test(proc, timeout_term_obeyed, .timeout = 30)
+Test(proc, timeout_term_obeyed, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "sleep 100");
 
-	start(5000, 0, 0);
+	/* The grace and the bound scale together (tests/README.md). */
+	start(e2e_ms(5000), 0, 0);
 	spec.timeout_ms = 100;
 	spawn(&r, &spec);
 	cr_assert(run_until(&r.done, 10000));
@@ -838,7 +842,7 @@ Test(proc, timeout_term_obeyed, .timeout = 30)
 	cr_assert_eq(r.signal, SIGTERM);
 	cr_assert_geq(r.duration_ms, 90);
 	/* Well before the 5 s grace. */
-	cr_assert_lt(ms_between(&r.spawned, &r.ended), 3000);
+	cr_assert_lt(ms_between(&r.spawned, &r.ended), e2e_ms(3000));
 	result_free(&r);
 	finish();
 }
@@ -856,7 +860,7 @@ kill_later_cb(evutil_socket_t fd, short events, void *arg)
 	in_call = false;
 }
 
-Test(proc, kill, .timeout = 30)
+Test(proc, kill, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "sleep 100");
@@ -871,12 +875,12 @@ Test(proc, kill, .timeout = 30)
 	event_free(ev);
 	cr_assert_eq(r.end, PROC_KILLED);
 	cr_assert_eq(r.signal, SIGTERM);
-	cr_assert_lt(ms_between(&r.spawned, &r.ended), 3000);
+	cr_assert_lt(ms_between(&r.spawned, &r.ended), e2e_ms(3000));
 	result_free(&r);
 	finish();
 }
 
-Test(proc, kill_from_line_callback, .timeout = 30)
+Test(proc, kill_from_line_callback, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "trap '' TERM; echo go >&3;"
@@ -907,35 +911,41 @@ kill_in_grace_cb(evutil_socket_t fd, short events, void *arg)
 	proc_kill(r->p);
 }
 
-Test(proc, kill_during_leftover_grace, .timeout = 30)
+Test(proc, kill_during_leftover_grace, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "sleep 100 & echo $!");
-	struct timeval tv = { 0, 300000 };
+	struct timeval tv = { e2e_ms(300) / 1000, e2e_ms(300) % 1000 * 1000 };
 	struct event *ev;
 	pid_t pid;
 
-	start(0, 5000, 0);
+	/* The grace, the kill's moment and the bound scale together. */
+	start(0, e2e_ms(5000), 0);
 	spawn(&r, &spec);
 	ev = evtimer_new(base, kill_in_grace_cb, &r);
 	evtimer_add(ev, &tv);
 	cr_assert(run_until(&r.done, 10000));
 	event_free(ev);
 	cr_assert_eq(r.end, PROC_KILLED);
-	cr_assert_lt(ms_between(&r.spawned, &r.ended), 2500);
+	cr_assert_lt(ms_between(&r.spawned, &r.ended), e2e_ms(2500));
 	pid = (pid_t)atol(r.head.data);
 	cr_assert(pid > 0 && pid_gone(pid));
 	result_free(&r);
 	finish();
 }
 
-Test(proc, max_procs_fifo_and_kill_queued, .timeout = 30)
+Test(proc, max_procs_fifo_and_kill_queued,
+    .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 }, c = { 0 };
-	struct proc_spec aspec = sh_spec(&a, "sleep 0.3; echo a");
+	char acmd[64];
+	struct proc_spec aspec;
 	struct proc_spec bspec = sh_spec(&b, "echo b");
 	struct proc_spec cspec = sh_spec(&c, "echo c");
 
+	/* a's time and the bounds on b's scale together. */
+	snprintf(acmd, sizeof acmd, "sleep %.3f; echo a", e2e_ms(300) / 1000.0);
+	aspec = sh_spec(&a, acmd);
 	start(0, 0, 1);
 	spawn(&a, &aspec);
 	spawn(&b, &bspec);
@@ -960,8 +970,8 @@ Test(proc, max_procs_fifo_and_kill_queued, .timeout = 30)
 	cr_assert_str_eq(a.head.data, "a\n");
 	cr_assert_str_eq(b.head.data, "b\n");
 	/* b's clock started when it really started. */
-	cr_assert_lt(b.duration_ms, 250);
-	cr_assert_geq(ms_between(&a.spawned, &b.ended), 300);
+	cr_assert_lt(b.duration_ms, e2e_ms(250));
+	cr_assert_geq(ms_between(&a.spawned, &b.ended), e2e_ms(300));
 	cr_assert_eq(proc_started(), 2);
 	cr_assert_eq(proc_running(), 0);
 	result_free(&a);
@@ -991,7 +1001,7 @@ check_truncated(struct result *r, const char *want, size_t wlen, size_t max)
 	free(file);
 }
 
-Test(proc, truncation_stdout, .timeout = 30)
+Test(proc, truncation_stdout, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "seq 1 150000");
@@ -1014,7 +1024,7 @@ Test(proc, truncation_stdout, .timeout = 30)
 	finish();
 }
 
-Test(proc, truncation_both_streams, .timeout = 30)
+Test(proc, truncation_both_streams, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, s = { 0 }, t = { 0 };
 	struct proc_spec spec = sh_spec(&r, "seq 1 200000 | head -c 1000001;"
@@ -1069,7 +1079,7 @@ Test(proc, truncation_both_streams, .timeout = 30)
 	finish();
 }
 
-Test(proc, truncation_boundary, .timeout = 30)
+Test(proc, truncation_boundary, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 };
 	struct proc_spec aspec = sh_spec(&a,
@@ -1098,7 +1108,7 @@ Test(proc, truncation_boundary, .timeout = 30)
 	finish();
 }
 
-Test(proc, output_file_error_reported, .timeout = 30)
+Test(proc, output_file_error_reported, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "seq 1 100000");
@@ -1122,24 +1132,24 @@ Test(proc, output_file_error_reported, .timeout = 30)
 	finish();
 }
 
-Test(proc, timeout_stopped_tool, .timeout = 30)
+Test(proc, timeout_stopped_tool, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "kill -STOP $$; echo resumed");
 
-	start(5000, 0, 0);
+	start(e2e_ms(5000), 0, 0);
 	spec.timeout_ms = 100;
 	spawn(&r, &spec);
 	cr_assert(run_until(&r.done, 10000));
 	cr_assert_eq(r.end, PROC_TIMED_OUT);
 	/* TERM acted on at once thanks to the CONT, not KILL after 5 s. */
 	cr_assert_eq(r.signal, SIGTERM);
-	cr_assert_lt(ms_between(&r.spawned, &r.ended), 3000);
+	cr_assert_lt(ms_between(&r.spawned, &r.ended), e2e_ms(3000));
 	result_free(&r);
 	finish();
 }
 
-Test(proc, flood_bounded_memory, .timeout = 120)
+Test(proc, flood_bounded_memory, .timeout = 120 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, e = { 0 };
 	struct proc_spec spec = sh_spec(&r, "head -c 1073741824 /dev/zero");
@@ -1190,7 +1200,7 @@ resume_cb(evutil_socket_t fd, short events, void *arg)
 	proc_pause(r->p, false);
 }
 
-Test(proc, pause_backpressure, .timeout = 30)
+Test(proc, pause_backpressure, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "head -c 4194304 /dev/zero");
@@ -1214,7 +1224,7 @@ Test(proc, pause_backpressure, .timeout = 30)
 	finish();
 }
 
-Test(proc, background_job_holds_stdout, .timeout = 30)
+Test(proc, background_job_holds_stdout, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	pid_t pid;
@@ -1226,13 +1236,13 @@ Test(proc, background_job_holds_stdout, .timeout = 30)
 	pid = (pid_t)atol(r.head.data);
 	cr_assert_gt(pid, 0);
 	cr_assert(pid_gone(pid), "background sleep %ld survived", (long)pid);
-	cr_assert_lt(ms_between(&r.spawned, &r.ended), 2000);
+	cr_assert_lt(ms_between(&r.spawned, &r.ended), e2e_ms(2000));
 	cr_assert_eq(count_children(), 0);
 	result_free(&r);
 	finish();
 }
 
-Test(proc, setsid_escapee, .timeout = 30)
+Test(proc, setsid_escapee, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	pid_t pid;
@@ -1243,13 +1253,13 @@ Test(proc, setsid_escapee, .timeout = 30)
 	pid = (pid_t)atol(r.head.data);
 	cr_assert_gt(pid, 0);
 	cr_assert(pid_gone(pid), "escapee %ld survived", (long)pid);
-	cr_assert_lt(ms_between(&r.spawned, &r.ended), 2000);
+	cr_assert_lt(ms_between(&r.spawned, &r.ended), e2e_ms(2000));
 	cr_assert_eq(count_children(), 0);
 	result_free(&r);
 	finish();
 }
 
-Test(proc, escapees_that_fork_again, .timeout = 30)
+Test(proc, escapees_that_fork_again, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	char *s, *end;
@@ -1280,7 +1290,8 @@ Test(proc, escapees_that_fork_again, .timeout = 30)
 	finish();
 }
 
-Test(proc, escapee_of_running_tool_spared, .timeout = 30)
+Test(proc, escapee_of_running_tool_spared,
+    .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 };
 	struct proc_spec aspec = sh_spec(&a, "pid=$( (setsid sleep 100"
@@ -1328,7 +1339,7 @@ check_cloexec_line(void *arg, const char *line, size_t len)
 	cr_assert_geq(n, 3);
 }
 
-Test(proc, no_fds_leaked, .timeout = 30)
+Test(proc, no_fds_leaked, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, c = { 0 };
 	struct proc_spec spec = sh_spec(&r, "");
@@ -1352,7 +1363,7 @@ Test(proc, no_fds_leaked, .timeout = 30)
 	finish();
 }
 
-Test(proc, env_exact, .timeout = 30)
+Test(proc, env_exact, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "");
@@ -1380,7 +1391,7 @@ Test(proc, env_exact, .timeout = 30)
 	finish();
 }
 
-Test(proc, child_signals_and_group, .timeout = 30)
+Test(proc, child_signals_and_group, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, g = { 0 };
 
@@ -1421,7 +1432,7 @@ chain_exit(void *arg, const struct proc_exit *e)
 	(void)r;
 }
 
-Test(proc, spawn_from_exit_callback, .timeout = 30)
+Test(proc, spawn_from_exit_callback, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 };
 	struct proc_spec spec = sh_spec(&r, "echo first");
@@ -1445,7 +1456,7 @@ shutdown_exit(void *arg, const struct proc_exit *e)
 	proc_shutdown();
 }
 
-Test(proc, shutdown_from_exit_callback, .timeout = 30)
+Test(proc, shutdown_from_exit_callback, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result r = { 0 }, other = { 0 }, third = { 0 };
 	struct proc_spec spec = sh_spec(&r, "echo bye");
@@ -1471,7 +1482,7 @@ Test(proc, shutdown_from_exit_callback, .timeout = 30)
 	finish();
 }
 
-Test(proc, shutdown_kills_everything, .timeout = 30)
+Test(proc, shutdown_kills_everything, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct result a = { 0 }, b = { 0 }, c = { 0 };
 	struct proc_spec aspec = sh_spec(&a, "sleep 100");

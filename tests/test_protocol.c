@@ -423,7 +423,7 @@ Test(ndjson, no_rescan)
 }
 
 /* 4 MiB one byte at a time: O(n) takes a moment, O(n^2) would not end. */
-Test(ndjson, long_line_byte_by_byte, .timeout = 60)
+Test(ndjson, long_line_byte_by_byte, .timeout = 60 * STEXEC_TEST_BUILD_SCALE)
 {
 	struct ndjson	 nj;
 	char		*line;

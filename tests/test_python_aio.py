@@ -25,7 +25,7 @@ import fakejobs  # noqa: E402
 import pydaemon  # noqa: E402
 from pydaemon import Checks  # noqa: E402
 
-WAIT = float(os.environ.get("STEXEC_TEST_WAIT", "20"))
+WAIT = pydaemon.scaled(float(os.environ.get("STEXEC_TEST_WAIT", "20")))
 INTERRUPTED = "<tool_use_error>Interrupted by user</tool_use_error>"
 
 # A safe session tool that sleeps: the read added after it runs beside it.
@@ -144,7 +144,7 @@ async def interrupt_from_task(c, sid):
     """A sleeping bash interrupted by another task while finish() runs;
     async iteration over the client itself."""
     turn = aio.Turn(c, sid)
-    await turn.add("sl", "bash", {"command": "sleep 30; echo never"})
+    await turn.add("sl", "bash", {"command": "sleep 3600; echo never"})
     started = None
 
     async def executing():
@@ -158,7 +158,8 @@ async def interrupt_from_task(c, sid):
     results = [n async for n in turn.finish(timeout=WAIT)
                if n.method == "tool_result"]
     await killer
-    T.check(started is not None and time.monotonic() - started < 10,
+    T.check(started is not None and
+            time.monotonic() - started < pydaemon.scaled(10),
             "the interrupt ended the sleep promptly")
     T.eq([(n.tool_use_id, n.params["result"]["content"]) for n in results],
          [("sl", INTERRUPTED)], "interrupted result (S8)")
@@ -189,8 +190,8 @@ async def resume(c, sid):
         T.check(False, "a closed client still answers")
     except stexec.ConnectionLost:
         T.check(True, "a closed client raises ConnectionLost")
-    await asyncio.sleep(0.5)         # ticks go on while nobody listens
-    await c.reconnect(timeout=5)
+    await asyncio.sleep(pydaemon.scaled(0.5))  # ticks go on meanwhile
+    await c.reconnect(timeout=pydaemon.scaled(5))
     T.check(c.connected, "reconnected")
     async for n in c.notifications(timeout=WAIT, session_id=sid):
         got.append(n)
@@ -209,8 +210,8 @@ async def resume(c, sid):
     async with aio.Client(c.path, timeout=WAIT) as c2:
         T.eq(await c2.subscribe(sid, since=before), last,
              "subscribe since on a second connection: lastSeq")
-        again = [n async for n in c2.notifications(timeout=1,
-                                                   session_id=sid)]
+        again = [n async for n in c2.notifications(
+            timeout=pydaemon.scaled(1), session_id=sid)]
         T.eq([n.params for n in again], [n.params for n in got],
              "replay with since on a second connection")
 
@@ -245,7 +246,8 @@ async def run_and_errors(c, sid):
     T.eq(pings, [None] * 50, "50 concurrent requests")
     await c.close_session(sid)
     closed = [(n.method, n.session_id)
-              async for n in c.notifications(timeout=2, session_id=sid)
+              async for n in c.notifications(timeout=pydaemon.scaled(2),
+                                             session_id=sid)
               if n.method == "session_closed"]
     T.eq(closed, [("session_closed", sid)], "session_closed")
 
@@ -345,7 +347,8 @@ async def jobs_real(c):
 
 async def online(d):
     c = aio.Client(d.sock, timeout=WAIT)
-    await c.connect(timeout=10)         # the daemon may still be starting
+    # The daemon may still be starting.
+    await c.connect(timeout=pydaemon.scaled(10))
     async with c:
         sid = await turn_in_order(c, d.tmp)
         await interrupt_from_task(c, sid)

@@ -25,7 +25,7 @@ import fakejobs  # noqa: E402
 import pydaemon  # noqa: E402
 from pydaemon import Checks  # noqa: E402
 
-WAIT = float(os.environ.get("STEXEC_TEST_WAIT", "20"))
+WAIT = pydaemon.scaled(float(os.environ.get("STEXEC_TEST_WAIT", "20")))
 INTERRUPTED = "<tool_use_error>Interrupted by user</tool_use_error>"
 
 # A session tool: reports progress on fd 3, then works a little.
@@ -299,7 +299,7 @@ class Run:
         os.environ["STEXEC_SOCKET"] = self.d.sock
         c = Client(timeout=WAIT, connect=False)  # path from $STEXEC_SOCKET
         T.eq(c.path, self.d.sock, "Client() takes $STEXEC_SOCKET")
-        c.connect(timeout=10)
+        c.connect(timeout=pydaemon.scaled(10))
         self.c = c
         c.ping()
         info = c.initialize("test_python_client", "1")
@@ -422,7 +422,7 @@ class Run:
         iterates the turn."""
         c, sid = self.c, self.sid
         turn = Turn(c, sid)
-        res = turn.add("sl", "bash", {"command": "sleep 30; echo never"})
+        res = turn.add("sl", "bash", {"command": "sleep 3600; echo never"})
         T.eq(res["turn"], 2, "turn 2 after the drain")
         interrupter = None
         t0 = None
@@ -444,7 +444,8 @@ class Run:
         if interrupter is not None:
             interrupter.join(WAIT)
         T.check(t0 is not None, "the bash started")
-        T.check(t0 is not None and time.monotonic() - t0 < 10,
+        T.check(t0 is not None and
+                time.monotonic() - t0 < pydaemon.scaled(10),
                 "the interrupt ended the sleep promptly")
         res = results_of(notes)
         T.eq(len(res), 1, "one result in turn 2")
@@ -477,8 +478,8 @@ class Run:
             T.check(False, "a closed client still answers")
         except stexec.ConnectionLost:
             T.check(True, "a closed client raises ConnectionLost")
-        time.sleep(0.5)   # ticks go on while nobody listens
-        c.reconnect(timeout=5)
+        time.sleep(pydaemon.scaled(0.5))  # ticks go on meanwhile
+        c.reconnect(timeout=pydaemon.scaled(5))
         T.check(c.connected, "reconnected")
         for n in c.notifications(timeout=WAIT, session_id=sid):
             got.append(n)
@@ -510,7 +511,8 @@ class Run:
              [("f", "four\n")], "Turn.run results")
         T.eq(turn.drained and turn.drained["turn"], 4, "turn 4 drained")
         # What came after the drain answer (the final state).
-        self.collect(c.notifications(timeout=0.3, session_id=sid))
+        self.collect(c.notifications(timeout=pydaemon.scaled(0.3),
+                                     session_id=sid))
         last = c.last_seq(sid)
         T.eq(last, self.seen[-1].seq if self.seen else None,
              "last_seq is the newest notification")
@@ -518,7 +520,8 @@ class Run:
         T.eq(c.subscribe(sid, since=last - 5), last,
              "resubscribe lastSeq")
         c.ping()
-        dup = list(c.notifications(timeout=0.3, session_id=sid))
+        dup = list(c.notifications(timeout=pydaemon.scaled(0.3),
+                                   session_id=sid))
         T.eq([n.seq for n in dup], [], "replayed duplicates are dropped")
         ev = c.events(sid, since=last - 5)
         T.eq([m["params"]["seq"] for m in ev["notifications"]],
@@ -533,7 +536,8 @@ class Run:
         T.eq(seqs, list(range(1, len(seqs) + 1)),
              "the whole session: seq 1..N, no gap, no duplicate")
         c.close_session(sid)
-        closed = self.collect(c.notifications(timeout=2, session_id=sid))
+        closed = self.collect(c.notifications(timeout=pydaemon.scaled(2),
+                                              session_id=sid))
         T.eq([(n.method, n.seq) for n in closed],
              [("session_closed", len(seqs) + 1)], "session_closed")
         try:

@@ -44,7 +44,7 @@ def clean_env(**extra):
 def run(argv, cwd, **extra):
     p = subprocess.run(argv, cwd=cwd, env=clean_env(**extra),
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=120)
+                       timeout=pydaemon.scaled(120))
     out = p.stdout.decode("utf-8", "replace")
     if p.returncode != 0:
         print("$ %s\n%s" % (" ".join(argv), out), file=sys.stderr)
@@ -119,7 +119,8 @@ def example(py, tmp, d):
     with open(script, "w") as f:
         f.write(code)
     rc, out = 1, ""
-    for _ in range(100):           # the daemon may still be starting
+    # The daemon may still be starting (the one guard, scaled).
+    for _ in range(int(pydaemon.scaled(100))):
         if os.path.exists(d.sock):
             break
         time.sleep(0.1)

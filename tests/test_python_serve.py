@@ -30,8 +30,8 @@ from stexec import Client, StexecError, Turn, aio  # noqa: E402
 import pydaemon  # noqa: E402
 from pydaemon import Checks  # noqa: E402
 
-WAIT = float(os.environ.get("STEXEC_TEST_WAIT", "20"))
-GRACE_MS = 3000
+WAIT = pydaemon.scaled(float(os.environ.get("STEXEC_TEST_WAIT", "20")))
+GRACE_MS = int(pydaemon.scaled(3000))
 
 T = Checks()
 
@@ -285,7 +285,7 @@ def sync_reconnect(d):
     c._sock.shutdown(2)
     until(lambda: c._broken is not None, "the break to be seen")
     go2.set()
-    time.sleep(0.1)                 # its completeTool finds no connection
+    time.sleep(pydaemon.scaled(0.1))  # its completeTool finds no connection
     c.reconnect()
     list(turn.finish(timeout=WAIT))
     T.eq(contents(turn), [("t", "made while away", False)],
@@ -367,7 +367,7 @@ def sync_reload(d):
 
 async def aio_serve(d):
     c = aio.Client(d.sock, timeout=WAIT)
-    await c.connect(timeout=10)
+    await c.connect(timeout=pydaemon.scaled(10))
     async with c:
         sid = await c.create_session(tools=[TODO, TASK, SLOW])
         started, reasons = asyncio.Event(), []

@@ -86,7 +86,8 @@ def keeps_cwd(d, tag=""):
     T.eq(sh(c, sid, "exec 3>&-; cd sub"), ("", "ok"), "fd 3 closed")
     T.eq(sh(c, sid, "pwd"), (root + "/sub\n", "ok"),
          "the cwd carried with fd 3 closed")
-    content, reason = sh(c, sid, "cd ..; sleep 30", timeout=300)
+    content, reason = sh(c, sid, "cd ..; sleep 30",
+                         timeout=int(pydaemon.scaled(300)))
     T.eq(reason, "timeout", "a call that times out")
     T.eq(sh(c, sid, "pwd"), (root + "/sub\n", "ok"),
          "a timed-out call does not move the cwd")
@@ -255,7 +256,7 @@ def reload_keeps(d):
     before = c.ok("initialize")["server"].get("instance")
     d.proc.send_signal(signal.SIGHUP)
     # The event is the new image; the guard only stops a hang.
-    guard = time.monotonic() + 120
+    guard = time.monotonic() + pydaemon.scaled(120)
     while c.ok("initialize")["server"].get("instance") == before:
         if time.monotonic() > guard:
             raise AssertionError("no new image")
@@ -303,7 +304,7 @@ def plain_body(d):
 
 
 def body(d):
-    guard = time.monotonic() + 120
+    guard = time.monotonic() + pydaemon.scaled(120)
     while not os.path.exists(d.sock) and time.monotonic() < guard:
         time.sleep(0.05)
     keeps_cwd(d)

@@ -14,6 +14,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pydaemon import scaled  # noqa: E402
+
 DAEMON = os.environ.get("STEXEC_DAEMON")
 CLI = os.environ.get("STEXEC_CLI")
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -36,7 +39,7 @@ def check(name, cond, detail=""):
 
 class Conn:
     def __init__(self, path, timeout=10):
-        deadline = time.time() + timeout
+        deadline = time.time() + scaled(timeout)
         while True:
             try:
                 self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -89,7 +92,7 @@ class Notify:
                 return
 
     def wait(self, prefix, timeout=10):
-        deadline = time.time() + timeout
+        deadline = time.time() + scaled(timeout)
         while time.time() < deadline:
             self.drain()
             if any(m.startswith(prefix) for m in self.got):
@@ -108,7 +111,7 @@ def activate(tmp, env, args, datagram=False):
             "--state-dir", os.path.join(tmp, "state")] + args
     err = open(os.path.join(tmp, "stderr.log"), "wb")
     proc = subprocess.Popen(cmd, stderr=err)
-    deadline = time.time() + 10
+    deadline = time.time() + scaled(10)
     while not os.path.exists(sock) and time.time() < deadline:
         time.sleep(0.01)
     return proc, sock
@@ -117,7 +120,7 @@ def activate(tmp, env, args, datagram=False):
 def stop(proc):
     proc.send_signal(signal.SIGTERM)
     try:
-        return proc.wait(timeout=20)
+        return proc.wait(timeout=scaled(20))
     except subprocess.TimeoutExpired:
         proc.kill()
         return -1
@@ -174,7 +177,7 @@ def test_idle_exit():
         c.call("closeSession", sessionId=sid)
         c.close()
         try:
-            rc = proc.wait(timeout=10)
+            rc = proc.wait(timeout=scaled(10))
         except subprocess.TimeoutExpired:
             proc.kill()
             rc = -1

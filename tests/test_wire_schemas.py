@@ -27,10 +27,13 @@ import time
 
 import jsonschema
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pydaemon import scaled  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA_DIR = os.path.join(HERE, "..", "protocol", "schemas")
 SCHEMA_BASE = "https://stexec.invalid/schemas/v1/"
-WAIT = float(os.environ.get("STEXEC_TEST_WAIT", "20"))
+WAIT = scaled(float(os.environ.get("STEXEC_TEST_WAIT", "20")))
 INTERRUPTED = "<tool_use_error>Interrupted by user</tool_use_error>"
 
 
@@ -145,7 +148,7 @@ class Test:
              "--pattern-deadline-ms", "10000"],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
             cwd=self.tmp, env=env)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError("the daemon exited with %d before serving"
@@ -172,7 +175,7 @@ class Test:
             return
         self.proc.send_signal(signal.SIGTERM)
         try:
-            rc = self.proc.wait(timeout=15)
+            rc = self.proc.wait(timeout=scaled(15))
         except subprocess.TimeoutExpired:
             self.fail("the daemon did not exit within 15 s of SIGTERM")
             self.proc.kill()

@@ -19,7 +19,6 @@
 #include "session/journal.h"
 #include "session/outdir.h"
 #include "session/session_int.h"
-#include "session/shell.h"
 #include "stexec/protocol.h"
 #include "supervisor/proc.h"
 #include "utf8.h"
@@ -63,7 +62,7 @@ struct job {
 	int64_t started_at;     /* ms since the epoch */
 	bool tty;
 	bool pending;           /* a call that is not a job yet */
-	bool shell;             /* bash_session's shell (shell.h) */
+	const struct job_owner *owner; /* NULL: the session alone */
 
 	enum job_status status;
 	bool killing;           /* we sent terminate or kill */
@@ -88,6 +87,7 @@ struct job {
 static struct event_base *job_base;
 static struct job_config job_cfg;
 static struct job_hooks job_hooks;
+static const struct job_owner *job_owners[JOB_OWNERS_MAX];
 
 static void	job_put(struct job *, uint64_t, const char *, size_t);
 static void	job_copy(const struct job *, uint64_t, uint64_t, struct buf *);
@@ -117,6 +117,25 @@ void
 job_set_hooks(const struct job_hooks *hooks)
 {
 	job_hooks = *hooks;
+}
+
+void
+job_add_owner(const struct job_owner *owner)
+{
+	size_t i;
+
+	for (i = 0; i < nitems(job_owners) && job_owners[i] != NULL; i++)
+		if (job_owners[i] == owner)
+			return;
+	if (i == nitems(job_owners))
+		fatal("job: more than %d kinds of job owner", JOB_OWNERS_MAX);
+	job_owners[i] = owner;
+}
+
+void
+job_set_owner(struct job *j, const struct job_owner *owner)
+{
+	j->owner = owner;
 }
 
 void
@@ -263,8 +282,8 @@ job_output(struct job *j, const char *data, size_t len)
 		job_note(j, false);
 		job_wake(j, false);
 	}
-	if (j->shell && j->status == JOB_RUNNING)
-		shell_output(j->s, j, data, len);
+	if (j->owner != NULL && j->status == JOB_RUNNING)
+		j->owner->output(j->s, j, data, len);
 }
 
 static uint64_t
@@ -403,7 +422,6 @@ job_spawn(struct session *s, const char *tool_use_id, const char *name,
 	if ((j = job_new(s, tool_use_id, name, spec->argv, spec->tty)) ==
 	    NULL)
 		return NULL;
-	j->shell = true;
 	job_join(j, proc_spawn(spec, &job_proc_ops, j));
 	log_about(LOG_LEVEL_INFO, s->id, j->tool_use_id, j->name, "shell "
 	    "started as job %s", j->id);
@@ -511,6 +529,7 @@ job_exit(void *arg, const struct proc_exit *px)
 	struct session *s = j->s;
 	struct exec_tool **killers = j->killers;
 	size_t i, nkillers = j->nkillers;
+	const struct job_owner *owner;
 	json_t *params;
 	char *text;
 
@@ -559,9 +578,9 @@ job_exit(void *arg, const struct proc_exit *px)
 	    "ended: %s", j->id, j->reason);
 	job_wake(j, true);
 	s->jobs_running--;
-	if (j->shell) {
-		j->shell = false;
-		shell_exited(s, j, px);
+	if ((owner = j->owner) != NULL) {
+		j->owner = NULL;
+		owner->exited(s, j, px);
 	}
 	/* Each answer may end a turn: the list is ours first. */
 	j->killers = NULL;
@@ -950,8 +969,9 @@ job_handover(struct session *s)
 		ring.len = 0;
 		job_copy(j, job_oldest(j), j->total, &ring);
 		handover_put(&r, r.json, "ring", ring.data, ring.len);
-		if (j->shell)
-			json_object_set_new(r.json, "shell", shell_save(s, &r));
+		if (j->owner != NULL)
+			json_object_set_new(r.json, j->owner->key,
+			    j->owner->save(s, &r));
 		/* Its process runs on in the next image, as a tool's does. */
 		if (j->proc != NULL) {
 			proc = json_object();
@@ -990,7 +1010,7 @@ job_restore(struct session *s, const struct handover_in *in)
 	const json_t *o = in->json, *proc = json_object_get(o, "proc"), *v;
 	const char *ring;
 	struct job *j, **pp;
-	size_t len;
+	size_t len, i;
 
 	/* Not job_new: a carried job is never refused over the limit. */
 	j = xcalloc(1, sizeof *j);
@@ -1051,8 +1071,11 @@ job_restore(struct session *s, const struct handover_in *in)
 		j->status = JOB_KILLED;
 		j->reason = "killed";
 	}
-	if (j->proc != NULL && json_is_object(json_object_get(o, "shell"))) {
-		j->shell = true;
-		shell_restore(s, j, in, json_object_get(o, "shell"));
+	for (i = 0; j->proc != NULL && j->owner == NULL &&
+	    i < nitems(job_owners) && job_owners[i] != NULL; i++) {
+		if (!json_is_object(v = json_object_get(o, job_owners[i]->key)))
+			continue;
+		j->owner = job_owners[i];
+		j->owner->restore(s, j, in, v);
 	}
 }

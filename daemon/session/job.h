@@ -15,6 +15,7 @@
 
 struct event_base;
 struct exec_tool;
+struct job;
 struct proc;
 struct session;
 struct ticket;
@@ -45,6 +46,31 @@ struct job_hooks {
 	void (*ended)(struct session *);
 };
 void job_set_hooks(const struct job_hooks *);
+
+/*
+ * Who owns a job from above (bash_session's shell, shell.h): told of its
+ * output while it runs and of its end, asked for its state at a reload
+ * (kept under key in the job's record), and given back a carried job
+ * whose record holds key. job.c calls an owner only through these, so no
+ * call runs from job.c up to its users.
+ */
+struct handover_in;
+struct handover_rec;
+struct proc_exit;
+struct job_owner {
+	const char *key;
+	void (*output)(struct session *, struct job *, const char *, size_t);
+	void (*exited)(struct session *, struct job *,
+	    const struct proc_exit *);
+	json_t *(*save)(struct session *, struct handover_rec *);
+	void (*restore)(struct session *, struct job *,
+	    const struct handover_in *, const json_t *);
+};
+#define JOB_OWNERS_MAX 4
+/* A kind of owner job_restore knows from now on (a static object). */
+void job_add_owner(const struct job_owner *);
+/* The job's owner from now on; before the loop runs again after job_spawn. */
+void job_set_owner(struct job *, const struct job_owner *);
 const struct job_config *job_config(void);
 
 /*
@@ -65,9 +91,8 @@ json_t *job_attach(struct job *, struct proc *, size_t max, char **content);
 struct proxy_tool;
 void job_take_proxy(struct job *, struct proxy_tool *);
 /*
- * bash_session's shell (shell.h): a job at once, running spec's process;
- * its output and its end go to shell_output and shell_exited too, and a
- * reload carries shell_save's state with it. NULL as job_new.
+ * A job at once, running spec's process (bash_session's shell, which
+ * then makes itself its owner). NULL as job_new.
  */
 struct proc_spec;
 struct job *job_spawn(struct session *, const char *tool_use_id,
@@ -114,7 +139,6 @@ void job_kill_cancel(struct session *, struct exec_tool *);
  * the output its ring holds and its process, one JOURNAL_JOB record each;
  * in the next image, a job of such a record made again.
  */
-struct handover_in;
 void job_handover(struct session *);
 void job_restore(struct session *, const struct handover_in *);
 

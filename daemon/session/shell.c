@@ -72,12 +72,29 @@ static void	shell_ping(struct shell *);
 static void	shell_stop(struct shell *, const char *);
 static char	*shell_error(bool *, const char *, ...)
 		    __attribute__((format(printf, 2, 3)));
+static void	shell_output(struct session *, struct job *, const char *,
+		    size_t);
+static void	shell_exited(struct session *, struct job *,
+		    const struct proc_exit *);
+static json_t	*shell_save(struct session *, struct handover_rec *);
+static void	shell_restore(struct session *, struct job *,
+		    const struct handover_in *, const json_t *);
+
+/* The shell's side of its job: job.c calls up only through this. */
+static const struct job_owner shell_job_owner = {
+	.key = "shell",
+	.output = shell_output,
+	.exited = shell_exited,
+	.save = shell_save,
+	.restore = shell_restore,
+};
 
 void
 shell_init(struct event_base *base, const struct shell_hooks *hooks)
 {
 	shell_base = base;
 	shell_hooks = *hooks;
+	job_add_owner(&shell_job_owner);
 }
 
 static struct shell *
@@ -251,6 +268,7 @@ shell_call(struct session *s, struct exec_tool *t,
 			return shell_error(is_error, "the shell cannot start: "
 			    "this session already runs as many jobs as it may "
 			    "(--max-jobs-per-session)");
+		job_set_owner(sh->job, &shell_job_owner);
 		free(sh->ended);
 		sh->ended = NULL;
 		/*
@@ -391,7 +409,7 @@ shell_scan(struct shell *sh)
 		shell_soon(sh);
 }
 
-void
+static void
 shell_output(struct session *s, struct job *j, const char *data, size_t len)
 {
 	struct shell *sh = s->live_shell;
@@ -501,7 +519,7 @@ shell_timer_cb(evutil_socket_t fd, short what, void *arg)
 	shell_arm(sh);
 }
 
-void
+static void
 shell_exited(struct session *s, struct job *j, const struct proc_exit *px)
 {
 	struct shell *sh = s->live_shell;
@@ -538,7 +556,7 @@ shell_exited(struct session *s, struct job *j, const struct proc_exit *px)
 		shell_soon(sh);
 }
 
-json_t *
+static json_t *
 shell_save(struct session *s, struct handover_rec *r)
 {
 	struct shell *sh = s->live_shell;
@@ -560,7 +578,7 @@ shell_save(struct session *s, struct handover_rec *r)
 	return o;
 }
 
-void
+static void
 shell_restore(struct session *s, struct job *j, const struct handover_in *in,
     const json_t *o)
 {

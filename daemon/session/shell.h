@@ -4,8 +4,10 @@
  * by the next ones. Each command goes in as a quoted here-document run by
  * eval with stdin from /dev/null, between a start and an end marker that
  * carry a random token of its own; the result is what came between them
- * and the status the end marker gives. job.c feeds it the job's output and
- * end; session.c answers its calls through the hooks.
+ * and the status the end marker gives. It owns its job (job.h's
+ * job_owner): job.c feeds it the job's output and end, and a reload
+ * carries its state in the job's record; session.c answers its calls
+ * through the hooks.
  */
 #ifndef STEXEC_SHELL_H
 #define STEXEC_SHELL_H
@@ -18,10 +20,7 @@ struct event_base;
 struct exec_exit;
 struct exec_spawn;
 struct exec_tool;
-struct handover_in;
-struct handover_rec;
 struct job;
-struct proc_exit;
 struct session;
 
 /* After SIGINT, and again after SIGKILL, the marker is awaited this long. */
@@ -44,13 +43,6 @@ char *shell_call(struct session *, struct exec_tool *,
     const struct exec_spawn *, bool *is_error, bool *wait);
 /* The call is cancelled: its command is interrupted, nobody is answered. */
 void shell_cancel(struct session *, struct exec_tool *);
-/* From job.c: the shell job's output, and its end. */
-void shell_output(struct session *, struct job *, const char *, size_t);
-void shell_exited(struct session *, struct job *, const struct proc_exit *);
-/* A reload: the shell's state, with the job that is its process. */
-json_t *shell_save(struct session *, struct handover_rec *);
-void shell_restore(struct session *, struct job *,
-    const struct handover_in *, const json_t *);
 void shell_free(struct session *);
 
 #endif

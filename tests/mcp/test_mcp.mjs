@@ -18,8 +18,18 @@ const tag = `mcp-${process.pid}-${Date.now()}`;
 let daemon;
 let client;
 
+// The time rule (tests/README.md): every duration a test chooses is
+// multiplied by one factor, $STEXEC_TEST_TIME_SCALE (tests/run sets it),
+// else the build's (3 with a sanitizer, else 1).
+function scaled(ms) {
+  const v = process.env.STEXEC_TEST_TIME_SCALE || process.env.STEXEC_TEST_BUILD_SCALE || '1';
+  const f = Number(v);
+  if (!(f >= 1 && f <= 100)) throw new Error(`STEXEC_TEST_TIME_SCALE=${v}: a factor from 1 to 100 was expected`);
+  return Math.round(ms * f);
+}
+
 async function waitFor(pred, what, ms = 10000) {
-  const until = Date.now() + ms;
+  const until = Date.now() + scaled(ms);
   while (!pred()) {
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
     await sleep(20);
@@ -175,7 +185,7 @@ test('a background bash, bash_output and kill_shell pass through like any tool',
   for (const name of ['bash_output', 'kill_shell']) assert.ok(names.includes(name), `no ${name}`);
   const started = await client.callTool({
     name: 'bash',
-    arguments: { command: 'echo serving; sleep 30', run_in_background: true, yield_ms: 300 },
+    arguments: { command: 'echo serving; sleep 30', run_in_background: true, yield_ms: scaled(300) },
   });
   assert.equal(started.isError, false, text(started));
   const m = /Started job (j-\d+)/.exec(text(started));

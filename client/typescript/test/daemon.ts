@@ -53,7 +53,7 @@ export class Daemon {
         return d;
       } catch (err) {
         // A sanitized daemon starts slowly.
-        if (i > 300 || proc.exitCode !== null) throw new Error(`stexecd did not start: ${String(err)}\n${d.log}`);
+        if (i > scaled(300) || proc.exitCode !== null) throw new Error(`stexecd did not start: ${String(err)}\n${d.log}`);
         await new Promise((r) => setTimeout(r, 50));
       }
     }
@@ -89,7 +89,7 @@ export class Daemon {
   /** SIGTERM; the daemon's exit status (ASan reports leaks through it). */
   async stop(): Promise<number | null> {
     if (this.proc!.exitCode === null) this.proc!.kill("SIGTERM");
-    const timer = setTimeout(() => this.proc!.kill("SIGKILL"), 30000);
+    const timer = setTimeout(() => this.proc!.kill("SIGKILL"), scaled(30000));
     const code = await this.exit!;
     clearTimeout(timer);
     rmSync(this.dir, { recursive: true, force: true });
@@ -97,9 +97,22 @@ export class Daemon {
   }
 }
 
-/** Wait for cond to hold, for at most ms. */
+/**
+ * The time rule (tests/README.md): every duration a test chooses (a guard,
+ * or one given to the daemon) is multiplied by one factor,
+ * $STEXEC_TEST_TIME_SCALE (tests/run sets it), else the build's (3 with a
+ * sanitizer, else 1).
+ */
+export function scaled(ms: number): number {
+  const v = process.env.STEXEC_TEST_TIME_SCALE || process.env.STEXEC_TEST_BUILD_SCALE || "1";
+  const f = Number(v);
+  if (!(f >= 1 && f <= 100)) throw new Error(`STEXEC_TEST_TIME_SCALE=${v}: a factor from 1 to 100 was expected`);
+  return Math.round(ms * f);
+}
+
+/** Wait for cond to hold, for at most ms (scaled). */
 export async function until(cond: () => boolean, ms = 20000): Promise<void> {
-  const end = Date.now() + ms;
+  const end = Date.now() + scaled(ms);
   while (!cond()) {
     if (Date.now() > end) throw new Error("timed out waiting");
     await new Promise((r) => setTimeout(r, 10));

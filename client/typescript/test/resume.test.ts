@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import type * as net from "node:net";
 import { after, before, test } from "node:test";
 import { Client, ConnectionLostError, Turn, type Notification, type ToolDef } from "../src/index.js";
-import { Daemon } from "./daemon.js";
+import { Daemon, scaled } from "./daemon.js";
 
 let d: Daemon;
 
@@ -56,7 +56,7 @@ test("the iterator throws on a break; after reconnect it goes on with nothing lo
   await assert.rejects(c.notifications(sid).next(), ConnectionLostError);
   assert.equal(c.connected, false);
   // The tool goes on meanwhile.
-  await new Promise((r) => setTimeout(r, 400));
+  await new Promise((r) => setTimeout(r, scaled(400)));
 
   await c.reconnect();
   assert.equal(c.connected, true);
@@ -70,7 +70,7 @@ test("the iterator throws on a break; after reconnect it goes on with nothing lo
   await c.subscribe(sid, 0);
   await c.ping();
   const probe = c.notifications(sid);
-  assert.equal(await Promise.race([probe.next(), new Promise((r) => setTimeout(() => r("none"), 200))]), "none");
+  assert.equal(await Promise.race([probe.next(), new Promise((r) => setTimeout(() => r("none"), scaled(200)))]), "none");
   await probe.return!();
   const last = got.at(-1)!.params.seq;
   assertComplete(got, last);
@@ -90,7 +90,7 @@ test("a turn that ended while away: drain() again returns it and leaves the next
   await turn.add({ id: "t2", name: "bash", input: { command: "echo two" } });
   const drain = turn.drain();
   // The drain request is written; break before its answer.
-  await new Promise((r) => setTimeout(r, 100));
+  await new Promise((r) => setTimeout(r, scaled(100)));
   cut(c);
   await assert.rejects(drain, ConnectionLostError);
   // Wait (on another connection) until the turn is over.

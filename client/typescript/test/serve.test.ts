@@ -21,12 +21,12 @@ import {
   type ToolDef,
   type ToolResultParams,
 } from "../src/index.js";
-import { Daemon, until } from "./daemon.js";
+import { Daemon, until, scaled } from "./daemon.js";
 
 let d: Daemon;
 
 before(async () => {
-  d = await Daemon.start("--client-tool-grace-ms", "3000");
+  d = await Daemon.start("--client-tool-grace-ms", String(scaled(3000)));
 });
 
 after(async () => {
@@ -426,7 +426,7 @@ test("a result made while the connection is down is sent once the names are clai
   cut(c);
   g.open();
   // The handler is done; its completeTool found no connection.
-  await new Promise((r) => setTimeout(r, 50));
+  await new Promise((r) => setTimeout(r, scaled(50)));
   await c.reconnect();
   const out = await turn.drain();
   assert.equal(runs, 1);

@@ -290,7 +290,7 @@ def bad_params(d):
 def plain_body(d):
     """A daemon without an env file: the wrapper is on the command's own
     first line, so line numbers are plain bash's."""
-    guard = time.monotonic() + 120
+    guard = time.monotonic() + pydaemon.scaled(120)
     while not os.path.exists(d.sock) and time.monotonic() < guard:
         time.sleep(0.05)
     keeps_cwd(d, "-plain")

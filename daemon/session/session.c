@@ -807,9 +807,13 @@ session_env_strings(struct session *s)
 static bool
 session_proxy_var(const char *var, uint16_t proxy_port)
 {
-	size_t i, k = strcspn(var, "=");
+	size_t i, k;
 
-	for (i = 0; proxy_port != 0 && i < nitems(proxy_vars); i++)
+	/* Called for every variable of every spawn: most have no proxy. */
+	if (proxy_port == 0)
+		return false;
+	k = strcspn(var, "=");
+	for (i = 0; i < nitems(proxy_vars); i++)
 		if (strlen(proxy_vars[i]) == k &&
 		    strncmp(proxy_vars[i], var, k) == 0)
 			return true;

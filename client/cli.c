@@ -163,6 +163,16 @@ static const struct cli_cmd cli_cmds[] = {
 	  "  stexec-cli tools\n"
 	  "  stexec-cli --json tools | jq '.tools[].name'\n",
 	  "", 0, 1, cmd_tools },
+	{ "mcp-servers", "SESSION", "show the MCP servers of a session",
+	  "One line per MCP server the session runs (the operator's\n"
+	  "--mcp-config and its own): its name, state (starting, ready,\n"
+	  "failed, restarting), tools, calls in flight, restarts and, when\n"
+	  "it failed or restarts, why (with the tail of its stderr). With\n"
+	  "--json, the whole listTools result (its mcpServers).\n"
+	  "\n"
+	  "Example:\n"
+	  "  stexec-cli mcp-servers s-0123456789abcdef\n",
+	  "", 1, 1, cmd_mcp_servers },
 	{ "new", "[--max-parallel N] [--cwd DIR] [--env K=V]... "
 	  "[--tools FILE.json]",
 	  "create a session and print its id",

@@ -75,6 +75,7 @@ int	 cmd_top(struct cli *, struct cli_args *);
 int	 cmd_ping(struct cli *, struct cli_args *);
 int	 cmd_sessions(struct cli *, struct cli_args *);
 int	 cmd_tools(struct cli *, struct cli_args *);
+int	 cmd_mcp_servers(struct cli *, struct cli_args *);
 int	 cmd_new(struct cli *, struct cli_args *);
 int	 cmd_add(struct cli *, struct cli_args *);
 int	 cmd_abort(struct cli *, struct cli_args *);

@@ -174,6 +174,34 @@ cmd_tools(struct cli *cli, struct cli_args *a)
 	return 0;
 }
 
+/* A session's MCP servers and their states (listTools' mcpServers). */
+int
+cmd_mcp_servers(struct cli *cli, struct cli_args *a)
+{
+	const json_t *list, *srv;
+	json_t *r;
+	size_t i;
+	int rc;
+
+	if ((rc = cmd_simple(cli, "listTools", cmd_session_params(a->pos[0]),
+	    &r)) != 0 || cli->json) {
+		json_decref(r);
+		return rc;
+	}
+	list = json_object_get(r, "mcpServers");
+	printf("%-20s %-10s %5s %5s %8s %s\n", "NAME", "STATE", "TOOLS",
+	    "CALLS", "RESTARTS", "WHY");
+	json_array_foreach(list, i, srv)
+		printf("%-20s %-10s %5lld %5lld %8lld %s\n", cmd_str(srv, "name",
+		    "?"), cmd_str(srv, "state", "?"), (long long)
+		    json_integer_value(json_object_get(srv, "tools")),
+		    (long long)json_integer_value(json_object_get(srv, "calls")),
+		    (long long)json_integer_value(json_object_get(srv,
+		    "restarts")), cmd_str(srv, "why", ""));
+	json_decref(r);
+	return 0;
+}
+
 /* Every --env K=V (set) or --env K (unset) into env. */
 static int
 cmd_env(struct cli *cli, const struct cli_args *a, json_t *env)

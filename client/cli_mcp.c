@@ -58,6 +58,7 @@ static void	mcp_request(struct mcp *, const char *, const json_t *,
 		    const json_t *);
 static void	mcp_initialize(struct mcp *, const json_t *, const json_t *);
 static void	mcp_list(struct mcp *, const json_t *);
+static bool	mcp_servers_starting(const json_t *);
 static void	mcp_call(struct mcp *, const json_t *, const json_t *);
 static void	mcp_cancel(struct mcp *, const json_t *);
 static void	mcp_add(struct mcp *, struct mcp_call *);
@@ -179,7 +180,28 @@ mcp_initialize(struct mcp *m, const json_t *id, const json_t *params)
 	    "cancels the calls still running beside it."));
 }
 
-/* The session's tools, as MCP tools (annotations from the ToolDef). */
+/* Whether an MCP server of the session is still to give its tools. */
+static bool
+mcp_servers_starting(const json_t *r)
+{
+	const json_t *srv;
+	const char *st;
+	size_t i;
+
+	json_array_foreach(json_object_get(r, "mcpServers"), i, srv) {
+		st = json_string_value(json_object_get(srv, "state"));
+		if (st != NULL && (strcmp(st, "starting") == 0 ||
+		    strcmp(st, "restarting") == 0))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The session's tools, as MCP tools (annotations from the ToolDef, or an
+ * MCP server's own): the session's MCP servers' too, so tools/list waits
+ * (up to 30 s) for those still starting.
+ */
 static void
 mcp_list(struct mcp *m, const json_t *id)
 {
@@ -187,14 +209,21 @@ mcp_list(struct mcp *m, const json_t *id)
 	json_t *r, *tools, *t, *schema, *tool, *object = json_pack("{s:s}",
 	    "type", "object");
 	size_t i;
+	int waits = 0;
 
-	if (stexec_call(m->cli->c, "listTools", json_pack("{s:s}",
-	    "sessionId", m->sid), &r, &err) != 0) {
-		mcp_error(m, id, err.code < 0 ? err.code : STEXEC_ERR_INTERNAL,
-		    err.message);
-		stexec_error_clear(&err);
-		json_decref(object);
-		return;
+	for (;;) {
+		if (stexec_call(m->cli->c, "listTools", json_pack("{s:s}",
+		    "sessionId", m->sid), &r, &err) != 0) {
+			mcp_error(m, id, err.code < 0 ? err.code :
+			    STEXEC_ERR_INTERNAL, err.message);
+			stexec_error_clear(&err);
+			json_decref(object);
+			return;
+		}
+		if (!mcp_servers_starting(r) || ++waits > 300)
+			break;
+		json_decref(r);
+		poll(NULL, 0, 100);
 	}
 	tools = json_array();
 	json_array_foreach(json_object_get(r, "tools"), i, t) {
@@ -204,9 +233,13 @@ mcp_list(struct mcp *m, const json_t *id)
 		if (json_is_string(json_object_get(t, "description")))
 			json_object_set(tool, "description",
 			    json_object_get(t, "description"));
-		json_object_set_new(tool, "annotations", json_pack("{s:b}",
-		    "readOnlyHint", json_is_true(json_object_get(t,
-		    "concurrencySafe"))));
+		if (json_is_object(json_object_get(t, "annotations")))
+			json_object_set(tool, "annotations", json_object_get(t,
+			    "annotations"));
+		else
+			json_object_set_new(tool, "annotations", json_pack(
+			    "{s:b}", "readOnlyHint", json_is_true(
+			    json_object_get(t, "concurrencySafe"))));
 		json_array_append_new(tools, tool);
 	}
 	json_decref(r);

@@ -300,7 +300,10 @@ run_result(struct run *r, const json_t *p)
 	const char *reason = json_string_value(json_object_get(meta, "reason"));
 	const char *text = json_string_value(content);
 	size_t len = json_string_length(content), lines = 0, i;
+	const json_t *b, *v;
+	char *joined = NULL;
 	double secs;
+	FILE *f;
 
 	if (error)
 		r->failed = true;
@@ -331,6 +334,30 @@ run_result(struct run *r, const json_t *p)
 		r->results++;
 		return;
 	}
+	/* Content blocks: their text, and what each other block is. */
+	if (json_is_array(content) && (f = open_memstream(&joined, &len)) !=
+	    NULL) {
+		json_array_foreach(content, i, b) {
+			if (i > 0)
+				fputc('\n', f);
+			if ((v = json_object_get(b, "text")) != NULL)
+				fwrite(json_string_value(v), 1,
+				    json_string_length(v), f);
+			else
+				fprintf(f, "[%s block%s%s]", json_string_value(
+				    json_object_get(b, "type")) != NULL ?
+				    json_string_value(json_object_get(b, "type")) :
+				    "a", json_object_get(json_object_get(b,
+				    "source"), "media_type") != NULL ? ": " : "",
+				    json_string_value(json_object_get(
+				    json_object_get(b, "source"), "media_type")) !=
+				    NULL ? json_string_value(json_object_get(
+				    json_object_get(b, "source"), "media_type")) :
+				    "");
+		}
+		fclose(f);
+		text = joined;
+	}
 	for (i = 0; i < len; i++)
 		lines += text[i] == '\n';
 	lines += len > 0 && text[len - 1] != '\n';
@@ -350,6 +377,7 @@ run_result(struct run *r, const json_t *p)
 			fputc('\n', stdout);
 	}
 	fflush(stdout);
+	free(joined);
 	r->results++;
 }
 

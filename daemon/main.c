@@ -32,6 +32,7 @@
 #include "net/proxy.h"
 #include "hooks/hooks.h"
 #include "supervisor/cgroup.h"
+#include "mcp/mcp.h"
 #include "session/journal.h"
 #include "log.h"
 #include "metrics.h"
@@ -68,6 +69,7 @@ struct options {
 	const char **shell_allow;  /* --shell-allow-dir */
 	size_t nshell_allow;
 	const char *shell_env_file;
+	const char *mcp_config;    /* --mcp-config */
 	int max_procs;
 	const char *output_dir;
 	size_t max_message;
@@ -174,6 +176,7 @@ usage(FILE *f, int status)
 "  --output-dir DIR         where large outputs are saved whole\n"
 "  --max-message BYTES      longest request line (default %u)\n"
 "  --kill-grace-ms MS       SIGTERM to SIGKILL delay (default 2000)\n"
+"  --mcp-config FILE        MCP servers every session runs (.mcp.json)\n"
 "  --client-tool-grace-ms MS  how long a client-run call waits for a\n"
 "                           connection to serve its name (default 30000;\n"
 "                           0: until the call's own timeout)\n"
@@ -331,6 +334,7 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "hooks", required_argument, NULL, MAIN_OPT_HOOKS },
 		{ "hook-timeout-ms", required_argument, NULL,
 		    MAIN_OPT_HOOK_TIMEOUT },
+		{ "mcp-config", required_argument, NULL, 'Q' },
 		{ "check-handover", required_argument, NULL, 'H' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -389,6 +393,9 @@ parse_options(int argc, char **argv, struct options *o)
 		case MAIN_OPT_HOOK_TIMEOUT:
 			o->hook_timeout_ms = parse_number("--hook-timeout-ms",
 			    optarg, 1, 86400000);
+			break;
+		case 'Q':
+			o->mcp_config = optarg;
 			break;
 		case 'F':
 			if (optarg[0] != '/') {
@@ -1280,6 +1287,7 @@ main(int argc, char **argv)
 	};
 	struct proc_config pcfg = { 0 };
 	struct session_config scfg = { 0 };
+	struct mcp_config *mcp;
 	struct methods_config mcfg = { 0 };
 	struct proxy_config xcfg = { 0 };
 	struct event *sigs[3];
@@ -1414,6 +1422,15 @@ main(int argc, char **argv)
 	scfg.output_dir = outdir;
 	session_init(&scfg);
 	session_hook_config(o.hooks, o.hook_timeout_ms, outdir);
+	if (o.mcp_config != NULL) {
+		/* Every session runs the operator's MCP servers. */
+		if ((mcp = mcp_config_load(o.mcp_config, err, sizeof err)) ==
+		    NULL) {
+			log_error("--mcp-config: %s", err);
+			return 1;
+		}
+		session_mcp_set_operator(mcp);
+	}
 	/* The operator's own tools stay within the operator's network rules. */
 	for (i = 0; i < registry_count(); i++)
 		if (!session_network_allowed(tooldef_sandbox(registry_get(i)),
@@ -1503,6 +1520,7 @@ main(int argc, char **argv)
 	notify_free();
 	server_stop();
 	session_shutdown();
+	session_mcp_set_operator(NULL);
 	proxy_shutdown();
 	netpolicy_free(o.network_deny);
 	netpolicy_free(o.network_allow_max);

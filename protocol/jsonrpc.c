@@ -419,6 +419,7 @@ jsonrpc_add_body(struct buf *out, const char *s, size_t len,
 	const unsigned char	*p = (const unsigned char *)s, *run;
 	size_t			 left = len, n;
 	unsigned char		 c;
+	char			*e, *end;
 
 	while (left > 0) {
 		for (run = p; left > 0; p += n, left -= n) {
@@ -447,12 +448,22 @@ jsonrpc_add_body(struct buf *out, const char *s, size_t len,
 			left--;
 			continue;
 		}
-		/* Written in place: a run of control bytes is 6 times longer. */
-		buf_grow(out, 6);
-		out->len += jsonrpc_escape(*p, out->data + out->len);
+		/*
+		 * Written in place, a run of them at once: a run of control
+		 * bytes is 6 times longer; room for many, not a call a byte.
+		 */
+		if (out->cap - out->len < 7)
+			buf_grow(out, 6 * (left < 4096 ? left : 4096));
+		e = out->data + out->len;
+		end = out->data + out->cap - 7;
+		do {
+			e += jsonrpc_escape(*p, e);
+			p++;
+			left--;
+		} while (left > 0 && e <= end && (*p < 0x20 || *p == '"' ||
+		    *p == '\\'));
+		out->len = (size_t)(e - out->data);
 		out->data[out->len] = '\0';
-		p++;
-		left--;
 	}
 	return 0;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 static json_t	*utf8_repair_string(const char *, size_t);
+static size_t	utf8_ascii(const unsigned char *, size_t);
 
 size_t
 utf8_seq(const unsigned char *s, size_t left)
@@ -59,15 +60,30 @@ utf8_valid(const char *s, size_t len)
 	size_t i = 0, n;
 
 	while (i < len) {
-		if (p[i] < 0x80) {
-			i++;
-			continue;
-		}
+		if ((i += utf8_ascii(p + i, len - i)) == len)
+			break;
 		if ((n = utf8_seq(p + i, len - i)) == 0)
 			return false;
 		i += n;
 	}
 	return true;
+}
+
+/* The ASCII bytes at p: eight at a time, then one by one. */
+static size_t
+utf8_ascii(const unsigned char *p, size_t len)
+{
+	uint64_t w;
+	size_t i = 0;
+
+	for (; len - i >= 8; i += 8) {
+		memcpy(&w, p + i, 8);
+		if ((w & 0x8080808080808080ULL) != 0)
+			break;
+	}
+	while (i < len && p[i] < 0x80)
+		i++;
+	return i;
 }
 
 void
@@ -83,10 +99,9 @@ utf8_repair(struct buf *b, const char *s, size_t len)
 	}
 	/* Copy valid runs whole; one U+FFFD per invalid byte. */
 	while (i < len) {
-		if (p[i] < 0x80)
-			n = 1;
-		else
-			n = utf8_seq(p + i, len - i);
+		if ((i += utf8_ascii(p + i, len - i)) == len)
+			break;
+		n = utf8_seq(p + i, len - i);
 		if (n == 0) {
 			buf_add(b, s + run, i - run);
 			buf_add(b, "\xef\xbf\xbd", 3);

@@ -11,6 +11,7 @@ command exports and unsets. Raw JSON-RPC, so that it tests the daemon.
   STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_shell.py
 """
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -49,9 +50,9 @@ def root_of(name):
     return d
 
 
-def keeps_cwd(d):
+def keeps_cwd(d, tag=""):
     c = Conn(d.sock)
-    root = root_of("keep")
+    root = root_of("keep" + tag)
     sid = c.ok("createSession", cwd=root)["sessionId"]
     T.eq(sh(c, sid, "cd sub"), ("", "ok"), "cd sub")
     T.eq(sh(c, sid, "pwd"), (root + "/sub\n", "ok"),
@@ -90,6 +91,27 @@ def keeps_cwd(d):
     T.eq(reason, "timeout", "a call that times out")
     T.eq(sh(c, sid, "pwd"), (root + "/sub\n", "ok"),
          "a timed-out call does not move the cwd")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def odd_cwd(d, tag=""):
+    """A cwd whose name JSON must escape (a quote, a backslash, a tab, a
+    newline) or that is not ASCII carries like any other; so does staying
+    where the call started, which the shell does not report."""
+    c = Conn(d.sock)
+    root = root_of("odd" + tag)
+    sid = c.ok("createSession", cwd=root)["sessionId"]
+    for name in ('q"b\\s', "t\tn\nx", "\u00e9t\u00e9", "plain"):
+        os.mkdir(os.path.join(root, name))
+        T.eq(sh(c, sid, "cd %s" % shlex.quote(name)), ("", "ok"),
+             "cd %r" % name)
+        T.eq(sh(c, sid, "pwd"), (os.path.join(root, name) + "\n", "ok"),
+             "the next call starts in %r" % name)
+        T.eq(sh(c, sid, "true"), ("", "ok"), "a call that stays")
+        T.eq(sh(c, sid, "pwd"), (os.path.join(root, name) + "\n", "ok"),
+             "still in %r" % name)
+        T.eq(sh(c, sid, "cd .."), ("", "ok"), "back up")
     c.ok("closeSession", sessionId=sid)
     c.close()
 
@@ -187,6 +209,17 @@ def env_file(d):
     T.eq(sh(c, sid, "echo ${GONE-unset}"), ("unset\n", "ok"),
          "without keepEnv an export does not carry over")
     c.ok("closeSession", sessionId=sid)
+    # What the file sets for bash's parser holds on the command's first
+    # line; a path that needs quoting for the shell is sourced too.
+    odd = os.path.join(AREA, "it's \"odd\" $HOME.env")
+    with open(odd, "w") as f:
+        f.write("shopt -s extglob\nexport FROM_ODD=yes\n")
+    sid = c.ok("createSession", cwd=root, shell={"envFile": odd})["sessionId"]
+    T.eq(sh(c, sid, "case ab in @(ab|cd)) echo $FROM_ODD;; esac"),
+         ("yes\n", "ok"), "extglob from the env file, on the first line")
+    T.eq(sh(c, sid, "echo $LINENO\necho $LINENO"), ("2\n3\n", "ok"),
+         "with an env file the command starts on the script's line 2")
+    c.ok("closeSession", sessionId=sid)
     # The daemon's --shell-env-file, for sessions that name none.
     sid = c.ok("createSession", cwd=root)["sessionId"]
     T.eq(sh(c, sid, "echo ${FROM_DAEMON-none}"), ("daemon\n", "ok"),
@@ -254,11 +287,28 @@ def bad_params(d):
     c.close()
 
 
+def plain_body(d):
+    """A daemon without an env file: the wrapper is on the command's own
+    first line, so line numbers are plain bash's."""
+    guard = time.monotonic() + pydaemon.scaled(120)
+    while not os.path.exists(d.sock) and time.monotonic() < guard:
+        time.sleep(0.05)
+    keeps_cwd(d, "-plain")
+    odd_cwd(d, "-plain")
+    c = Conn(d.sock)
+    sid = c.ok("createSession", cwd=root_of("lines"))["sessionId"]
+    T.eq(sh(c, sid, "echo $LINENO\necho $LINENO $#"),
+         ("1\n2 0\n", "ok"), "line numbers and $# as bash -c gives them")
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
 def body(d):
     guard = time.monotonic() + pydaemon.scaled(120)
     while not os.path.exists(d.sock) and time.monotonic() < guard:
         time.sleep(0.05)
     keeps_cwd(d)
+    odd_cwd(d)
     removed_cwd(d)
     keep_cwd_false(d)
     sandboxed(d)
@@ -273,8 +323,10 @@ if __name__ == "__main__":
     with open(ENV_FILE, "w") as f:
         f.write("export FROM_DAEMON=daemon\n")
     try:
-        rc = pydaemon.run(T, body, ["--shell-allow-dir", ALLOWED,
-                                    "--shell-env-file", ENV_FILE])
+        rc = pydaemon.run(T, plain_body, ["--shell-allow-dir", ALLOWED])
+        if rc == 0:
+            rc = pydaemon.run(T, body, ["--shell-allow-dir", ALLOWED,
+                                        "--shell-env-file", ENV_FILE])
     finally:
         shutil.rmtree(AREA, ignore_errors=True)
     sys.exit(rc)

@@ -156,7 +156,7 @@ static char	*exec_synthetic_content(struct exec *, enum exec_reason);
 static void	exec_add_output(struct buf *, const struct exec_exit *);
 static void	exec_exit_content(struct buf *, const struct exec_tool *,
 		    const struct exec_exit *, enum exec_reason);
-static json_t	*exec_content(struct exec_tool *, const struct buf *);
+static json_t	*exec_content(struct exec_tool *, json_t *);
 static bool	exec_blocks_over(const struct exec_tool *, const json_t *);
 static void	exec_deliver(struct exec *);
 static void	exec_cascade(struct exec_tool *);
@@ -684,7 +684,7 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 {
 	struct exec *ex = t->ex;
 	struct buf b = { 0 }, fixed = { 0 };
-	json_t *p, *meta;
+	json_t *p, *meta, *text = NULL;
 	bool is_error = why != REASON_OK && why != REASON_BACKGROUND;
 	/* PostToolUse(Failure): for a call that ran and was not stopped. */
 	bool post = t->status == EXEC_EXECUTING && !t->killed &&
@@ -695,7 +695,14 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	if (!post && (t->status == EXEC_WAITING_PERMISSION || t->status ==
 	    EXEC_EXECUTING || t->status == EXEC_HOOKS))
 		exec_leave(t);
-	if (content != NULL)
+	/* The output alone, valid as it is: one copy of it, not two. */
+	if (content == NULL && x != NULL && why == REASON_OK &&
+	    t->note == NULL && x->output.total <= x->output.head_len &&
+	    x->output.head_len > 0 &&
+	    utf8_valid(x->output.head, x->output.head_len))
+		text = json_stringn_nocheck(x->output.head,
+		    x->output.head_len);
+	else if (content != NULL)
 		buf_addstr(&b, content);
 	else if (why == REASON_INVALID_INPUT)
 		buf_printf(&b, "<tool_use_error>InputValidationError: %s"
@@ -712,7 +719,7 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 		    "no output directory"));
 	exec_early_dropped(t, x);
 	/* Each piece is valid; should one slip, S10 still needs a result. */
-	if (!utf8_valid(b.data, b.len)) {
+	if (text == NULL && !utf8_valid(b.data, b.len)) {
 		utf8_repair(&fixed, b.data, b.len);
 		buf_free(&b);
 		b = fixed;
@@ -743,7 +750,8 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 	/* Output may hold NUL bytes: the content is given with its length. */
 	json_object_set_new(p, "result", json_pack("{s:s, s:s, s:o, s:b}",
 	    "type", "tool_result", "tool_use_id", t->id, "content",
-	    exec_content(t, &b), "is_error", is_error));
+	    exec_content(t, text != NULL ? text : json_stringn_nocheck(
+	    b.data != NULL ? b.data : "", b.len)), "is_error", is_error));
 	json_object_set_new(p, "meta", meta);
 	buf_free(&b);
 	t->result = p;
@@ -792,19 +800,18 @@ exec_blocks_over(const struct exec_tool *t, const json_t *more)
 }
 
 /*
- * The result's content: the text, or with blocks given (a tool's fd 3, a
- * client, an MCP server), the blocks after the text when there is any, so
- * that nothing the tool wrote is lost.
+ * The result's content: the text (taken), or with blocks given (a tool's
+ * fd 3, a client, an MCP server), the blocks after the text when there is
+ * any, so that nothing the tool wrote is lost.
  */
 static json_t *
-exec_content(struct exec_tool *t, const struct buf *b)
+exec_content(struct exec_tool *t, json_t *text)
 {
-	json_t *text = json_stringn_nocheck(b->data != NULL ? b->data : "",
-	    b->len), *blocks;
+	json_t *blocks;
 
 	if (t->blocks == NULL || t->killed)
 		return text;
-	if (b->len == 0) {
+	if (json_string_length(text) == 0) {
 		json_decref(text);
 		blocks = t->blocks;
 	} else {

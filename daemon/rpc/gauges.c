@@ -270,5 +270,6 @@ gauges_json(uid_t uid, const json_t *enforcement, uint64_t uptime_ms)
 	}
 	for (i = 0; i < nitems(gauges_mine); i++)
 		json_array_append_new(families, gauges_now.mine[i]);
+	session_mcp_metrics(uid, families);
 	return json_pack("{s:o}", "metrics", families);
 }

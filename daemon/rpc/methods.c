@@ -18,6 +18,7 @@
 #include "net/conn.h"
 #include "core/executor.h"
 #include "hooks/hooks.h"
+#include "mcp/mcp.h"
 #include "session/job.h"
 #include "session/session.h"
 #include "stexec/protocol.h"
@@ -44,6 +45,9 @@ static bool	methods_probe(struct call *, const json_t *);
 static void	methods_close_session(struct call *);
 static void	methods_list_sessions(struct call *);
 static void	methods_list_tools(struct call *);
+static void	methods_respond_mcp(struct call *);
+static bool	methods_mcp_servers(struct call *, struct mcp_config **,
+		    bool *, bool *);
 static void	methods_add_tool(struct call *);
 static void	methods_abort(struct call *);
 static void	methods_discard(struct call *);
@@ -73,6 +77,7 @@ static const struct method methods[] = {
 	{ "discard", methods_discard },
 	{ "drain", methods_drain },
 	{ "respondPermission", methods_respond_permission },
+	{ "respondMcp", methods_respond_mcp },
 	{ "serveTools", methods_serve_tools },
 	{ "completeTool", methods_complete_tool },
 	{ "toolProgress", methods_tool_progress },
@@ -328,6 +333,8 @@ methods_create_session(struct call *call)
 	struct session_shell shell = { 0 };
 	enum tooldef_sandbox_mode mode;
 	struct tooldef **defs = NULL;
+	struct mcp_config *mcp = NULL;
+	bool sampling = false, elicitation = false;
 	struct session *s;
 	uint64_t max_parallel = EXEC_MAX_PARALLEL_DEFAULT;
 	uint64_t grace = SESSION_OUTPUT_GRACE_DEFAULT_MS;
@@ -432,22 +439,79 @@ methods_create_session(struct call *call)
 				}
 		}
 	}
+	if (!methods_mcp_servers(call, &mcp, &sampling, &elicitation))
+		goto out;
 	s = session_create(conn_uid(call->c), defs, n, (unsigned)max_parallel,
 	    cwd, env, (unsigned)grace, &sandbox, &shell,
 	    json_object_get(call->params, "hooks"), &code, err, sizeof err);
 	if (s == NULL)
 		conn_error(call->c, call->id, code, NULL, "%s", err);
 	else {
+		/* Its MCP servers start now, in parallel; nobody waits. */
+		session_mcp_start(s, mcp, json_object_get(call->params,
+		    "mcpServers"), sampling, elicitation);
+		mcp = NULL;
 		session_refer(s, call->c);
 		conn_reply(call->c, call->id, json_pack("{s:s}", "sessionId",
 		    session_id(s)));
 	}
 out:
+	mcp_config_free(mcp);
 	for (i = 0; i < n; i++)
 		tooldef_unref(defs[i]);
 	free(defs);
 	tooldef_sandbox_clear(&sandbox);
 	session_shell_clear(&shell);
+}
+
+/*
+ * createSession's mcpServers (.mcp.json's shape) and mcpAnswers (which of
+ * a server's requests the client answers: "sampling", "elicitation");
+ * false once the error is sent.
+ */
+static bool
+methods_mcp_servers(struct call *call, struct mcp_config **out,
+    bool *sampling, bool *elicitation)
+{
+	const json_t *v = json_object_get(call->params, "mcpServers");
+	const json_t *answers = json_object_get(call->params, "mcpAnswers"), *a;
+	char err[512], *dot;
+	size_t i;
+
+	if (answers != NULL && !json_is_null(answers)) {
+		if (!json_is_array(answers)) {
+			methods_bad_param(call, "mcpAnswers", "must be an array "
+			    "of \"sampling\" and \"elicitation\"");
+			return false;
+		}
+		json_array_foreach(answers, i, a) {
+			if (json_is_string(a) && strcmp(json_string_value(a),
+			    "sampling") == 0)
+				*sampling = true;
+			else if (json_is_string(a) && strcmp(
+			    json_string_value(a), "elicitation") == 0)
+				*elicitation = true;
+			else {
+				methods_bad_param(call, "mcpAnswers", "[%zu]: must "
+				    "be \"sampling\" or \"elicitation\"", i);
+				return false;
+			}
+		}
+	}
+	if (v == NULL || json_is_null(v))
+		return true;
+	if ((*out = mcp_config_parse(v, false, err, sizeof err)) == NULL ||
+	    session_mcp_check(*out, err, sizeof err) != 0) {
+		/* err starts with the field: "mcpServers.fs.args[1]: ..." */
+		dot = strstr(err, ": ");
+		if (dot != NULL) {
+			*dot = '\0';
+			methods_bad_param(call, err, "%s", dot + 2);
+		} else
+			methods_bad_param(call, "mcpServers", "%s", err);
+		return false;
+	}
+	return true;
 }
 
 static void
@@ -475,8 +539,9 @@ methods_list_tools(struct call *call)
 	    json_object_get(call->params, "sessionId") != NULL &&
 	    (s = methods_param_session(call)) == NULL)
 		return;
-	conn_reply(call->c, call->id, json_pack("{s:o}", "tools",
-	    session_tools_json(s)));
+	conn_reply(call->c, call->id, s != NULL ? json_pack("{s:o, s:o}",
+	    "tools", session_tools_json(s), "mcpServers", session_mcp_json(s)) :
+	    json_pack("{s:o}", "tools", session_tools_json(s)));
 }
 
 static void
@@ -607,6 +672,39 @@ methods_respond_permission(struct call *call)
 		    "%s is not waiting for permission", tid);
 	else
 		conn_reply(call->c, call->id, json_object());
+}
+
+/*
+ * The answer to a server's sampling or elicitation request (mcp_request):
+ * result, or error (a text the server gets as a JSON-RPC error).
+ */
+static void
+methods_respond_mcp(struct call *call)
+{
+	const json_t *result = json_object_get(call->params, "result");
+	struct session *s;
+	const char *rid, *error;
+	char err[256];
+
+	if ((s = methods_param_session(call)) == NULL ||
+	    !methods_param_string(call, "requestId", true, &rid) ||
+	    !methods_param_string(call, "error", false, &error))
+		return;
+	if ((result == NULL || json_is_null(result)) == (error == NULL)) {
+		methods_bad_param(call, "result", "give either result (an "
+		    "object) or error (a string)");
+		return;
+	}
+	if (result != NULL && !json_is_null(result) && !json_is_object(result)) {
+		methods_bad_param(call, "result", "must be an object");
+		return;
+	}
+	if (session_mcp_respond(s, rid, error == NULL ? result : NULL, error,
+	    err, sizeof err) != 0) {
+		methods_bad_param(call, "requestId", "%s", err);
+		return;
+	}
+	conn_reply(call->c, call->id, json_object());
 }
 
 /*

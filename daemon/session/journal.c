@@ -38,6 +38,7 @@ static struct event *journal_sync_ev;
 static struct event *journal_compact_ev;
 static struct event *journal_flush_ev;
 static struct buf journal_pending; /* records not yet written */
+static const struct timeval journal_now = { 0, 0 };
 
 static void journal_sync_cb(evutil_socket_t, short, void *);
 static void journal_compact_cb(evutil_socket_t, short, void *);
@@ -348,10 +349,16 @@ journal_write(const struct iovec *iov, int cnt, size_t want)
 	}
 	journal_dirty = true;
 	journal_written += (uint64_t)want;
+	/*
+	 * A timer, not event_active: the loop polls I/O first, so that a
+	 * large record and the compaction it calls for are two waits for
+	 * other clients, not one.
+	 */
 	if (!journal_compacting && journal_compact_ev != NULL &&
 	    journal_written > JOURNAL_GROWTH_MIN &&
-	    journal_written > 2 * journal_base)
-		event_active(journal_compact_ev, EV_TIMEOUT, 1);
+	    journal_written > 2 * journal_base &&
+	    !evtimer_pending(journal_compact_ev, NULL))
+		evtimer_add(journal_compact_ev, &journal_now);
 }
 
 static void

@@ -22,6 +22,7 @@
 #include "net/proxy.h"
 #include "handover.h"
 #include "idmap.h"
+#include "mcp/mcp.h"
 #include "session/session_int.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -93,6 +94,7 @@ struct session_tool {
 	struct proxy_tool *proxy; /* network rules: its way out */
 	int netns;                /* ...and its namespace (the session's) */
 	struct client_call *client; /* a client-run call (session_client.c) */
+	struct mcp_run *mcp;      /* an MCP server's call (session_mcp.c) */
 };
 
 
@@ -149,6 +151,10 @@ static const char *const proxy_vars[] = { "HTTP_PROXY", "http_proxy",
 
 static bool	session_proxy_var(const char *, uint16_t);
 static char	**session_env_strings(struct session *);
+static void	session_sandbox(struct session *, const struct exec_spawn *,
+		    struct sandbox_spec *, const char **);
+static void	session_rejournal(struct session *);
+static void	session_emit(struct session *, const char *, json_t *);
 static char	**session_envp(struct session *, struct exec_tool *,
 		    const json_t *, struct buf *, uint16_t);
 static void	session_pressure(struct session *);
@@ -226,11 +232,20 @@ session_init(const struct session_config *cfg)
 		.finish = session_tool_finish,
 		.keep_file = session_keep_file,
 	};
+	struct session_mcp_config mcfg = {
+		.sandbox = session_sandbox,
+		.env_strings = session_env_strings,
+		.emit = session_emit,
+		.rejournal = session_rejournal,
+		.gone = session_job_ended,
+	};
 
 	session_cfg = session_net_cfg = *cfg;
 	session_shell_init(&cfg->shell);
 	session_client_init(&ccfg);
 	session_hook_init(&session_hook_ops);
+	mcfg.client = ccfg;
+	session_mcp_init(&mcfg);
 	job_set_hooks(&session_job_hooks);
 	shell_init(cfg->base, &session_shell_hooks);
 	/* One timeout for all: libevent keeps them in a queue, not a heap. */
@@ -307,6 +322,10 @@ session_tool_describe(struct exec_tool *t, json_t *o)
 
 	if (st != NULL && st->client != NULL) {
 		session_client_describe(st->client, o);
+		return;
+	}
+	if (st != NULL && st->mcp != NULL) {
+		session_mcp_describe(st->mcp, o);
 		return;
 	}
 	if ((pid = session_tool_pid(t)) <= 0)
@@ -530,6 +549,8 @@ session_tool(struct session *s, const char *name)
 {
 	struct tooldef *d = idmap_get(&s->tools, name);
 
+	if (d == NULL)
+		d = session_mcp_tool(s, name);
 	return d != NULL ? d : registry_find(name);
 }
 
@@ -551,6 +572,7 @@ session_tools_json(struct session *s)
 			    s->tools.slots[i].value != NULL)
 				json_array_append_new(tools, tooldef_json(
 				    s->tools.slots[i].value));
+	session_mcp_tools_json(s, tools);
 	return tools;
 }
 
@@ -703,6 +725,8 @@ session_effect(void *arg, const struct exec_effect *e)
 			proc_kill(st->proc);
 		else if (st->client != NULL)
 			session_client_cancel(st->client);
+		else if (st->mcp != NULL)
+			session_mcp_cancel(st->mcp);
 		else
 			session_internal(s, e->tool, NULL);
 		break;
@@ -797,9 +821,13 @@ session_env_strings(struct session *s)
 static bool
 session_proxy_var(const char *var, uint16_t proxy_port)
 {
-	size_t i, k = strcspn(var, "=");
+	size_t i, k;
 
-	for (i = 0; proxy_port != 0 && i < nitems(proxy_vars); i++)
+	/* Called for every variable of every spawn: most have no proxy. */
+	if (proxy_port == 0)
+		return false;
+	k = strcspn(var, "=");
+	for (i = 0; i < nitems(proxy_vars); i++)
 		if (strlen(proxy_vars[i]) == k &&
 		    strncmp(proxy_vars[i], var, k) == 0)
 			return true;
@@ -906,6 +934,7 @@ session_context_moved(struct session *s)
 	if (exec_context_gen(s->ex) == s->context_gen)
 		return;
 	s->context_gen = exec_context_gen(s->ex);
+	session_mcp_roots_changed(s);
 	if (session_hooks != NULL && session_hooks->contexted != NULL)
 		session_hooks->contexted(s);
 }
@@ -929,13 +958,16 @@ session_spawn(struct session *s, struct exec_tool *t,
 		session_internal(s, t, req);
 		return;
 	}
-	if (tooldef_runner(exec_tool_def(t)) == TOOLDEF_RUNNER_CLIENT) {
+	if (tooldef_runner(exec_tool_def(t)) != TOOLDEF_RUNNER_PROCESS) {
 		exec_tool_set_handle(t, st);
 		session_running_add(s, t);
 		/* Started as a process is once its exec is known: now. */
 		clock_gettime(CLOCK_MONOTONIC, &start);
 		session_proc_started(t, &start);
-		st->client = session_client_start(s, t, req);
+		if (tooldef_runner(exec_tool_def(t)) == TOOLDEF_RUNNER_MCP)
+			st->mcp = session_mcp_call(s, t, req);
+		else
+			st->client = session_client_start(s, t, req);
 		session_idle_update(s);
 		return;
 	}
@@ -1161,6 +1193,8 @@ session_tool_done(struct exec_tool *t, bool flush)
 	job_free(st->job);
 	if (st->client != NULL)
 		session_client_drop(st->client);
+	if (st->mcp != NULL)
+		session_mcp_drop(st->mcp);
 	proxy_tool_free(st->proxy);
 	if (st->yield != NULL)
 		event_free(st->yield);
@@ -1368,7 +1402,8 @@ session_job_answered(struct exec_tool *t, const char *text)
 static void
 session_job_ended(struct session *s)
 {
-	if (s->closing && !exec_busy(s->ex) && job_running(s) == 0)
+	if (s->closing && !exec_busy(s->ex) && job_running(s) == 0 &&
+	    session_mcp_gone(s))
 		session_finish(s);
 	else
 		session_idle_update(s);
@@ -1445,6 +1480,20 @@ session_tool_write(struct exec_tool *t, const char *data, size_t len,
 		*why = "it does not run";
 		return -1;
 	}
+}
+
+static void
+session_rejournal(struct session *s)
+{
+	if (session_hooks != NULL && session_hooks->remade != NULL)
+		session_hooks->remade(s);
+}
+
+static void
+session_emit(struct session *s, const char *method, json_t *params)
+{
+	session_notify(s, method, params, false);
+	json_decref(params);
 }
 
 static void
@@ -2230,7 +2279,8 @@ session_close(struct session *s, struct ticket *tk)
 		session_hooks->closed(s);
 	exec_close(s->ex);
 	job_close_all(s);
-	if (!exec_busy(s->ex) && job_running(s) == 0)
+	session_mcp_close(s);
+	if (!exec_busy(s->ex) && job_running(s) == 0 && session_mcp_gone(s))
 		session_finish(s);
 }
 
@@ -2288,6 +2338,7 @@ session_free(struct session *s)
 	session_hook_free(s);
 	job_free_all(s);
 	session_client_free(s);
+	session_mcp_free(s);
 	outdir_set_release(s->files, s->output_grace_ms);
 	exec_free(s->ex);
 	for (i = 0; i < s->tools.cap; i++)
@@ -2333,6 +2384,7 @@ session_shutdown(void)
 		s->closing = true;
 		exec_close(s->ex);
 	}
+	mcp_shutdown();
 	proc_shutdown();
 	hooks_run_shutdown();
 	while ((s = session_list) != NULL) {

@@ -106,6 +106,26 @@ const char *session_id(const struct session *);
 struct exec *session_exec(struct session *);
 /* The session's tool of that name, else the daemon's, else NULL. */
 struct tooldef *session_tool(struct session *, const char *name);
+/*
+ * MCP servers (session_mcp.c): the operator's (--mcp-config, owned from
+ * now), a createSession's checked against them, started with the session
+ * (own is owned from then on), their states for listTools, and the
+ * client's answer to a server's request (mcp_request, respondMcp).
+ */
+struct mcp_config;
+void session_mcp_set_operator(struct mcp_config *);
+int session_mcp_check(const struct mcp_config *own, char *err,
+    size_t errlen);
+void session_mcp_start(struct session *, struct mcp_config *own,
+    const json_t *servers, bool sampling, bool elicitation);
+/* metrics: the caller's sessions' servers (calls by outcome, restarts). */
+void session_mcp_metrics(uid_t, json_t *families);
+/* A session restored (a reload, a restart): its servers from its record. */
+void session_mcp_restore(struct session *, const json_t *rec);
+json_t *session_mcp_json(struct session *);
+int session_mcp_respond(struct session *, const char *id,
+    const json_t *result, const char *error, char *err, size_t errlen);
+void session_mcp_roots_changed(struct session *);
 /* listTools: the merged set. */
 json_t *session_tools_json(struct session *);
 /* listSessions rows of the sessions uid owns. */

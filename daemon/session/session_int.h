@@ -98,6 +98,7 @@ struct session {
 	struct shell *live_shell; /* bash_session's (shell.h), or NULL */
 	struct client_call *client_calls; /* its client-run calls running */
 	struct session_hook *hook; /* its hooks (session_hook.c), or NULL */
+	struct session_mcp *mcp;  /* its MCP servers (session_mcp.c), or NULL */
 
 	struct session *prev, *next;
 };
@@ -134,6 +135,7 @@ struct session_hooks {
 	void (*idled)(struct session *);  /* idle_since changed */
 	void (*contexted)(struct session *); /* its cwd or env changed */
 	bool (*journaling)(void);
+	void (*remade)(struct session *);  /* its record (s->journal) grew */
 };
 
 /*
@@ -218,6 +220,46 @@ void session_client_describe(const struct client_call *, json_t *);
 void session_client_save(const struct client_call *, json_t *);
 struct client_call *session_client_adopt(struct session *, struct exec_tool *,
     const json_t *);
+/*
+ * MCP servers (session_mcp.c): the ToolDef of an mcp__SERVER__TOOL name,
+ * EXEC_SPAWN and EXEC_KILL of one of their calls, and what a closing
+ * session lets go. The end goes through the same hooks as a client's
+ * (finish, keep_file).
+ */
+struct session_mcp;
+struct mcp_run;
+struct sandbox_spec;
+/* What session_mcp.c needs of session.c, given as hooks (no circle). */
+struct session_mcp_config {
+	struct session_client_config client; /* base, output_dir, finish,
+	                                        keep_file */
+	/* A tool's sandbox as a spawn gets it; the session's env. */
+	void (*sandbox)(struct session *, const struct exec_spawn *,
+	    struct sandbox_spec *, const char **roots);
+	char **(*env_strings)(struct session *);
+	/* A notification of the session's own (sessionId, seq added; stolen). */
+	void (*emit)(struct session *, const char *method, json_t *params);
+	/* s->journal grew (its MCP servers): the journal gets it again. */
+	void (*rejournal)(struct session *);
+	/* A closing session's last server is gone: it may finish. */
+	void (*gone)(struct session *);
+};
+void session_mcp_init(const struct session_mcp_config *);
+struct tooldef *session_mcp_tool(struct session *, const char *name);
+void session_mcp_tools_json(struct session *, json_t *tools);
+struct mcp_run *session_mcp_call(struct session *, struct exec_tool *,
+    const struct exec_spawn *);
+void session_mcp_cancel(struct mcp_run *);
+void session_mcp_drop(struct mcp_run *);
+/* status: runner mcp, its server, elapsedMs, whether it waits for it. */
+void session_mcp_describe(const struct mcp_run *, json_t *);
+void session_mcp_free(struct session *);
+/*
+ * closeSession: its servers' stdin closes, then TERM, KILL (S18); whether
+ * every one is gone (the reply waits for that, as for a tool's process).
+ */
+void session_mcp_close(struct session *);
+bool session_mcp_gone(const struct session *);
 
 
 /*

@@ -194,6 +194,7 @@ static const struct session_hooks session_journal_hooks = {
 	session_journal_created, session_journal_note, session_journal_add,
 	session_journal_closed, session_journal_idled,
 	session_journal_contexted, session_journal_journaling,
+	session_journal_session,
 };
 
 void
@@ -297,6 +298,13 @@ session_journal_handover(void)
 				session_journal_running(s, t, false);
 				continue;
 			}
+			/*
+			 * An MCP server's call: its server is not carried, so
+			 * it gets daemon_restarted (S10), never a second run.
+			 */
+			if (st == EXEC_EXECUTING && t != NULL &&
+			    tooldef_runner(exec_tool_def(t)) == TOOLDEF_RUNNER_MCP)
+				continue;
 			if (st == EXEC_COMPLETED && result != NULL)
 				rec = json_pack("{s:s, s:s, s:O}", "s", s->id,
 				    "id", id, "result", result);
@@ -344,6 +352,13 @@ session_restore_session(const json_t *rec)
 	size_t i, n = 0;
 	bool ok = true;
 
+	/* A later record of a session (its MCP servers added): those. */
+	if (id != NULL && (r = idmap_get(&session_restored, id)) != NULL) {
+		free(r->s->journal);
+		r->s->journal = json_dumps(rec, JSON_COMPACT);
+		session_mcp_restore(r->s, rec);
+		return;
+	}
 	if (id == NULL || strlen(id) >= sizeof(((struct session *)0)->id) ||
 	    idmap_get(&session_map, id) != NULL) {
 		log_warn("journal: a session record without a usable id was "
@@ -384,6 +399,7 @@ session_restore_session(const json_t *rec)
 		/* The operator's hooks and its own, without SessionStart. */
 		session_hook_attach(r->s, json_object_get(rec, "hooks"), false);
 		r->s->journal = json_dumps(rec, JSON_COMPACT);
+		session_mcp_restore(r->s, rec);
 		r->adds = json_array();
 		r->delivered = json_object();
 		r->live = json_object();

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "buf.h"
 #include "core/executor.h"
 #include "session/session.h"
 #include "session/session_int.h"
@@ -24,27 +25,51 @@
 	"STEXEC_TOOL_USE_ID|STEXEC_PROGRESS_FD"
 
 /*
- * $1 the command, $2 what to report (c: the cwd, e: exported variables),
- * $3 the env file. The copy of fd 3 is on 63 (9 in a sh without bash):
- * the command may close or reuse 3. The EXIT trap runs after `exit`, a
- * failure under `set -e` and the end alike; `exec` or a trap of the
- * command's own replaces it, and then nothing carries over.
+ * The wrapper is a prefix on the command's own first line, in the one
+ * `bash -c` string (so that the command's line numbers and syntax errors
+ * are bash's own): bash lexes every byte it runs, some 250 instructions a
+ * byte, so the prefix is short and the rest comes as $1, parsed only when
+ * needed. It copies fd 3 to 63 (9 in a sh without bash: the command may
+ * close or reuse 3), sources the env file, and sets an EXIT trap, which
+ * runs after `exit`, a failure under `set -e` and the end alike (`exec` or
+ * a trap of the command's own replaces it, and then nothing carries over;
+ * the shell's exit status is the command's either way).
+ *
+ * keepCwd alone: the trap reports the cwd only when it moved, running $1,
+ * which escapes it for JSON where it must (bash; a sh reports only a cwd
+ * that needs no escapes). keepEnv: $1 is session_shell_lib, run before the
+ * command for its snapshot of the environment and by the trap for the
+ * differences and the cwd.
  */
-static const char session_shell_script[] =
-    "__stexec_c=$1 __stexec_k=$2 __stexec_f=$3 __stexec_o=9\n"
-    "set --\n"
-    "[ -n \"$BASH_VERSION\" ] && __stexec_o=63\n"
-    "eval \"exec $__stexec_o>&3\"\n"
-    "if [ -n \"$__stexec_f\" ] && [ -r \"$__stexec_f\" ]; then "
-    ". \"$__stexec_f\"; fi\n"
+#define SHELL_CWD_PUT(fd) \
+	"printf '{\"context\":{\"cwd\":\"%s\"}}\\n' \"$__stexec_j\" " \
+	"2>/dev/null >&" fd
+static const char shell_cwd_bash[] =
+    "case $PWD in *[\\\"\\\\]*|*[![:print:]]*) "
+    "__stexec_j=${PWD//\\\\/\\\\\\\\}; "
+    "__stexec_j=${__stexec_j//\\\"/\\\\\\\"}; "
+    "case $__stexec_j in *[[:cntrl:]]*) "
+    "for __stexec_i in {1..31} 127; do "
+    "printf -v __stexec_c \"\\\\$(printf %03o $__stexec_i)\"; "
+    "__stexec_j=${__stexec_j//$__stexec_c/$(printf '\\\\u%04x' "
+    "$__stexec_i)}; done;; esac;; "
+    "*) __stexec_j=$PWD;; esac; " SHELL_CWD_PUT("63");
+static const char shell_cwd_sh[] =
+    "case $PWD in *[\\\"\\\\]*|*[![:print:]]*) ;; "
+    "*) __stexec_j=$PWD; " SHELL_CWD_PUT("9") ";; esac";
+static const char shell_trap_bash[] =
+    "trap '[[ $PWD == \"$__stexec_d\" ]]||eval \"$__stexec_q\"' EXIT;";
+static const char shell_trap_sh[] =
+    "trap '[ \"$PWD\" = \"$__stexec_d\" ]||eval \"$__stexec_q\"' EXIT;";
+
+/* keepEnv's part: JSON escapes, the snapshot, the differences. */
+static const char session_shell_lib[] =
     "__stexec_exit() {\n"
-    "\t__stexec_s=$?\n"
     "\tset +eu\n"
     "\tIFS=' \t\n'\n"
     "\tcase $__stexec_k in *c*) __stexec_put '\"cwd\":' \"$PWD\" ;; esac\n"
     "\tcase $__stexec_k in *e*) [ -n \"$BASH_VERSION\" ] && __stexec_env "
     ";; esac\n"
-    "\treturn $__stexec_s\n"
     "}\n"
     "__stexec_put() {\n"
     "\t__stexec_j=$2\n"
@@ -82,16 +107,12 @@ static const char session_shell_script[] =
     "\\n\" \"$n\" >&'$__stexec_o\n"
     "\tdone 2>/dev/null\n"
     "}\n"
-    "case $__stexec_k in *e*)\n"
-    "\tif [ -n \"$BASH_VERSION\" ]; then\n"
-    "\t\tdeclare -A __stexec_e0\n"
-    "\t\tfor __stexec_n in $(compgen -e); do "
+    "if [ -n \"$BASH_VERSION\" ]; then\n"
+    "\tdeclare -A __stexec_e0\n"
+    "\tfor __stexec_n in $(compgen -e); do "
     "__stexec_e0[$__stexec_n]=${!__stexec_n}; done\n"
-    "\t\tunset __stexec_n\n"
-    "\tfi ;;\n"
-    "esac\n"
-    "trap __stexec_exit EXIT\n"
-    "eval \"$__stexec_c\"\n";
+    "\tunset __stexec_n\n"
+    "fi\n";
 
 static struct session_shell_config shell_cfg;
 
@@ -101,6 +122,7 @@ static bool	session_shell_wraps(const struct session *,
 		    const struct exec_tool *);
 static bool	session_shell_under(const char *, const char *);
 static bool	session_shell_allowed(const struct session *, const char *);
+static void	session_shell_quote(struct buf *, const char *);
 
 void
 session_shell_init(const struct session_shell_config *cfg)
@@ -202,31 +224,76 @@ session_shell_argv(struct session *s, struct exec_tool *t,
     const struct exec_spawn *req)
 {
 	const char *file = s->shell.env_file != NULL ? s->shell.env_file :
-	    shell_cfg.env_file;
+	    shell_cfg.env_file, *sh, *arg = NULL;
+	bool bash, cwd, env;
+	struct buf b = { 0 };
 	char **argv;
+	size_t head;
 
 	if (!session_shell_wraps(s, t) || req->argv[0] == NULL ||
 	    req->argv[1] == NULL || req->argv[2] == NULL)
 		return NULL;
-	if (!s->shell.keep_cwd && !s->shell.keep_env && file == NULL)
-		return NULL;
 	/* A job's context is never applied: it only sources the file. */
-	argv = xcalloc(7, sizeof *argv);
+	cwd = s->shell.keep_cwd && !req->job->background;
+	env = s->shell.keep_env && !req->job->background;
+	if (!cwd && !env && file == NULL)
+		return NULL;
+	sh = strrchr(req->argv[0], '/') != NULL ? strrchr(req->argv[0], '/') +
+	    1 : req->argv[0];
+	bash = strncmp(sh, "bash", 4) == 0;
+	if (env) {
+		arg = session_shell_lib;
+		buf_printf(&b, "__stexec_q=$1 __stexec_k=%s __stexec_o=%s;"
+		    "set --;exec %s>&3;", cwd ? "ce" : "e", bash ? "63" : "9",
+		    bash ? "63" : "9");
+	} else if (cwd) {
+		arg = bash ? shell_cwd_bash : shell_cwd_sh;
+		buf_printf(&b, "__stexec_q=$1 __stexec_d=$PWD;set --;"
+		    "exec %s>&3;", bash ? "63" : "9");
+	}
+	if (file != NULL) {
+		buf_addstr(&b, "if [ -r ");
+		session_shell_quote(&b, file);
+		buf_addstr(&b, " ]; then . ");
+		session_shell_quote(&b, file);
+		buf_addstr(&b, "; fi;");
+	}
+	if (env)
+		buf_addstr(&b, "eval \"$__stexec_q\";trap __stexec_exit EXIT;");
+	else if (cwd)
+		buf_addstr(&b, bash ? shell_trap_bash : shell_trap_sh);
+	/*
+	 * Bash parses a whole line before it runs it: what the env file sets
+	 * for the parser (extglob, aliases) must be in force for the
+	 * command's first line, which then is the script's second.
+	 */
+	if (file != NULL)
+		buf_addstr(&b, "\n");
+	buf_addstr(&b, req->argv[2]);
+	/* One allocation, freed as the array: the pointers, then the text. */
+	head = 6 * sizeof *argv;
+	argv = xcalloc(1, head + b.len + 1);
+	memcpy((char *)argv + head, b.data, b.len);
 	argv[0] = req->argv[0];
 	argv[1] = "-c";
-	argv[2] = (char *)session_shell_script;
+	argv[2] = (char *)argv + head;
 	argv[3] = req->argv[0];
-	argv[4] = req->argv[2];
-	argv[5] = req->job->background ? "" : s->shell.keep_cwd &&
-	    s->shell.keep_env ? "ce" : s->shell.keep_cwd ? "c" :
-	    s->shell.keep_env ? "e" : "";
-	argv[6] = NULL;
-	if (file != NULL) {
-		argv = xreallocarray(argv, 8, sizeof *argv);
-		argv[6] = (char *)file;
-		argv[7] = NULL;
-	}
+	argv[4] = (char *)arg;
+	buf_free(&b);
 	return argv;
+}
+
+/* s in single quotes for the shell: each ' as '\''. */
+static void
+session_shell_quote(struct buf *b, const char *s)
+{
+	buf_addstr(b, "'");
+	for (; *s != '\0'; s++)
+		if (*s == '\'')
+			buf_addstr(b, "'\\''");
+		else
+			buf_add(b, s, 1);
+	buf_addstr(b, "'");
 }
 
 /* Whether path is dir or lies below it. */

@@ -32,6 +32,14 @@ enum toolcg_via {
 	VIA_RLIMIT,
 };
 
+/* A measuring v1 memory group's files, kept open while it is pooled. */
+enum toolcg_meter_file {
+	METER_PROCS,
+	METER_PEAK,
+	METER_USAGE,
+	METER_N,
+};
+
 static const char *const toolcg_ctl_names[CTL_N] = { "memory", "pids", "cpu" };
 static const char *const toolcg_via_names[] = {
 	NULL, "cgroup2", "cgroup1", "rlimit",
@@ -57,7 +65,23 @@ struct toolcg {
 	int joins;            /* join fds it put in the spawn request */
 	bool v1_move;         /* its v1 memory group only measures: the
 	                         child is moved in, not joined */
+	int meterfd[METER_N]; /* that group's files, kept open (-1: not) */
+	uint64_t meter_base;  /* its usage when it was taken from the pool */
 };
+
+/*
+ * Empty v1 memory groups that only measured, kept for the next tools: a
+ * v1 memory group's mkdir and rmdir cost the daemon more than the rest of
+ * a short tool's bookkeeping. Reused, its peak is reset and what it still
+ * holds (page cache) is subtracted.
+ */
+struct toolcg_meter {
+	char *dir;
+	int fd[METER_N];
+	uint64_t base;
+};
+static struct toolcg_meter toolcg_meters[64];
+static size_t toolcg_nmeters;
 
 /*
  * Empty v2 groups kept for the next tools: a fresh cgroup's first process
@@ -80,6 +104,10 @@ static char *toolcg_v1_dir[CTL_N];   /* <hierarchy>/<ours>/stexecd-PID */
 static bool toolcg_memsw;            /* v1 memory.memsw.* exists */
 
 static char *toolcg_v1_find(const char *);
+static bool toolcg_meter_take(struct toolcg *, bool, struct spawn_req *);
+static bool toolcg_meter_put(struct toolcg *);
+static void toolcg_meter_close(int *);
+static bool toolcg_read_num(int, uint64_t *);
 static int toolcg_write(const char *, const char *, const char *);
 static int toolcg_writeat(int, const char *, const char *);
 static bool toolcg_field_kept(int, int *, const char *, const char *,
@@ -337,6 +365,7 @@ toolcg_shutdown(void)
 {
 	enum toolcg_ctl c;
 
+	toolcg_handover();
 	for (c = 0; c < CTL_N; c++) {
 		if (toolcg_v1_dir[c] != NULL && rmdir(toolcg_v1_dir[c]) != 0)
 			log_warn("cannot remove %s: %s", toolcg_v1_dir[c],
@@ -345,8 +374,6 @@ toolcg_shutdown(void)
 		toolcg_v1_dir[c] = NULL;
 		toolcg_via[c] = VIA_NONE;
 	}
-	while (toolcg_nspares > 0)
-		toolcg_spare_close(&toolcg_spares[--toolcg_nspares]);
 	free(toolcg_v2_dir);
 	toolcg_v2_dir = NULL;
 }
@@ -488,6 +515,7 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
 	};
 	struct toolcg *cg;
 	enum toolcg_ctl c;
+	int i;
 	char name[64], value[64];
 	bool any = false;
 
@@ -501,6 +529,8 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
 	cg = xcalloc(1, sizeof *cg);
 	cg->limits = *l;
 	cg->v2fd = cg->eventsfd = cg->cpufd = -1;
+	for (i = 0; i < METER_N; i++)
+		cg->meterfd[i] = -1;
 	snprintf(name, sizeof name, "tool-%" PRIu64, token);
 	for (c = 0; c < CTL_N; c++)
 		if (toolcg_via[c] == VIA_V2 && toolcg_value(l, c, true, value,
@@ -532,6 +562,7 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
 			 * tool that cannot have one runs unmeasured.
 			 */
 			if (c == CTL_MEMORY && toolcg_via[c] == VIA_V1 &&
+			    !toolcg_meter_take(cg, launch, req) &&
 			    toolcg_v1_new(cg, c, name, NULL, launch, req) != 0 &&
 			    cg->v1[c] != NULL) {
 				rmdir(cg->v1[c]);
@@ -595,7 +626,9 @@ toolcg_started(struct toolcg *cg, pid_t pid)
 	if (cg == NULL || !cg->v1_move)
 		return;
 	snprintf(text, sizeof text, "%ld", (long)pid);
-	if (toolcg_write(cg->v1[CTL_MEMORY], "cgroup.procs", text) != 0)
+	if (cg->meterfd[METER_PROCS] != -1 ? toolcg_writeat(
+	    cg->meterfd[METER_PROCS], NULL, text) != 0 :
+	    toolcg_write(cg->v1[CTL_MEMORY], "cgroup.procs", text) != 0)
 		log_debug("cannot move %ld into %s: %s", (long)pid,
 		    cg->v1[CTL_MEMORY], strerror(errno));
 }
@@ -670,10 +703,14 @@ toolcg_usage(struct toolcg *cg, uint64_t *peak, bool *has_cpu,
 	*has_cpu = false;
 	if (cg == NULL)
 		return;
-	if (cg->v1[CTL_MEMORY] != NULL)
-		toolcg_field(-1, cg->v1[CTL_MEMORY],
-		    "memory.max_usage_in_bytes", NULL, peak);
-	else if (toolcg_via[CTL_MEMORY] == VIA_V2)
+	if (cg->v1[CTL_MEMORY] != NULL) {
+		if (cg->meterfd[METER_PEAK] != -1)
+			toolcg_read_num(cg->meterfd[METER_PEAK], peak);
+		else
+			toolcg_field(-1, cg->v1[CTL_MEMORY],
+			    "memory.max_usage_in_bytes", NULL, peak);
+		*peak = *peak > cg->meter_base ? *peak - cg->meter_base : 0;
+	} else if (toolcg_via[CTL_MEMORY] == VIA_V2)
 		toolcg_field(cg->v2fd, NULL, "memory.peak", NULL, peak);
 	/* cpu.stat's usage is there without the cpu controller. */
 	if (cg->v2fd != -1 && toolcg_field_kept(cg->v2fd, &cg->cpufd,
@@ -717,6 +754,11 @@ toolcg_free(struct toolcg *cg)
 	if (cg->v2 != NULL)
 		rmdir(cg->v2);
 	free(cg->v2);
+	/* A group that only measured serves the next tool. */
+	if (cg->v1[CTL_MEMORY] != NULL && cg->limits.memory_bytes == 0 &&
+	    toolcg_meter_put(cg))
+		cg->v1[CTL_MEMORY] = NULL;
+	toolcg_meter_close(cg->meterfd);
 	for (c = 0; c < CTL_N; c++) {
 		if (cg->v1[c] != NULL && rmdir(cg->v1[c]) != 0 &&
 		    errno != ENOENT)
@@ -732,6 +774,12 @@ toolcg_handover(void)
 {
 	while (toolcg_nspares > 0)
 		toolcg_spare_close(&toolcg_spares[--toolcg_nspares]);
+	while (toolcg_nmeters > 0) {
+		toolcg_nmeters--;
+		toolcg_meter_close(toolcg_meters[toolcg_nmeters].fd);
+		rmdir(toolcg_meters[toolcg_nmeters].dir);
+		free(toolcg_meters[toolcg_nmeters].dir);
+	}
 }
 
 json_t *
@@ -746,13 +794,13 @@ toolcg_save(struct toolcg *cg)
 		json_array_append_new(v1, cg->v1[c] != NULL ?
 		    json_string(cg->v1[c]) : json_null());
 	o = json_pack("{s:I, s:I, s:I, s:s?, s:i, s:b, s:I, s:I, s:b, s:b, "
-	    "s:b, s:o}", "memory", (json_int_t)cg->limits.memory_bytes,
+	    "s:b, s:o, s:I}", "memory", (json_int_t)cg->limits.memory_bytes,
 	    "processes", (json_int_t)cg->limits.max_processes, "cpu",
 	    (json_int_t)cg->limits.cpu_percent, "v2", cg->v2, "v2fd",
 	    cg->v2fd, "limited", cg->v2_limited, "cpuBase",
 	    (json_int_t)cg->cpu_base, "cpuLast", (json_int_t)cg->cpu_last,
 	    "cpuRead", cg->cpu_read, "empty", cg->empty, "killed", cg->killed,
-	    "v1", v1);
+	    "v1", v1, "v1base", (json_int_t)cg->meter_base);
 	handover_keep_fd(cg->v2fd);
 	return o;
 }
@@ -763,7 +811,7 @@ toolcg_load(const json_t *o)
 	struct toolcg *cg;
 	enum toolcg_ctl c;
 	const char *s;
-	int fd;
+	int fd, i;
 
 	if (!json_is_object(o))
 		return NULL;
@@ -779,6 +827,10 @@ toolcg_load(const json_t *o)
 	fd = (int)json_integer_value(json_object_get(o, "v2fd"));
 	cg->v2fd = fd >= 0 && handover_claim_fd(fd) ? fd : -1;
 	cg->eventsfd = cg->cpufd = -1;
+	for (i = 0; i < METER_N; i++)
+		cg->meterfd[i] = -1;
+	cg->meter_base = (uint64_t)json_integer_value(json_object_get(o,
+	    "v1base"));
 	cg->v2_limited = json_is_true(json_object_get(o, "limited"));
 	cg->cpu_base = (uint64_t)json_integer_value(json_object_get(o,
 	    "cpuBase"));
@@ -792,4 +844,97 @@ toolcg_load(const json_t *o)
 		    "v1"), c))) != NULL)
 			cg->v1[c] = xstrdup(s);
 	return cg;
+}
+
+/* A pooled measuring group for a tool without a memory limit, if any. */
+static bool
+toolcg_meter_take(struct toolcg *cg, bool launch, struct spawn_req *req)
+{
+	struct toolcg_meter *m;
+
+	if (toolcg_nmeters == 0)
+		return false;
+	m = &toolcg_meters[--toolcg_nmeters];
+	cg->v1[CTL_MEMORY] = m->dir;
+	memcpy(cg->meterfd, m->fd, sizeof cg->meterfd);
+	cg->meter_base = m->base;
+	/*
+	 * Joined by the child as a new group is (toolcg_v1_new), or moved.
+	 * The pool keeps the descriptor: it is not counted in joins, which
+	 * toolcg_spawned closes from the end, and it comes before them (the
+	 * memory group is the first a tool gets).
+	 */
+	if (!launch && req->njoin == 0)
+		req->join[req->njoin++] = m->fd[METER_PROCS];
+	else
+		cg->v1_move = true;
+	return true;
+}
+
+/*
+ * Keep cg's measuring group for the next tool: only when it is empty and
+ * its peak could be reset. Its files stay open with it.
+ */
+static bool
+toolcg_meter_put(struct toolcg *cg)
+{
+	static const char *const files[METER_N] = {
+		"cgroup.procs", "memory.max_usage_in_bytes",
+		"memory.usage_in_bytes",
+	};
+	struct toolcg_meter *m;
+	char *path, c;
+	int i;
+
+	if (toolcg_nmeters == sizeof toolcg_meters / sizeof toolcg_meters[0])
+		return false;
+	for (i = 0; i < METER_N; i++) {
+		if (cg->meterfd[i] != -1)
+			continue;
+		xasprintf(&path, "%s/%s", cg->v1[CTL_MEMORY], files[i]);
+		cg->meterfd[i] = open(path, (i == METER_USAGE ? O_RDONLY :
+		    O_RDWR) | O_CLOEXEC);
+		free(path);
+		if (cg->meterfd[i] == -1)
+			return false;
+	}
+	/* A process left in it (an escapee of a process group) would count. */
+	if (pread(cg->meterfd[METER_PROCS], &c, 1, 0) != 0 ||
+	    toolcg_writeat(cg->meterfd[METER_PEAK], NULL, "0") != 0)
+		return false;
+	m = &toolcg_meters[toolcg_nmeters];
+	if (!toolcg_read_num(cg->meterfd[METER_USAGE], &m->base))
+		return false;
+	toolcg_nmeters++;
+	m->dir = cg->v1[CTL_MEMORY];
+	memcpy(m->fd, cg->meterfd, sizeof m->fd);
+	for (i = 0; i < METER_N; i++)
+		cg->meterfd[i] = -1;
+	return true;
+}
+
+static void
+toolcg_meter_close(int *fd)
+{
+	int i;
+
+	for (i = 0; i < METER_N; i++)
+		if (fd[i] != -1) {
+			close(fd[i]);
+			fd[i] = -1;
+		}
+}
+
+/* The number a kept cgroup file holds, read again from its start. */
+static bool
+toolcg_read_num(int fd, uint64_t *out)
+{
+	char buf[64], *end;
+	ssize_t n;
+
+	if ((n = pread(fd, buf, sizeof buf - 1, 0)) <= 0)
+		return false;
+	buf[n] = '\0';
+	*out = strtoull(buf, &end, 10);
+	return end != buf;
 }

@@ -26,7 +26,12 @@
  * Landlock domain are freed), which would slow whatever ran next: in those
  * rounds each call waits LAT_SETTLE_US first.
  *
- * STEXEC_BENCH_N: tools per repetition (default 1000).
+ * A `true` ToolDef (no stdin read, no output) beside the cat gives one
+ * more row, judged like the cat's against the same limit.
+ *
+ * STEXEC_BENCH_N: tools per repetition (default 1000). STEXEC_BENCH_PLAIN=1:
+ * only the unsandboxed tools and their limit, no floors (tests/bench/ab,
+ * which compares two daemons, not a daemon with its floors).
  */
 #include "bench.h"
 #include "bench_floor.h"
@@ -54,9 +59,14 @@ static const enum sandbox_profile lat_profiles[LAT_NSPAWNS] = {
 };
 /* Between calls of the confinement rounds (lat_settle). */
 #define LAT_SETTLE_US 1000
-/* The tools: unsandboxed, then each profile. */
-static const char *const lat_tools[] = { "cat", "cat-ro", "cat-ww" };
-#define LAT_NTOOLS 3
+/* The tools: unsandboxed, then each profile, then `true`. */
+static const char *const lat_tools[] = { "cat", "cat-ro", "cat-ww", "true" };
+#define LAT_NTOOLS 4
+#define LAT_TRUE 3
+/* What each tool gives back. */
+static const char *const lat_outputs[] = {
+	LAT_OUTPUT, LAT_OUTPUT, LAT_OUTPUT, "\"\"",
+};
 
 static double	lat_limit_one(void);
 static double	lat_median(double *, int);
@@ -143,6 +153,7 @@ int
 main(void)
 {
 	int reps = bench_reps(), n = (int)bench_n(1000, 1, 10000), r, i, t;
+	bool plain = bench_env_long("STEXEC_BENCH_PLAIN", 0, 0, 1) != 0;
 	/* The daemon's rounds: its limit, then each tool. */
 	struct lat_row lim, tool[LAT_NTOOLS];
 	/* The floors' rounds: a limit and the floor daemon; the spawns. */
@@ -160,18 +171,21 @@ main(void)
 	lat_row_init(&flim, n, reps, true);
 	lat_row_init(&fdaemon, n, reps, true);
 	for (t = 0; t < LAT_NTOOLS; t++)
-		lat_row_init(&tool[t], n, reps, true);
+		lat_row_init(&tool[t], n, reps, !plain || t == 0 ||
+		    t == LAT_TRUE);
 	for (t = 0; t < LAT_NSPAWNS; t++)
-		lat_row_init(&spawn[t], n, reps, floor_spawn_can(
+		lat_row_init(&spawn[t], n, reps, !plain && floor_spawn_can(
 		    lat_profiles[t]));
-	floor_daemon_start(&fd, LAT_INPUT);
+	if (!plain)
+		floor_daemon_start(&fd, LAT_INPUT);
 	bench_daemon_start(&d, NULL);
 	c = bench_conn_open(d.sock);
 	res = bench_call(c, "createSession",
 	    "{\"tools\":[{\"name\":\"cat\",\"command\":[\"/bin/cat\"]},"
 	    "{\"name\":\"cat-ro\",\"command\":[\"/bin/cat\"],"
 	    "\"sandbox\":\"read-only\"},{\"name\":\"cat-ww\",\"command\":"
-	    "[\"/bin/cat\"],\"sandbox\":\"workspace-write\"}]}");
+	    "[\"/bin/cat\"],\"sandbox\":\"workspace-write\"},"
+	    "{\"name\":\"true\",\"command\":[\"/bin/true\"]}]}");
 	sid = json_string_value(json_object_get(res, "sessionId"));
 	if (sid == NULL)
 		bench_fail("createSession: no sessionId");
@@ -181,13 +195,15 @@ main(void)
 	/* Warm up: page cache, the daemon's allocator, the CPU clocks. */
 	for (i = 0; i < 50; i++) {
 		lat_limit_one();
-		floor_daemon_one(&fd);
+		if (!plain)
+			floor_daemon_one(&fd);
 		for (t = 0; t < LAT_NSPAWNS; t++)
 			if (spawn[t].can)
 				floor_spawn_one(lat_profiles[t], LAT_INPUT);
 		for (t = 0; t < LAT_NTOOLS; t++)
-			bench_tool_us(c, sid, lat_tools[t], LAT_INPUT,
-			    LAT_OUTPUT, i * LAT_NTOOLS + t);
+			if (tool[t].can)
+				bench_tool_us(c, sid, lat_tools[t], LAT_INPUT,
+				    lat_outputs[t], i * LAT_NTOOLS + t);
 	}
 	json_decref(bench_call(c, "drain", params));
 
@@ -195,12 +211,13 @@ main(void)
 		for (i = 0; i < n; i++) {
 			lim.samp[i] = lat_limit_one();
 			for (t = 0; t < LAT_NTOOLS; t++)
-				tool[t].samp[i] = bench_tool_us(c, sid,
-				    lat_tools[t], LAT_INPUT, LAT_OUTPUT,
-				    i * LAT_NTOOLS + t);
+				if (tool[t].can)
+					tool[t].samp[i] = bench_tool_us(c, sid,
+					    lat_tools[t], LAT_INPUT,
+					    lat_outputs[t], i * LAT_NTOOLS + t);
 		}
 		json_decref(bench_call(c, "drain", params));
-		for (i = 0; i < n; i++) {
+		for (i = 0; i < n && !plain; i++) {
 			flim.samp[i] = lat_limit_one();
 			fdaemon.samp[i] = floor_daemon_one(&fd);
 		}
@@ -212,10 +229,13 @@ main(void)
 					    lat_profiles[t], LAT_INPUT);
 				}
 		lim.med[r] = lat_median(lim.samp, n);
-		flim.med[r] = lat_median(flim.samp, n);
-		fdaemon.med[r] = lat_median(fdaemon.samp, n);
+		if (!plain) {
+			flim.med[r] = lat_median(flim.samp, n);
+			fdaemon.med[r] = lat_median(fdaemon.samp, n);
+		}
 		for (t = 0; t < LAT_NTOOLS; t++)
-			tool[t].med[r] = lat_median(tool[t].samp, n);
+			if (tool[t].can)
+				tool[t].med[r] = lat_median(tool[t].samp, n);
 		for (t = 0; t < LAT_NSPAWNS; t++)
 			if (spawn[t].can)
 				spawn[t].med[r] = lat_median(spawn[t].samp, n);
@@ -223,14 +243,16 @@ main(void)
 	json_decref(res);
 	bench_conn_close(c);
 	bench_daemon_stop(&d);
-	floor_daemon_stop(&fd);
+	if (!plain)
+		floor_daemon_stop(&fd);
 	floor_spawn_done();
 
 	bench_summarize(lim.med, reps, &ls);
 	bench_summarize(flim.med, reps, &fls);
 	bench_summarize(fdaemon.med, reps, &fds);
 	for (t = 0; t < LAT_NTOOLS; t++)
-		bench_summarize(tool[t].med, reps, &ds[t]);
+		if (tool[t].can)
+			bench_summarize(tool[t].med, reps, &ds[t]);
 	for (t = 0; t < LAT_NSPAWNS; t++)
 		if (spawn[t].can)
 			bench_summarize(spawn[t].med, reps, &ss[t]);
@@ -240,9 +262,14 @@ main(void)
 	    ds[0].med - ls.med, LAT_TARGET_US);
 	bench_report("latency", "us", &ds[0], limit, cmp,
 	    ds[0].med - ls.med <= LAT_TARGET_US);
-	lat_floor_report("latency, the floor of any daemon", &fds, "limit",
-	    fls.med, "a minimal daemon over the bare spawn");
-	for (t = 1; t < LAT_NTOOLS; t++) {
+	snprintf(cmp, sizeof cmp, "%+.1f us (target <= +%.0f us)",
+	    ds[LAT_TRUE].med - ls.med, LAT_TARGET_US);
+	bench_report("latency, true", "us", &ds[LAT_TRUE], limit, cmp,
+	    ds[LAT_TRUE].med - ls.med <= LAT_TARGET_US);
+	if (!plain)
+		lat_floor_report("latency, the floor of any daemon", &fds,
+		    "limit", fls.med, "a minimal daemon over the bare spawn");
+	for (t = 1; t < LAT_TRUE && !plain; t++) {
 		snprintf(name, sizeof name, "latency, %s", t == 1 ?
 		    "read-only" : "workspace-write");
 		snprintf(limit, sizeof limit, "unsandboxed %.1f us", ds[0].med);

@@ -438,6 +438,35 @@ def duplicate_and_env(d):
     c.close()
 
 
+def mcp_tools(d):
+    """Hooks apply to an MCP server's tools, matched as mcp__SERVER__TOOL."""
+    fake = os.path.join(HERE, "mcp_fake_server.py")
+    if not os.path.exists(fake):
+        return
+    c = Conn(d.sock)
+    root = fresh_root("mcp")
+    sid = session(c, root, mcpServers={"fake": {
+        "type": "stdio", "command": "python3", "args": [fake]}}, hooks={
+        "PreToolUse": [{"matcher": "mcp__fake__.*", "hooks": [hook(
+            "jq -r .tool_input.text | grep -q secret && "
+            "{ echo 'no secrets to MCP servers' >&2; exit 2; }; exit 0")]}],
+        "PostToolUse": [{"matcher": "mcp__.*", "hooks": [hook(
+            "jq -n --arg t \"$(jq -r .tool_name)\" '{hookSpecificOutput: "
+            "{hookEventName: \"PostToolUse\", additionalContext: "
+            "(\"seen \" + $t)}}'")]}]})
+    result, meta = one(c, sid, "mcp__fake__echo", {"text": "a secret"})
+    T.check(result["is_error"] and "no secrets to MCP servers" in
+            str(result["content"]), "a PreToolUse guard blocks an MCP call: "
+            "%r" % result["content"])
+    result, meta = one(c, sid, "mcp__fake__echo", {"text": "hello"})
+    T.check("echo: hello" in str(result["content"]) and
+            "hook additional context: seen mcp__fake__echo" in
+            str(result["content"]), "PostToolUse on an MCP tool: %r"
+            % result["content"])
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
 def readme_policy(d):
     """The README's policy is a configuration the daemon takes."""
     with open(os.path.join(HERE, "..", "README.md"), encoding="utf-8") as f:
@@ -709,6 +738,7 @@ def body(d):
     bad_config(d)
     readme_policy(d)
     client_tools(d)
+    mcp_tools(d)
     sandbox_floor(d)
     operators(d)
     reload(d)

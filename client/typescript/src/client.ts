@@ -437,6 +437,18 @@ export class Client {
   }
 
   /**
+   * Answer an MCP server's request that came as `mcp_request` (sampling,
+   * elicitation): its `result`, or an `error` the server gets in words.
+   */
+  respondMcp(
+    sessionId: string,
+    requestId: string,
+    answer: { result: Record<string, unknown> } | { error: string },
+  ): Promise<Result<"respondMcp">> {
+    return this.send("respondMcp", { sessionId, requestId, ...answer });
+  }
+
+  /**
    * Receive the session's notifications on this connection. `since`:
    * replay every retained one after it first; default: after the last one
    * this client received of the session, or only live ones if none. Those

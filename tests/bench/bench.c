@@ -32,7 +32,6 @@ extern char **environ;
 static int	bench_rm_cb(const char *, const struct stat *, int,
 		    struct FTW *);
 static void	bench_rm_tree(const char *);
-static int	bench_cmp_double(const void *, const void *);
 
 /*
  * The daemon to clean up when the bench fails, and the bench's own pid:
@@ -538,7 +537,7 @@ bench_spawn_piped(char *const argv[], int *in_fd, int *out_fd)
 	return pid;
 }
 
-static int
+int
 bench_cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -609,4 +608,48 @@ bench_sessions(struct bench_conn *c, int n, char (*ids)[32], int keep)
 		done += k;
 	}
 	free(buf);
+}
+
+double
+bench_client_tool_us(struct bench_conn *c, const char *sid, int k)
+{
+	int64_t id = c->next_id++, done_id = -1, t0, t1 = 0;
+	bool got_result = false, got_reply = false, got_done = false;
+	char req[512], tid[48], *line;
+	size_t len;
+	int n;
+
+	n = snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":%" PRId64
+	    ",\"method\":\"addTool\",\"params\":{\"sessionId\":\"%s\","
+	    "\"toolUse\":{\"id\":\"t%d\",\"name\":\"noop\",\"input\":{}}}}\n",
+	    id, sid, k);
+	snprintf(tid, sizeof tid, "\"toolUseId\":\"t%d\"", k);
+	t0 = bench_now_ns();
+	bench_write(c->fd, req, (size_t)n);
+	while (!got_result || !got_reply || !got_done) {
+		line = bench_line(c, &len);
+		if (bench_is_method(line, "tool_start")) {
+			done_id = c->next_id++;
+			n = snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\","
+			    "\"id\":%" PRId64 ",\"method\":\"completeTool\","
+			    "\"params\":{\"sessionId\":\"%s\",\"toolUseId\":"
+			    "\"t%d\",\"content\":\"done\"}}\n", done_id, sid, k);
+			bench_write(c->fd, req, (size_t)n);
+		} else if (bench_is_method(line, "tool_result")) {
+			if (strstr(line, tid) == NULL)
+				continue;
+			t1 = bench_now_ns();
+			if (strstr(line, "\"is_error\":false") == NULL)
+				bench_fail("noop: %.300s", line);
+			got_result = true;
+		} else if (bench_method(line, NULL) == NULL) {
+			if (bench_is_error(line))
+				bench_fail("noop: %.300s", line);
+			if (bench_response_id(line) == id)
+				got_reply = true;
+			else if (bench_response_id(line) == done_id)
+				got_done = true;
+		}
+	}
+	return (double)(t1 - t0) / 1e3;
 }

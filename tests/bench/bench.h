@@ -93,6 +93,15 @@ json_t	*bench_call(struct bench_conn *, const char *method,
  */
 double	bench_tool_us(struct bench_conn *, const char *sid, const char *tool,
 	    const char *input, const char *content, int k);
+/*
+ * One call "t<k>" of the client-run tool noop (runner client), which this
+ * connection serves and answers with "done" the moment its tool_start
+ * comes: microseconds from writing its addTool to reading its tool_result
+ * (another session's results on the connection are passed over).
+ */
+double	bench_client_tool_us(struct bench_conn *, const char *sid, int k);
+/* qsort's comparison of doubles. */
+int	bench_cmp_double(const void *, const void *);
 /* stats.rssBytes, after a round trip so earlier requests are done. */
 long long bench_rss(struct bench_conn *);
 

@@ -22,60 +22,6 @@
 #define CLIENT_TARGET 0.1
 #define CLIENT_TRUE "{\"command\":\"true\"}"
 
-static int	client_cmp(const void *, const void *);
-static double	client_call_us(struct bench_conn *, const char *, int);
-
-static int
-client_cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* One call of noop, answered the moment its tool_start comes. */
-static double
-client_call_us(struct bench_conn *c, const char *sid, int k)
-{
-	int64_t id = c->next_id++, done_id = -1, t0, t1 = 0;
-	bool got_result = false, got_reply = false, got_done = false;
-	char req[512], tid[48], *line;
-	size_t len;
-	int n;
-
-	n = snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":%" PRId64
-	    ",\"method\":\"addTool\",\"params\":{\"sessionId\":\"%s\","
-	    "\"toolUse\":{\"id\":\"t%d\",\"name\":\"noop\",\"input\":{}}}}\n",
-	    id, sid, k);
-	snprintf(tid, sizeof tid, "\"toolUseId\":\"t%d\"", k);
-	t0 = bench_now_ns();
-	bench_write(c->fd, req, (size_t)n);
-	while (!got_result || !got_reply || !got_done) {
-		line = bench_line(c, &len);
-		if (bench_is_method(line, "tool_start")) {
-			done_id = c->next_id++;
-			n = snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\","
-			    "\"id\":%" PRId64 ",\"method\":\"completeTool\","
-			    "\"params\":{\"sessionId\":\"%s\",\"toolUseId\":"
-			    "\"t%d\",\"content\":\"done\"}}\n", done_id, sid, k);
-			bench_write(c->fd, req, (size_t)n);
-		} else if (bench_is_method(line, "tool_result")) {
-			t1 = bench_now_ns();
-			if (strstr(line, tid) == NULL ||
-			    strstr(line, "\"content\":\"done\"") == NULL)
-				bench_fail("noop: %.300s", line);
-			got_result = true;
-		} else if (bench_method(line, NULL) == NULL) {
-			if (bench_is_error(line))
-				bench_fail("noop: %.300s", line);
-			if (bench_response_id(line) == id)
-				got_reply = true;
-			else if (bench_response_id(line) == done_id)
-				got_done = true;
-		}
-	}
-	return (double)(t1 - t0) / 1e3;
-}
 
 int
 main(void)
@@ -108,19 +54,19 @@ main(void)
 	snprintf(params, sizeof params, "{\"sessionId\":\"%s\"}", sid);
 
 	for (i = 0; i < 30; i++) {
-		client_call_us(c, sid, k++);
+		bench_client_tool_us(c, sid, k++);
 		bench_tool_us(c, sid, "bash", CLIENT_TRUE, "\"\"", k++);
 	}
 	json_decref(bench_call(c, "drain", params));
 	for (r = 0; r < reps; r++) {
 		for (i = 0; i < n; i++) {
-			one_c[i] = client_call_us(c, sid, k++);
+			one_c[i] = bench_client_tool_us(c, sid, k++);
 			one_b[i] = bench_tool_us(c, sid, "bash", CLIENT_TRUE,
 			    "\"\"", k++);
 		}
 		json_decref(bench_call(c, "drain", params));
-		qsort(one_c, (size_t)n, sizeof *one_c, client_cmp);
-		qsort(one_b, (size_t)n, sizeof *one_b, client_cmp);
+		qsort(one_c, (size_t)n, sizeof *one_c, bench_cmp_double);
+		qsort(one_b, (size_t)n, sizeof *one_b, bench_cmp_double);
 		cv[r] = one_c[n / 2];
 		bv[r] = one_b[n / 2];
 	}

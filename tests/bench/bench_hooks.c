@@ -29,62 +29,7 @@
 #define HOOKS_TRUE "{\"command\":\"true\"}"
 #define HOOKS_NSESS 3
 
-static int	hooks_cmp(const void *, const void *);
-static double	hooks_call_us(struct bench_conn *, const char *, int);
 static char	*hooks_session(struct bench_conn *, const char *);
-
-static int
-hooks_cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* One call of noop in session sid, answered the moment tool_start comes. */
-static double
-hooks_call_us(struct bench_conn *c, const char *sid, int k)
-{
-	int64_t id = c->next_id++, done_id = -1, t0, t1 = 0;
-	bool got_result = false, got_reply = false, got_done = false;
-	char req[512], tid[48], *line;
-	size_t len;
-	int n;
-
-	n = snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":%" PRId64
-	    ",\"method\":\"addTool\",\"params\":{\"sessionId\":\"%s\","
-	    "\"toolUse\":{\"id\":\"t%d\",\"name\":\"noop\",\"input\":{}}}}\n",
-	    id, sid, k);
-	snprintf(tid, sizeof tid, "\"toolUseId\":\"t%d\"", k);
-	t0 = bench_now_ns();
-	bench_write(c->fd, req, (size_t)n);
-	while (!got_result || !got_reply || !got_done) {
-		line = bench_line(c, &len);
-		if (bench_is_method(line, "tool_start")) {
-			done_id = c->next_id++;
-			n = snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\","
-			    "\"id\":%" PRId64 ",\"method\":\"completeTool\","
-			    "\"params\":{\"sessionId\":\"%s\",\"toolUseId\":"
-			    "\"t%d\",\"content\":\"done\"}}\n", done_id, sid, k);
-			bench_write(c->fd, req, (size_t)n);
-		} else if (bench_is_method(line, "tool_result")) {
-			if (strstr(line, tid) == NULL)
-				continue;
-			t1 = bench_now_ns();
-			if (strstr(line, "\"is_error\":false") == NULL)
-				bench_fail("noop: %.300s", line);
-			got_result = true;
-		} else if (bench_method(line, NULL) == NULL) {
-			if (bench_is_error(line))
-				bench_fail("noop: %.300s", line);
-			if (bench_response_id(line) == id)
-				got_reply = true;
-			else if (bench_response_id(line) == done_id)
-				got_done = true;
-		}
-	}
-	return (double)(t1 - t0) / 1e3;
-}
 
 /* A session serving noop, with these hooks (JSON text, NULL: none). */
 static char *
@@ -152,7 +97,7 @@ main(void)
 
 	for (i = 0; i < 20; i++) {
 		for (j = 0; j < HOOKS_NSESS; j++)
-			hooks_call_us(c, sid[j], k++);
+			bench_client_tool_us(c, sid[j], k++);
 		bench_tool_us(c, sid[0], "bash", HOOKS_TRUE, "\"\"", k++);
 	}
 	for (r = 0; r < reps; r++) {
@@ -161,7 +106,7 @@ main(void)
 			for (j = 0; j < HOOKS_NSESS; j++) {
 				int w = j < 2 ? (j + i) % 2 : j;
 
-				one[w][i] = hooks_call_us(c, sid[w], k++);
+				one[w][i] = bench_client_tool_us(c, sid[w], k++);
 			}
 			one[HOOKS_NSESS][i] = bench_tool_us(c, sid[0], "bash",
 			    HOOKS_TRUE, "\"\"", k++);
@@ -172,7 +117,7 @@ main(void)
 			json_decref(bench_call(c, "drain", params));
 		}
 		for (j = 0; j <= HOOKS_NSESS; j++) {
-			qsort(one[j], (size_t)n, sizeof *one[j], hooks_cmp);
+			qsort(one[j], (size_t)n, sizeof *one[j], bench_cmp_double);
 			med[j][r] = one[j][n / 2];
 		}
 	}

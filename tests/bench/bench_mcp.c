@@ -30,7 +30,6 @@ struct direct {
 	int64_t next_id;
 };
 
-static int	mcp_cmp(const void *, const void *);
 static void	mcp_direct_start(struct direct *, const char *);
 static void	mcp_direct_send(struct direct *, int64_t);
 static void	mcp_direct_wait(struct direct *, int64_t);
@@ -38,14 +37,6 @@ static double	mcp_direct_us(struct direct *);
 static void	mcp_ready(struct bench_conn *);
 static double	mcp_daemon_batch_us(struct bench_conn *, const char *, int *);
 static double	mcp_direct_batch_us(struct direct *);
-
-static int
-mcp_cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 static void
 mcp_direct_send(struct direct *d, int64_t id)
@@ -221,8 +212,8 @@ main(void)
 			    "{\"text\":\"x\"}", MCP_CONTENT, k++);
 		}
 		json_decref(bench_call(c, "drain", params));
-		qsort(one_d, (size_t)n, sizeof *one_d, mcp_cmp);
-		qsort(one_m, (size_t)n, sizeof *one_m, mcp_cmp);
+		qsort(one_d, (size_t)n, sizeof *one_d, bench_cmp_double);
+		qsort(one_m, (size_t)n, sizeof *one_m, bench_cmp_double);
 		dv[r] = one_d[n / 2];
 		mv[r] = one_m[n / 2];
 		sum_d = sum_m = 0;

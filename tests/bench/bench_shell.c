@@ -32,16 +32,7 @@
 	"\"command\":[\"/bin/bash\",\"-c\",\"{command}\"]}]}"
 #define SHELL_TRUE "{\"command\":\"true\"}"
 
-static int	shell_cmp(const void *, const void *);
 static bool	shell_has_tool(struct bench_conn *, const char *, const char *);
-
-static int
-shell_cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 /* Whether the session lists a tool of this name. */
 static bool
@@ -108,9 +99,9 @@ main(void)
 			    "\"\"", k++);
 		}
 		json_decref(bench_call(c, "drain", params));
-		qsort(one_s, (size_t)n, sizeof *one_s, shell_cmp);
-		qsort(one_b, (size_t)n, sizeof *one_b, shell_cmp);
-		qsort(one_c, (size_t)n, sizeof *one_c, shell_cmp);
+		qsort(one_s, (size_t)n, sizeof *one_s, bench_cmp_double);
+		qsort(one_b, (size_t)n, sizeof *one_b, bench_cmp_double);
+		qsort(one_c, (size_t)n, sizeof *one_c, bench_cmp_double);
 		sv[r] = one_s[n / 2];
 		bv[r] = one_b[n / 2];
 		cv[r] = one_c[n / 2];

@@ -125,3 +125,20 @@ def text(r):
     if isinstance(content, str):
         return content
     return "\n".join(b.get("text", "") for b in content)
+
+
+def new_image(d, before):
+    """Wait for the image after before (the event a reload gives)."""
+    guard = time.monotonic() + GUARD
+    while True:
+        try:
+            probe = Peer(d.sock)
+            now = probe.ok("initialize")["server"].get("instance")
+            probe.close()
+            if now != before:
+                return
+        except (OSError, EOFError):
+            pass
+        if time.monotonic() > guard:
+            raise AssertionError("no new image came")
+        time.sleep(0.05)

@@ -25,7 +25,7 @@ sys.path.insert(0, HERE)
 
 import peer  # noqa: E402
 import pydaemon  # noqa: E402
-from peer import Peer, add  # noqa: E402
+from peer import Peer, add, new_image  # noqa: E402
 from pydaemon import Checks  # noqa: E402
 
 T = Checks()
@@ -399,23 +399,6 @@ def images(d):
             rs[3]["result"]["content"], "a 9000-pixel image is refused in "
             "words: %.200r" % rs[3]["result"]["content"])
     c.close()
-
-
-def new_image(d, before):
-    """Wait for the image after before (the event a reload gives)."""
-    guard = time.monotonic() + GUARD
-    while True:
-        try:
-            probe = Peer(d.sock)
-            now = probe.ok("initialize")["server"].get("instance")
-            probe.close()
-            if now != before:
-                return
-        except (OSError, EOFError):
-            pass
-        if time.monotonic() > guard:
-            raise AssertionError("no new image came")
-        time.sleep(0.05)
 
 
 def reload(d):

@@ -27,6 +27,7 @@ import pydaemon  # noqa: E402
 from pydaemon import Checks  # noqa: E402
 import mcp_peer  # noqa: E402
 from mcp_peer import GUARD, Peer, add, ready, result, text  # noqa: E402
+from peer import new_image  # noqa: E402
 
 T = Checks()
 FAKE = os.path.join(HERE, "mcp_fake_server.py")
@@ -363,23 +364,6 @@ def network(d):
             "without rules, no proxy stands in its way: %r" % t)
     c.ok("closeSession", sessionId=sid)
     c.close()
-
-
-def new_image(d, before):
-    """Wait for the image after before (the event a reload gives)."""
-    guard = time.monotonic() + GUARD
-    while True:
-        try:
-            probe = Peer(d.sock)
-            now = probe.ok("initialize")["server"].get("instance")
-            probe.close()
-            if now != before:
-                return
-        except (OSError, EOFError):
-            pass
-        if time.monotonic() > guard:
-            raise AssertionError("no new image came")
-        time.sleep(0.05)
 
 
 def reload(d):

@@ -168,6 +168,28 @@ void mcp_server_respond(struct mcp_server *, const json_t *id,
     const json_t *result, const char *error);
 uint64_t mcp_server_restarts(const struct mcp_server *);
 
+/*
+ * A reload (doc/design.md §7, Reload and MCP servers): a ready server is
+ * handed over with its process, pipes, bytes, tools and calls; the next
+ * image adopts it without a second initialize. Whether it is carried (ready,
+ * running, no kill under way); its process (and, carried, its state) into
+ * obj, its bytes into the record, false when it has no process to hand.
+ */
+struct handover_rec;
+struct handover_in;
+bool mcp_server_carried(const struct mcp_server *);
+bool mcp_server_save(struct mcp_server *, struct handover_rec *, json_t *obj);
+/*
+ * The next image: the server of obj, running on (its tools listed, no
+ * callback yet), or NULL when obj carries no state of one: its process,
+ * if any, is then killed (its group) and its descriptors left unclaimed.
+ */
+struct mcp_server *mcp_server_adopt(struct event_base *,
+    const struct mcp_server_params *, const struct mcp_server_ops *,
+    void *arg, const struct handover_in *, const json_t *obj);
+/* A handed over process no server takes: killed (its group). */
+void mcp_server_discard(const struct handover_in *, const json_t *obj);
+
 struct mcp_call_ops {
 	/* notifications/progress: {progress, total?, message?}. */
 	void (*progress)(void *arg, const json_t *params);
@@ -192,6 +214,18 @@ struct mcp_call *mcp_server_call(struct mcp_server *, const char *tool,
  * late answer is dropped.
  */
 void mcp_call_cancel(struct mcp_call *, const char *reason);
+
+/* The JSON-RPC id of a call sent (its progress token too); 0 if none. */
+int64_t mcp_call_id(const struct mcp_call *);
+/*
+ * A reload's next image: the call of id handed over with its server, given
+ * its owner again; NULL when it has none such. Then the calls nobody took
+ * are cancelled (notifications/cancelled). ops NULL: only whether it
+ * holds one (claimed nothing, a non-NULL answer not to be used).
+ */
+struct mcp_call *mcp_server_claim(struct mcp_server *, int64_t id,
+    const struct mcp_call_ops *, void *arg);
+void mcp_server_claimed(struct mcp_server *);
 
 /* mcp_content.c */
 /*

@@ -13,6 +13,7 @@
 
 #include <event2/event.h>
 
+#include "handover.h"
 #include "log.h"
 #include "mcp/mcp.h"
 #include "supervisor/proc.h"
@@ -31,6 +32,10 @@
 #define MCP_CANCELLED_KEPT 256
 #define MCP_BACKOFF_MAX_MS 10000
 #define MCP_ENV_MAX 4096
+/* Calls of one server a reload's record may name. */
+#define MCP_CARRIED_CALLS_MAX 4096
+/* JSON-RPC ids stay exact as JSON numbers. */
+#define MCP_ID_MAX ((int64_t)1 << 53)
 
 static const char *mcp_versions[] = { "2025-11-25", "2025-06-18",
     "2025-03-26" };
@@ -45,6 +50,7 @@ struct mcp_call {
 	void *arg;
 	struct event *ev;        /* the start timeout; a deferred end */
 	char *error;             /* a deferred end's */
+	bool carried;            /* handed over by a reload, not claimed yet */
 };
 
 struct mcp_server {
@@ -92,7 +98,12 @@ static struct mcp_server *mcp_all;
 
 static const struct proc_ops mcp_server_proc_ops;
 
+static struct mcp_server *mcp_server_new(struct event_base *,
+		    const struct mcp_server_params *,
+		    const struct mcp_server_ops *, void *);
 static void	mcp_server_spawn(struct mcp_server *);
+static bool	mcp_server_load(struct mcp_server *,
+		    const struct handover_in *, const json_t *);
 static void	mcp_server_chunk(void *, int, const char *, size_t);
 static void	mcp_server_exit(void *, const struct proc_exit *);
 static void	mcp_server_fd3(void *, const char *, size_t);
@@ -135,6 +146,7 @@ static void	mcp_call_free(struct mcp_call *);
 static void	mcp_call_end(struct mcp_call *, const json_t *, const char *);
 static void	mcp_call_cb(evutil_socket_t, short, void *);
 static struct mcp_call *mcp_call_find(struct mcp_server *, int64_t);
+static bool	mcp_proc_sane(const json_t *);
 static int64_t	mcp_now_ms(void);
 static void	mcp_arm(struct event *, int64_t);
 
@@ -166,6 +178,17 @@ struct mcp_server *
 mcp_server_start(struct event_base *base, const struct mcp_server_params *p,
     const struct mcp_server_ops *ops, void *arg)
 {
+	struct mcp_server *s = mcp_server_new(base, p, ops, arg);
+
+	mcp_server_spawn(s);
+	return s;
+}
+
+/* A server of no process yet, linked among all. */
+static struct mcp_server *
+mcp_server_new(struct event_base *base, const struct mcp_server_params *p,
+    const struct mcp_server_ops *ops, void *arg)
+{
 	struct mcp_server *s = xcalloc(1, sizeof *s);
 
 	s->base = base;
@@ -191,7 +214,6 @@ mcp_server_start(struct event_base *base, const struct mcp_server_params *p,
 		mcp_all->all_prev = s;
 	mcp_all = s;
 	s->state = MCP_STARTING;
-	mcp_server_spawn(s);
 	return s;
 }
 
@@ -1324,4 +1346,211 @@ mcp_call_free(struct mcp_call *c)
 	json_decref(c->args);
 	free(c->error);
 	free(c);
+}
+
+int64_t
+mcp_call_id(const struct mcp_call *c)
+{
+	return c->error == NULL ? c->id : 0;
+}
+
+bool
+mcp_server_carried(const struct mcp_server *s)
+{
+	return !s->closing && s->state == MCP_READY && s->proc != NULL &&
+	    proc_carried(s->proc) && s->kill_why == NULL && s->init_id == 0 &&
+	    s->ping_id == 0;
+}
+
+bool
+mcp_server_save(struct mcp_server *s, struct handover_rec *r, json_t *o)
+{
+	json_t *proc, *m, *calls, *failures, *cancelled;
+	struct mcp_call *c;
+	unsigned i, n;
+
+	if (s->closing || s->proc == NULL || !proc_carried(s->proc))
+		return false;
+	proc = json_object();
+	proc_save(s->proc, r, proc);
+	json_object_set_new(o, "proc", proc);
+	/* Not carried: the next image kills it and starts it afresh. */
+	if (!mcp_server_carried(s))
+		return true;
+	calls = json_array();
+	for (c = s->calls; c != NULL; c = c->next)
+		if (mcp_call_id(c) != 0)
+			json_array_append_new(calls, json_pack("{s:I, s:s}",
+			    "id", (json_int_t)c->id, "tool", c->tool));
+	failures = json_array();
+	for (i = 0; i < s->nfailures && i < MCP_FAILURES_MAX; i++)
+		json_array_append_new(failures, json_integer(s->failures[i]));
+	cancelled = json_array();
+	n = s->ncancelled < MCP_CANCELLED_KEPT ? s->ncancelled :
+	    MCP_CANCELLED_KEPT;
+	for (i = 0; i < n; i++)
+		json_array_append_new(cancelled, json_integer(s->cancelled[i]));
+	m = json_pack("{s:I, s:I, s:I, s:s, s:O, s:O?, s:I, s:b, s:b, s:o, "
+	    "s:o, s:o}", "restarts", (json_int_t)s->restarts, "nextId",
+	    (json_int_t)s->next_id, "listId", (json_int_t)s->list_id,
+	    "version", s->version != NULL ? s->version : "", "tools", s->tools,
+	    "listing", s->listing, "pages", (json_int_t)s->pages, "relist",
+	    s->relist, "discarding", s->discarding, "calls", calls,
+	    "failures", failures, "cancelled", cancelled);
+	handover_put(r, m, "line", s->line.data, s->line.len);
+	handover_put(r, m, "tail", s->tail, s->tail_len);
+	json_object_set_new(o, "mcp", m);
+	return true;
+}
+
+/* A process record that names one: never pid 0 or 1, whose group is ours. */
+static bool
+mcp_proc_sane(const json_t *proc)
+{
+	return json_is_object(proc) && json_integer_value(json_object_get(proc,
+	    "pid")) > 1 && json_integer_value(json_object_get(proc, "pgid")) >
+	    1 && json_is_array(json_object_get(proc, "pipes"));
+}
+
+void
+mcp_server_discard(const struct handover_in *in, const json_t *o)
+{
+	static const struct proc_ops none = { 0 };
+	const json_t *proc = json_object_get(o, "proc");
+
+	if (mcp_proc_sane(proc))
+		proc_kill(proc_adopt(in, proc, &none, NULL));
+}
+
+struct mcp_server *
+mcp_server_adopt(struct event_base *base, const struct mcp_server_params *p,
+    const struct mcp_server_ops *ops, void *arg, const struct handover_in *in,
+    const json_t *o)
+{
+	struct mcp_server *s;
+
+	if (!mcp_proc_sane(json_object_get(o, "proc")))
+		return NULL;
+	s = mcp_server_new(base, p, ops, arg);
+	if (!mcp_server_load(s, in, json_object_get(o, "mcp"))) {
+		s->closing = true;
+		mcp_server_free(s);
+		mcp_server_discard(in, o);
+		return NULL;
+	}
+	s->proc = proc_adopt(in, json_object_get(o, "proc"),
+	    &mcp_server_proc_ops, s);
+	return s;
+}
+
+/* The state of a record into s, a server of no process; false if corrupt. */
+static bool
+mcp_server_load(struct mcp_server *s, const struct handover_in *in,
+    const json_t *m)
+{
+	const json_t *tools = json_object_get(m, "tools"), *calls, *v;
+	const json_t *listing = json_object_get(m, "listing");
+	const char *version = json_string_value(json_object_get(m, "version"));
+	const char *data, *tail;
+	struct mcp_call *c;
+	int64_t next = json_integer_value(json_object_get(m, "nextId")), id;
+	int64_t list_id = json_integer_value(json_object_get(m, "listId"));
+	size_t i, n, tail_len;
+
+	calls = json_object_get(m, "calls");
+	data = handover_get(in, m, "line", &n);
+	tail = handover_get(in, m, "tail", &tail_len);
+	if (!json_is_object(m) || !json_is_array(tools) ||
+	    json_array_size(tools) > MCP_TOOLS_MAX || (listing != NULL &&
+	    (!json_is_array(listing) || json_array_size(listing) >
+	    MCP_TOOLS_MAX)) || version == NULL || next <= 0 ||
+	    next >= MCP_ID_MAX || list_id < 0 || list_id >= next ||
+	    !json_is_array(calls) || json_array_size(calls) >
+	    MCP_CARRIED_CALLS_MAX || n > MCP_LINE_MAX ||
+	    tail_len > sizeof s->tail || json_array_size(json_object_get(m,
+	    "failures")) > MCP_FAILURES_MAX || json_array_size(
+	    json_object_get(m, "cancelled")) > MCP_CANCELLED_KEPT)
+		return false;
+	for (i = 0; i < nitems(mcp_versions); i++)
+		if (strcmp(version, mcp_versions[i]) == 0)
+			break;
+	if (i == nitems(mcp_versions))
+		return false;
+	s->version = mcp_versions[i];
+	json_array_foreach(tools, i, v)
+		if (!json_is_string(json_object_get(v, "name")))
+			return false;
+	json_array_foreach(calls, i, v) {
+		id = json_integer_value(json_object_get(v, "id"));
+		if (id <= 0 || id >= next || !json_is_string(json_object_get(v,
+		    "tool")))
+			return false;
+	}
+	json_decref(s->tools);
+	s->tools = json_deep_copy(tools);
+	s->listing = listing != NULL ? json_deep_copy(listing) : NULL;
+	s->list_id = list_id;
+	s->pages = (unsigned)json_integer_value(json_object_get(m, "pages"));
+	if (s->pages > MCP_PAGES_MAX)
+		s->pages = MCP_PAGES_MAX;
+	s->relist = json_is_true(json_object_get(m, "relist"));
+	s->discarding = json_is_true(json_object_get(m, "discarding"));
+	s->next_id = next;
+	s->restarts = (uint64_t)json_integer_value(json_object_get(m,
+	    "restarts"));
+	buf_add(&s->line, data, n);
+	memcpy(s->tail, tail, tail_len);
+	s->tail_len = tail_len;
+	json_array_foreach(json_object_get(m, "failures"), i, v)
+		s->failures[s->nfailures++] = json_integer_value(v);
+	json_array_foreach(json_object_get(m, "cancelled"), i, v)
+		s->cancelled[s->ncancelled++] = json_integer_value(v);
+	/* Its calls wait for their owners (mcp_server_claim). */
+	json_array_foreach(calls, i, v) {
+		c = xcalloc(1, sizeof *c);
+		c->s = s;
+		c->id = json_integer_value(json_object_get(v, "id"));
+		c->tool = xstrdup(json_string_value(json_object_get(v,
+		    "tool")));
+		c->args = json_object();
+		c->ev = evtimer_new(s->base, mcp_call_cb, c);
+		c->carried = true;
+		if ((c->next = s->calls) != NULL)
+			s->calls->prev = c;
+		s->calls = c;
+	}
+	s->state = MCP_READY;
+	s->ever_ready = true;
+	return true;
+}
+
+struct mcp_call *
+mcp_server_claim(struct mcp_server *s, int64_t id,
+    const struct mcp_call_ops *ops, void *arg)
+{
+	struct mcp_call *c;
+
+	for (c = s->calls; c != NULL && id != 0; c = c->next)
+		if (c->carried && c->id == id && c->error == NULL) {
+			if (ops == NULL)
+				return c;
+			c->carried = false;
+			c->ops = *ops;
+			c->arg = arg;
+			return c;
+		}
+	return NULL;
+}
+
+void
+mcp_server_claimed(struct mcp_server *s)
+{
+	struct mcp_call *c, *next;
+
+	for (c = s->calls; c != NULL; c = next) {
+		next = c->next;
+		if (c->carried)
+			mcp_call_cancel(c, "its caller did not survive the "
+			    "daemon's reload");
+	}
 }

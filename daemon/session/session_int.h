@@ -260,6 +260,24 @@ void session_mcp_free(struct session *);
  */
 void session_mcp_close(struct session *);
 bool session_mcp_gone(const struct session *);
+/*
+ * A reload (doc/design.md §7, Reload and MCP servers): each server into
+ * the handover (a JOURNAL_MCP record: its process, and its state when it
+ * is carried); a call in flight, carried with its server, into its tool's
+ * record. The next image: the session's servers again before its tools,
+ * those handed over adopted, the others started; a tool's call back to
+ * its server (claimable: whether its server holds it); then the calls
+ * nobody took are cancelled.
+ */
+void session_mcp_handover(struct session *);
+void session_mcp_resume(struct session *, const struct handover_in *,
+    size_t);
+bool session_mcp_carried(const struct mcp_run *);
+void session_mcp_save(const struct mcp_run *, json_t *);
+bool session_mcp_claimable(struct session *, const json_t *);
+struct mcp_run *session_mcp_adopt(struct session *, struct exec_tool *,
+    const json_t *);
+void session_mcp_adopted(struct session *);
 
 
 /*

@@ -10,6 +10,7 @@
 #include "handover.h"
 #include "session/journal.h"
 #include "log.h"
+#include "mcp/mcp.h"
 #include "session/job.h"
 #include "session/session_int.h"
 #include "core/tooldef.h"
@@ -31,6 +32,9 @@ struct restoring {
 	struct handover_in *jobs; /* reload: its jobs (job.h) */
 	char **jraws;
 	size_t njobs;
+	struct handover_in *mcps; /* reload: its MCP servers */
+	char **mraws;
+	size_t nmcps;
 };
 
 bool session_journal_restoring;
@@ -42,9 +46,11 @@ static void	session_journal_early(struct session *, const char *,
 static void	session_restore_running(const char *, size_t);
 static void	session_restore_stray(const struct handover_in *);
 static void	session_restore_job(const char *, size_t);
+static void	session_restore_mcp(const char *, size_t);
 static bool	session_restore_keep(const char *, size_t,
 		    struct handover_in *, char **, struct restoring **);
 static void	session_restore_adopt(struct restoring *);
+static bool	session_restore_lost(struct restoring *, json_int_t);
 static void	session_journal_session(struct session *);
 static void	session_journal_note(struct session *, const struct note *);
 static void	session_journal_add(struct session *, uint64_t, const char *,
@@ -299,8 +305,9 @@ session_journal_handover(void)
 				continue;
 			}
 			/*
-			 * An MCP server's call: its server is not carried, so
-			 * it gets daemon_restarted (S10), never a second run.
+			 * An MCP server's call whose server is not carried
+			 * (doc/design.md §7, Reload and MCP servers): it gets
+			 * daemon_restarted (S10), never a second run.
 			 */
 			if (st == EXEC_EXECUTING && t != NULL &&
 			    tooldef_runner(exec_tool_def(t)) == TOOLDEF_RUNNER_MCP)
@@ -326,6 +333,7 @@ session_journal_handover(void)
 			    session_tool_carried(s->running[i]))
 				session_journal_running(s, s->running[i], true);
 		job_handover(s);
+		session_mcp_handover(s);
 		if ((rec = exec_turn_flags(s->ex)) != NULL) {
 			json_object_set_new(rec, "s", json_string(s->id));
 			json_object_set_new(rec, "t", json_integer(
@@ -428,6 +436,12 @@ session_restore_free(struct restoring *r)
 	}
 	free(r->jobs);
 	free(r->jraws);
+	for (i = 0; i < r->nmcps; i++) {
+		json_decref(r->mcps[i].json);
+		free(r->mraws[i]);
+	}
+	free(r->mcps);
+	free(r->mraws);
 	json_decref(r->flags);
 	json_decref(r->adds);
 	json_decref(r->delivered);
@@ -582,6 +596,22 @@ session_restore_job(const char *data, size_t len)
 	r->jraws[r->njobs++] = raw;
 }
 
+/* An MCP server handed over, for session_mcp_resume. */
+static void
+session_restore_mcp(const char *data, size_t len)
+{
+	struct handover_in in;
+	struct restoring *r;
+	char *raw;
+
+	if (!session_restore_keep(data, len, &in, &raw, &r))
+		return;
+	r->mcps = xreallocarray(r->mcps, r->nmcps + 1, sizeof *r->mcps);
+	r->mraws = xreallocarray(r->mraws, r->nmcps + 1, sizeof *r->mraws);
+	r->mcps[r->nmcps] = in;
+	r->mraws[r->nmcps++] = raw;
+}
+
 /* A process handed over that no tool takes back: killed, reaped later. */
 static void
 session_restore_stray(const struct handover_in *in)
@@ -597,11 +627,44 @@ session_restore_stray(const struct handover_in *in)
 		    "?");
 		return;
 	}
+	/* An MCP server's call goes with its server (cancelled there). */
+	if (json_object_get(in->json, "mcp") != NULL &&
+	    json_object_get(in->json, "server") == NULL) {
+		log_warn("a reload handed over MCP call %s that no tool takes "
+		    "back", json_string_value(json_object_get(in->json, "id"))
+		    != NULL ? json_string_value(json_object_get(in->json,
+		    "id")) : "?");
+		return;
+	}
+	/* An MCP server of no session: killed (its group). */
+	if (json_object_get(in->json, "server") != NULL) {
+		mcp_server_discard(in, in->json);
+		log_warn("a reload handed over MCP server %s of no session; "
+		    "killed it", json_string_value(json_object_get(in->json,
+		    "server")) != NULL ? json_string_value(json_object_get(
+		    in->json, "server")) : "?");
+		return;
+	}
 	p = proc_adopt(in, json_object_get(in->json, "proc"), &none, NULL);
 	proc_kill(p);
 	log_warn("a reload handed over tool %s of no session; killed it",
 	    json_string_value(json_object_get(in->json, "id")) != NULL ?
 	    json_string_value(json_object_get(in->json, "id")) : "?");
+}
+
+/*
+ * Whether the run i is an MCP server's call its server does not hold (not
+ * carried, or its record corrupt): daemon_restarted then (S10).
+ */
+static bool
+session_restore_lost(struct restoring *r, json_int_t i)
+{
+	const json_t *o;
+
+	if (i < 0 || (size_t)i >= r->nruns)
+		return true;
+	o = json_object_get(r->runs[i].json, "mcp");
+	return o != NULL && !session_mcp_claimable(r->s, o);
 }
 
 /* The processes handed over go back to their tools, now restored. */
@@ -666,6 +729,10 @@ session_restore(char kind, const char *data, size_t len)
 		session_restore_job(data, len);
 		return;
 	}
+	if (kind == JOURNAL_MCP) {
+		session_restore_mcp(data, len);
+		return;
+	}
 	/* A requeued tool's early stdin may hold NUL bytes. */
 	if ((rec = json_loadb(data, len, JSON_ALLOW_NUL, NULL)) == NULL)
 		return;
@@ -724,6 +791,8 @@ session_restore_done(void)
 		if (session_restored.slots[i].key == NULL ||
 		    (r = session_restored.slots[i].value) == NULL)
 			continue;
+		/* Its servers first: the tools of those adopted are known. */
+		session_mcp_resume(r->s, r->mcps, r->nmcps);
 		turn = r->ended + 1 > r->turn ? r->ended + 1 : r->turn;
 		n = turn == r->turn ? json_array_size(r->adds) : 0;
 		tools = xcalloc(n + 1, sizeof *tools);
@@ -752,6 +821,8 @@ session_restore_done(void)
 			}
 			tools[k].killed_for = -1;
 			if (json_object_get(got, "running") != NULL &&
+			    !session_restore_lost(r, json_integer_value(
+			    json_object_get(got, "running"))) &&
 			    tools[k].name != NULL && (tools[k].def =
 			    session_tool(r->s, tools[k].name)) != NULL) {
 				tools[k].running = true;
@@ -781,6 +852,7 @@ session_restore_done(void)
 		exec_restore(r->s->ex, turn, tools, n);
 		free(tools);
 		session_restore_adopt(r);
+		session_mcp_adopted(r->s);
 		session_trim(r->s);
 		session_idle_update(r->s);
 		/* One line per session only where a result was lost. */

@@ -15,9 +15,11 @@
 #include "core/executor.h"
 #include "log.h"
 #include "core/netpolicy.h"
+#include "handover.h"
 #include "mcp/mcp.h"
 #include "metrics.h"
 #include "net/proxy.h"
+#include "session/journal.h"
 #include "session/session_int.h"
 #include "supervisor/capture.h"
 #include "util.h"
@@ -87,13 +89,21 @@ struct mcp_run {
 	enum exec_end end;
 	size_t max_result;
 	uint64_t started_ms;
+	uint64_t deadline_ms;     /* its timeout's, monotonic; 0: none */
 };
 
 static struct mcp_config *session_mcp_operator;
 static struct session_mcp_config session_mcp_cfg;
 
+static void	session_mcp_setup(struct session *, struct mcp_config *,
+		    const json_t *, bool, bool, bool);
 static void	session_mcp_add(struct session_mcp *,
-		    const struct mcp_server_config *);
+		    const struct mcp_server_config *, bool);
+static void	session_mcp_params(struct mcp_srv *,
+		    struct mcp_server_params *);
+static void	session_mcp_defs(struct mcp_srv *);
+static bool	session_mcp_argv_is(const struct mcp_server_config *,
+		    const json_t *);
 static void	session_mcp_prepare(void *, struct mcp_server *,
 		    struct proc_spec *);
 static void	session_mcp_state(void *, struct mcp_server *);
@@ -215,13 +225,23 @@ session_mcp_restore(struct session *s, const json_t *rec)
 		    "its MCP servers no longer parse: %s", err);
 		servers = NULL;
 	}
-	/* Started afresh: a server's process is not carried over. */
-	session_mcp_start(s, own, servers, sampling, elicitation);
+	/*
+	 * Not yet: once the journal is read, a reload's servers are adopted
+	 * and the others started (session_mcp_resume).
+	 */
+	session_mcp_setup(s, own, servers, sampling, elicitation, false);
 }
 
 void
 session_mcp_start(struct session *s, struct mcp_config *own,
     const json_t *servers, bool sampling, bool elicitation)
+{
+	session_mcp_setup(s, own, servers, sampling, elicitation, true);
+}
+
+static void
+session_mcp_setup(struct session *s, struct mcp_config *own,
+    const json_t *servers, bool sampling, bool elicitation, bool start)
 {
 	struct session_mcp *m;
 	size_t i, n;
@@ -245,13 +265,14 @@ session_mcp_start(struct session *s, struct mcp_config *own,
 	/* In parallel: each starts now and reports when it is ready. */
 	for (i = 0; session_mcp_operator != NULL &&
 	    i < session_mcp_operator->n; i++)
-		session_mcp_add(m, &session_mcp_operator->servers[i]);
+		session_mcp_add(m, &session_mcp_operator->servers[i], start);
 	for (i = 0; own != NULL && i < own->n; i++)
-		session_mcp_add(m, &own->servers[i]);
+		session_mcp_add(m, &own->servers[i], start);
 }
 
 static void
-session_mcp_add(struct session_mcp *m, const struct mcp_server_config *cfg)
+session_mcp_add(struct session_mcp *m, const struct mcp_server_config *cfg,
+    bool start)
 {
 	struct mcp_srv *sv = &m->srvs[m->n++];
 	struct mcp_server_params p = { 0 };
@@ -271,12 +292,21 @@ session_mcp_add(struct session_mcp *m, const struct mcp_server_config *cfg)
 	    sizeof err)) == NULL)
 		fatal("an MCP placeholder definition: %s", err);
 	json_decref(o);
-	p.cfg = cfg;
-	p.cwd = exec_cwd(m->s->ex);
-	p.sampling = m->sampling;
-	p.elicitation = m->elicitation;
+	if (!start)
+		return;
+	session_mcp_params(sv, &p);
 	sv->srv = mcp_server_start(session_mcp_cfg.client.base, &p,
 	    &session_mcp_ops, sv);
+}
+
+static void
+session_mcp_params(struct mcp_srv *sv, struct mcp_server_params *p)
+{
+	memset(p, 0, sizeof *p);
+	p->cfg = sv->cfg;
+	p->cwd = exec_cwd(sv->m->s->ex);
+	p->sampling = sv->m->sampling;
+	p->elicitation = sv->m->elicitation;
 }
 
 /*
@@ -396,7 +426,17 @@ static void
 session_mcp_tools(void *arg, struct mcp_server *srv)
 {
 	struct mcp_srv *sv = arg;
-	const json_t *list = mcp_server_tools(srv), *t, *v;
+
+	(void)srv;
+	session_mcp_defs(sv);
+	session_mcp_announce(sv);
+}
+
+/* The ToolDefs of its tools as last listed. */
+static void
+session_mcp_defs(struct mcp_srv *sv)
+{
+	const json_t *list = mcp_server_tools(sv->srv), *t, *v;
 	struct mcp_tool *mt;
 	const char *tname;
 	json_t *o;
@@ -452,7 +492,6 @@ session_mcp_tools(void *arg, struct mcp_server *srv)
 		mt->listed = json_deep_copy(t);
 		sv->ntools++;
 	}
-	session_mcp_announce(sv);
 }
 
 /* sampling/createMessage, elicitation/create: to the session's client. */
@@ -777,6 +816,7 @@ session_mcp_call(struct session *s, struct exec_tool *t,
 		return r;
 	}
 	if (req->timeout_ms > 0) {
+		r->deadline_ms = r->started_ms + (uint64_t)req->timeout_ms;
 		tv.tv_sec = (time_t)(req->timeout_ms / 1000);
 		tv.tv_usec = (suseconds_t)(req->timeout_ms % 1000) * 1000;
 		evtimer_add(r->timeout, &tv);
@@ -974,4 +1014,218 @@ session_mcp_bounded(struct mcp_run *r, const json_t *content, bool is_error,
 		    exec_tool_id(r->t));
 	session_mcp_end(r, &d, NULL);
 	capture_free(cap, out.path != NULL);
+}
+
+/* Whether cfg runs the argv a handed over server was started with. */
+static bool
+session_mcp_argv_is(const struct mcp_server_config *cfg, const json_t *argv)
+{
+	size_t i;
+
+	for (i = 0; cfg->argv[i] != NULL; i++)
+		if (!json_is_string(json_array_get(argv, i)) || strcmp(
+		    json_string_value(json_array_get(argv, i)), cfg->argv[i]) !=
+		    0)
+			return false;
+	return i == json_array_size(argv);
+}
+
+void
+session_mcp_handover(struct session *s)
+{
+	struct handover_rec r;
+	struct buf out = { 0 };
+	struct mcp_pending *p;
+	struct mcp_srv *sv;
+	json_t *argv, *pending;
+	size_t i, k;
+
+	for (i = 0; s->mcp != NULL && i < s->mcp->n; i++) {
+		sv = &s->mcp->srvs[i];
+		if (sv->srv == NULL)
+			continue;
+		argv = json_array();
+		for (k = 0; sv->cfg->argv[k] != NULL; k++)
+			json_array_append_new(argv, json_string(
+			    sv->cfg->argv[k]));
+		r.json = json_pack("{s:s, s:s, s:o, s:I}", "s", s->id, "server",
+		    sv->cfg->name, "argv", argv, "nextRequest",
+		    (json_int_t)s->mcp->next_request);
+		memset(&r.bytes, 0, sizeof r.bytes);
+		if (!mcp_server_save(sv->srv, &r, r.json)) {
+			json_decref(r.json);
+			buf_free(&r.bytes);
+			continue;
+		}
+		/* Its way out is the proxy's: it starts afresh with a new one. */
+		if (sv->proxy != NULL)
+			json_object_del(r.json, "mcp");
+		pending = json_array();
+		for (p = s->mcp->pending; p != NULL; p = p->next)
+			if (p->sv == sv)
+				json_array_append_new(pending, json_pack(
+				    "{s:s, s:O}", "id", p->id, "serverId",
+				    p->server_id));
+		json_object_set_new(r.json, "pending", pending);
+		out.len = 0;
+		handover_encode(&r, &out);
+		journal_append(JOURNAL_MCP, out.data, out.len, NULL, 0);
+	}
+	buf_free(&out);
+}
+
+void
+session_mcp_resume(struct session *s, const struct handover_in *ins,
+    size_t n)
+{
+	struct mcp_server_params p;
+	struct mcp_pending *q;
+	struct mcp_srv *sv;
+	const json_t *o, *v;
+	const char *name, *id;
+	size_t i, k;
+
+	for (k = 0; k < n; k++) {
+		o = ins[k].json;
+		name = json_string_value(json_object_get(o, "server"));
+		for (i = 0, sv = NULL; name != NULL && s->mcp != NULL &&
+		    i < s->mcp->n; i++)
+			if (strcmp(s->mcp->srvs[i].cfg->name, name) == 0)
+				sv = &s->mcp->srvs[i];
+		/* Gone from the configuration, or another command now. */
+		if (sv == NULL || sv->srv != NULL || !session_mcp_argv_is(
+		    sv->cfg, json_object_get(o, "argv"))) {
+			mcp_server_discard(&ins[k], o);
+			continue;
+		}
+		session_mcp_params(sv, &p);
+		if ((sv->srv = mcp_server_adopt(session_mcp_cfg.client.base, &p,
+		    &session_mcp_ops, sv, &ins[k], o)) == NULL) {
+			if (json_object_get(o, "mcp") != NULL)
+				log_about(LOG_LEVEL_WARN, s->id, NULL, NULL,
+				    "MCP server %s: its handover record is "
+				    "corrupt: killed, started afresh", name);
+			continue;
+		}
+		session_mcp_defs(sv);
+		if ((uint64_t)json_integer_value(json_object_get(o,
+		    "nextRequest")) > s->mcp->next_request)
+			s->mcp->next_request = (uint64_t)json_integer_value(
+			    json_object_get(o, "nextRequest"));
+		json_array_foreach(json_object_get(o, "pending"), i, v) {
+			id = json_string_value(json_object_get(v, "id"));
+			if (id == NULL || strlen(id) >= sizeof q->id ||
+			    json_object_get(v, "serverId") == NULL ||
+			    s->mcp->npending >= SESSION_MCP_PENDING_MAX)
+				continue;
+			q = xcalloc(1, sizeof *q);
+			snprintf(q->id, sizeof q->id, "%s", id);
+			q->sv = sv;
+			q->server_id = json_deep_copy(json_object_get(v,
+			    "serverId"));
+			q->next = s->mcp->pending;
+			s->mcp->pending = q;
+			s->mcp->npending++;
+		}
+	}
+	for (i = 0; s->mcp != NULL && i < s->mcp->n; i++) {
+		sv = &s->mcp->srvs[i];
+		if (sv->srv != NULL)
+			continue;
+		session_mcp_params(sv, &p);
+		sv->srv = mcp_server_start(session_mcp_cfg.client.base, &p,
+		    &session_mcp_ops, sv);
+	}
+}
+
+bool
+session_mcp_carried(const struct mcp_run *r)
+{
+	return r->end == EXEC_END_EXITED && r->call != NULL &&
+	    mcp_call_id(r->call) != 0 && r->sv != NULL && r->sv->srv != NULL &&
+	    r->sv->proxy == NULL && mcp_server_carried(r->sv->srv);
+}
+
+void
+session_mcp_save(const struct mcp_run *r, json_t *o)
+{
+	json_object_set_new(o, "mcp", json_pack("{s:s, s:I, s:I, s:I, s:I}",
+	    "server", r->sv->cfg->name, "call", (json_int_t)mcp_call_id(
+	    r->call), "startedMs", (json_int_t)r->started_ms, "deadlineMs",
+	    (json_int_t)r->deadline_ms, "maxResult", (json_int_t)
+	    r->max_result));
+}
+
+/* The server a tool's record names, if it runs. */
+static struct mcp_srv *
+session_mcp_named(struct session *s, const json_t *o)
+{
+	const char *name = json_string_value(json_object_get(o, "server"));
+	size_t i;
+
+	for (i = 0; name != NULL && s->mcp != NULL && i < s->mcp->n; i++)
+		if (strcmp(s->mcp->srvs[i].cfg->name, name) == 0)
+			return s->mcp->srvs[i].srv != NULL ? &s->mcp->srvs[i] :
+			    NULL;
+	return NULL;
+}
+
+bool
+session_mcp_claimable(struct session *s, const json_t *o)
+{
+	struct mcp_srv *sv = session_mcp_named(s, o);
+
+	return sv != NULL && mcp_server_claim(sv->srv, json_integer_value(
+	    json_object_get(o, "call")), NULL, NULL) != NULL;
+}
+
+struct mcp_run *
+session_mcp_adopt(struct session *s, struct exec_tool *t, const json_t *o)
+{
+	struct mcp_run *r = xcalloc(1, sizeof *r);
+	uint64_t now = metrics_now() / 1000000;
+	struct timeval tv;
+	int64_t left;
+
+	r->s = s;
+	r->t = t;
+	r->sv = session_mcp_named(s, o);
+	r->end = EXEC_END_EXITED;
+	r->max_result = (size_t)json_integer_value(json_object_get(o,
+	    "maxResult"));
+	if (r->max_result == 0)
+		r->max_result = tooldef_max_result_bytes(exec_tool_def(t));
+	r->started_ms = (uint64_t)json_integer_value(json_object_get(o,
+	    "startedMs"));
+	r->deadline_ms = (uint64_t)json_integer_value(json_object_get(o,
+	    "deadlineMs"));
+	r->timeout = evtimer_new(session_mcp_cfg.client.base,
+	    session_mcp_timeout_cb, r);
+	r->now = evtimer_new(session_mcp_cfg.client.base, session_mcp_now_cb, r);
+	if (r->sv != NULL)
+		r->call = mcp_server_claim(r->sv->srv, json_integer_value(
+		    json_object_get(o, "call")), &session_mcp_call_ops, r);
+	if (r->call == NULL) {
+		/* Its server was not carried: the call is lost, it ends. */
+		r->end = EXEC_END_KILLED;
+		event_active(r->now, EV_TIMEOUT, 0);
+		return r;
+	}
+	if (r->deadline_ms > 0) {
+		left = r->deadline_ms > now ? (int64_t)(r->deadline_ms - now) : 1;
+		tv.tv_sec = (time_t)(left / 1000);
+		tv.tv_usec = (suseconds_t)(left % 1000) * 1000;
+		evtimer_add(r->timeout, &tv);
+	}
+	return r;
+}
+
+void
+session_mcp_adopted(struct session *s)
+{
+	size_t i;
+
+	for (i = 0; s->mcp != NULL && i < s->mcp->n; i++)
+		if (s->mcp->srvs[i].srv != NULL)
+			mcp_server_claimed(s->mcp->srvs[i].srv);
 }

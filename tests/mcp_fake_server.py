@@ -19,7 +19,11 @@ sends tools/list_changed), calls (how many calls ran at once at most),
 stamp (read-only) and write (not) {ms}: when they started and ended,
 touch {path}: writes a file there (what its sandbox allows), fetch {url}:
 an HTTP GET through whatever proxy its environment names, big {bytes}:
-a text that long, HEAD...TAIL.
+a text that long, HEAD...TAIL, gate {path} (read-only): a progress,
+then its answer once that file exists (or a line "cancelled ID" on a
+cancel).
+With MCP_FAKE_LOG in its environment, it appends to that file a line per
+event a test counts: "initialize PID", "call ID NAME", "cancelled ID".
 """
 import json
 import os
@@ -39,6 +43,13 @@ next_id = [1000]
 
 TINY_PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
             "+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+
+
+def log(line):
+    path = os.environ.get("MCP_FAKE_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
 
 
 def send(msg):
@@ -90,7 +101,9 @@ def tools():
           "annotations": {"readOnlyHint": False}},
          {"name": "touch", "inputSchema": {"type": "object"}},
          {"name": "fetch", "inputSchema": {"type": "object"}},
-         {"name": "big", "inputSchema": {"type": "object"}}]
+         {"name": "big", "inputSchema": {"type": "object"}},
+         {"name": "gate", "inputSchema": {"type": "object"},
+          "annotations": {"readOnlyHint": True}}]
     return t + extra_tools
 
 
@@ -195,6 +208,17 @@ def call(rid, params):
                 if hasattr(e, "read"):
                     body = e.read().decode("utf-8", "replace")[:300]
                 text(rid, "cannot fetch: %s %s" % (e, body), True)
+        elif name == "gate":
+            if token is not None:
+                send({"jsonrpc": "2.0",
+                      "method": "notifications/progress",
+                      "params": {"progressToken": token, "progress": 1}})
+            while not os.path.exists(args["path"]):
+                if rid in cancelled:
+                    log("cancelled %s" % rid)
+                    return
+                time.sleep(0.02)
+            text(rid, "gate opened")
         elif name == "big":
             n = int(args.get("bytes", 300000))
             text(rid, "HEAD" + "x" * (n - 8) + "TAIL")
@@ -226,6 +250,7 @@ def main():
                 pending[rid][0].set()
             continue
         if method == "initialize":
+            log("initialize %d" % os.getpid())
             if "hang-init" in modes:
                 continue
             version = ("2024-11-05" if "old-version" in modes
@@ -255,6 +280,7 @@ def main():
                 {"type": "text", "text": "echo: " +
                  str(msg["params"]["arguments"].get("text"))}]}})
         elif method == "tools/call":
+            log("call %s %s" % (rid, msg["params"].get("name")))
             threading.Thread(target=call, args=(rid, msg["params"]),
                              daemon=True).start()
         elif method == "notifications/cancelled":

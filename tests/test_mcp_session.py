@@ -366,30 +366,87 @@ def network(d):
     c.close()
 
 
-def reload(d):
-    """A live reload gives an MCP call in flight daemon_restarted, once
-    (its server's process is not handed over); then the session's servers
-    (its own and the operator's) run again, started afresh."""
-    c, sid = session(d, mcpServers={"fake": fake()})
-    ready(c, "fake")
-    add(c, sid, "l1", "mcp__fake__slow", {"ms": 1000, "steps": 60})
-    c.note("progress", lambda p: p["toolUseId"] == "l1")
+def waited(what, cond):
+    """cond() once true (one generous guard against a hang)."""
+    guard = time.monotonic() + GUARD
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() > guard:
+            raise AssertionError("never came: " + what)
+        time.sleep(0.02)
+
+
+def logged(path):
+    try:
+        with open(path) as f:
+            return f.read().split("\n")
+    except OSError:
+        return []
+
+
+def server_pid(c, sid, name):
+    states = {s["name"]: s for s in
+              c.ok("listTools", sessionId=sid)["mcpServers"]}
+    return states.get(name, {}).get("pid"), states.get(name, {}).get("state")
+
+
+def reloaded(c, d):
     before = c.ok("initialize")["server"].get("instance")
     d.proc.send_signal(signal.SIGHUP)
     new_image(d, before)
-    r = result(c, "l1")
-    # Its server is not carried: the call is not run twice (S10).
-    T.eq(r["meta"].get("reason"), "daemon_restarted",
-         "a call in flight across a reload: daemon_restarted, once")
+
+
+def reload(d):
+    """A live reload hands a ready server over (doc/design.md §7, Reload
+    and MCP servers): the same process, no second initialize, its call in
+    flight answered once with the server's own result, a cancel after the
+    reload reaching the server; an idle one serves on too."""
+    log = os.path.join(AREA, "reload.log")
+    gate1 = os.path.join(AREA, "gate1")
+    c, sid = session(d, mcpServers={"fake": fake(env={"MCP_FAKE_LOG": log})})
     ready(c, "fake")
-    add(c, sid, "l2", "mcp__fake__echo", {"text": "reloaded"})
-    T.eq(text(result(c, "l2")), "echo: reloaded",
-         "its server serves again after the reload")
-    add(c, sid, "l3", "mcp__op__echo", {"text": "op"})
-    T.eq(text(result(c, "l3")), "echo: op", "and the operator's")
-    T.check(not any(n.get("method") == "tool_result" and
-                    n["params"]["toolUseId"] == "l1" for n in c.notes),
-            "the call in flight got one result")
+    pid, _ = server_pid(c, sid, "fake")
+    add(c, sid, "l1", "mcp__fake__gate", {"path": gate1})
+    add(c, sid, "l2", "mcp__fake__gate",
+        {"path": os.path.join(AREA, "never")})
+    c.note("progress", lambda p: p["toolUseId"] == "l1")
+    c.note("progress", lambda p: p["toolUseId"] == "l2")
+    reloaded(c, d)
+    T.eq(server_pid(c, sid, "fake"), (pid, "ready"),
+         "the same server process, ready, after the reload")
+    with open(gate1, "w"):
+        pass
+    r = result(c, "l1")
+    T.eq((text(r), r["meta"].get("reason")), ("gate opened", "ok"),
+         "a call in flight across a reload: the server's own answer")
+    c.ok("abort", sessionId=sid, reason="interrupt")
+    r = result(c, "l2")
+    T.eq(r["meta"].get("reason"), "interrupted",
+         "an abort after the reload ends the carried call")
+    rid = [ln.split()[1] for ln in logged(log)
+           if ln.startswith("call ") and ln.endswith(" gate")][-1:]
+    waited("the server hears the cancel", lambda: any(
+        ln == "cancelled " + rid[0] for ln in logged(log)) if rid else False)
+    c.ok("drain", sessionId=sid)
+    # Ready and idle: handed over again; a new call works.
+    reloaded(c, d)
+    T.eq(server_pid(c, sid, "fake"), (pid, "ready"),
+         "an idle server is handed over too")
+    add(c, sid, "l3", "mcp__fake__echo", {"text": "reloaded"})
+    T.eq(text(result(c, "l3")), "echo: reloaded",
+         "its server serves after the reload")
+    add(c, sid, "l4", "mcp__op__echo", {"text": "op"})
+    T.eq(text(result(c, "l4")), "echo: op", "and the operator's")
+    T.eq(len([ln for ln in logged(log) if ln.startswith("initialize ")]), 1,
+         "no second initialize across two reloads")
+    T.eq(len([ln for ln in logged(log) if ln.startswith("call ") and
+              ln.endswith(" gate")]), 2, "no second tools/call")
+    T.eq([n["params"]["toolUseId"] for n in c.notes
+          if n.get("method") == "tool_result" and
+          n["params"]["toolUseId"] in ("l1", "l2")], [],
+         "each call in flight got one result")
     c.ok("closeSession", sessionId=sid)
     c.close()
 

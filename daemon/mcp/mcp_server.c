@@ -1458,6 +1458,8 @@ mcp_server_load(struct mcp_server *s, const struct handover_in *in,
 	size_t i, n, tail_len;
 
 	calls = json_object_get(m, "calls");
+	if (json_is_null(listing))
+		listing = NULL;
 	data = handover_get(in, m, "line", &n);
 	tail = handover_get(in, m, "tail", &tail_len);
 	if (!json_is_object(m) || !json_is_array(tools) ||

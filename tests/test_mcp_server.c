@@ -336,7 +336,7 @@ Test(mcp_server, lifecycle_pages_and_echo)
 	cr_assert(run_until(is_ready, s), "%s", mcp_server_why(s));
 	tools = mcp_server_tools(s);
 	/* Two pages of tools/list, in order. */
-	cr_assert_eq(json_array_size(tools), 14);
+	cr_assert_eq(json_array_size(tools), 15);
 	cr_expect_str_eq(json_string_value(json_object_get(json_array_get(
 	    tools, 3), "name")), "image");
 	cr_expect(json_is_true(json_object_get(json_object_get(json_array_get(
@@ -621,7 +621,7 @@ Test(mcp_server, list_changed_lists_again)
 	call(s, "change", "{}", &c);
 	cr_assert(run_until(is_done, &c));
 	cr_assert(run_until(two_listings, NULL));
-	cr_expect_eq(json_array_size(mcp_server_tools(s)), 15);
+	cr_expect_eq(json_array_size(mcp_server_tools(s)), 16);
 	callrec_clear(&c);
 	close_and_check(s);
 }

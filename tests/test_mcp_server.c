@@ -19,6 +19,7 @@
 
 #include <event2/event.h>
 
+#include "handover.h"
 #include "mcp/mcp.h"
 #include "supervisor/proc.h"
 #include "util.h"
@@ -644,4 +645,57 @@ Test(mcp_server, close_with_calls_in_flight)
 	close_and_check(s);
 	cr_expect(kill(pid, 0) == -1 && errno == ESRCH);
 	cr_expect_not(c.done, "no callback after close");
+}
+
+/*
+ * A reload's record of a server that is corrupt (its state cut short, an
+ * unknown revision): no server, its process killed (its group), never a
+ * crash; a record naming no process (pid 0) touches nothing.
+ */
+Test(mcp_server, corrupt_handover_record_kills_its_process)
+{
+	static const char *const bad[] = {
+	    "{\"nextId\": 3, \"version\": \"1999-01-01\", \"tools\": [], "
+	    "\"calls\": []}",
+	    "{\"nextId\": 3, \"version\": \"2025-11-25\"}",
+	    "{\"nextId\": 3, \"version\": \"2025-11-25\", \"tools\": [], "
+	    "\"calls\": [{\"id\": 7, \"tool\": \"echo\"}]}",
+	    NULL };
+	struct mcp_server_params p = { 0 };
+	struct handover_in in = { 0 };
+	json_t *o;
+	pid_t pid;
+	size_t i;
+
+	start_loop();
+	cfg.name = "fake";
+	cfg.argv = xcalloc(2, sizeof *cfg.argv);
+	cfg.argv[0] = "true";
+	p.cfg = &cfg;
+	for (i = 0; bad[i] != NULL; i++) {
+		pid = fork();
+		cr_assert_neq(pid, -1);
+		if (pid == 0) {
+			setpgid(0, 0);
+			for (;;)
+				pause();
+		}
+		setpgid(pid, pid);
+		o = json_pack("{s:{s:i, s:i, s:[i, i, i], s:i, s:s}, s:o}", "proc",
+		    "pid", (int)pid, "pgid", (int)pid, "pipes", -1, -1, -1,
+		    "inFd", -1, "name", "fake", "mcp", json_loads(bad[i], 0,
+		    NULL));
+		in.json = o;
+		in.bytes = "";
+		cr_assert_null(mcp_server_adopt(base, &p, &ops, &rec, &in, o),
+		    "record %zu", i);
+		cr_assert(run_until(no_children, NULL), "record %zu: its process "
+		    "was not killed", i);
+		json_decref(o);
+	}
+	o = json_pack("{s:{s:i, s:i, s:[]}, s:{}}", "proc", "pid", 0, "pgid", 0,
+	    "pipes", "mcp");
+	in.json = o;
+	cr_assert_null(mcp_server_adopt(base, &p, &ops, &rec, &in, o));
+	json_decref(o);
 }

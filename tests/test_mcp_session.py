@@ -451,6 +451,36 @@ def reload(d):
     c.close()
 
 
+def reload_starting(d):
+    """A server mid-handshake at a reload is not carried: its process is
+    killed (its group) and the new image starts it afresh."""
+    log = os.path.join(AREA, "starting.log")
+    c, sid = session(d, mcpServers={"hung": fake(
+        "hang-init", env={"MCP_FAKE_LOG": log})})
+    waited("its initialize", lambda: any(
+        ln.startswith("initialize ") for ln in logged(log)))
+    old = int([ln for ln in logged(log) if ln.startswith("initialize ")][0]
+              .split()[1])
+    T.eq(server_pid(c, sid, "hung"), (old, "starting"), "it is starting")
+    reloaded(c, d)
+    waited("a second initialize", lambda: len(
+        [ln for ln in logged(log) if ln.startswith("initialize ")]) == 2)
+    new = int([ln for ln in logged(log) if ln.startswith("initialize ")][1]
+              .split()[1])
+    T.check(new != old, "started afresh in the new image")
+    T.eq(server_pid(c, sid, "hung")[0], new, "listTools shows the new one")
+
+    def gone():
+        try:
+            with open("/proc/%d/stat" % old) as f:
+                return f.read().split(")")[-1].split()[0] == "Z"
+        except OSError:
+            return True
+    waited("the old process killed", gone)
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
 def crash(d):
     """SIGKILL of the daemon leaves no server process; the next daemon
     gives the call in flight daemon_restarted and starts the session's
@@ -505,6 +535,7 @@ def body(d):
     sandboxed(d)
     network(d)
     reload(d)
+    reload_starting(d)
     crash(d)
     # Closed sessions' servers end (stdin, TERM, KILL): wait for it.
     deadline = time.monotonic() + GUARD

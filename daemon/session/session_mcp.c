@@ -104,6 +104,7 @@ static void	session_mcp_params(struct mcp_srv *,
 static void	session_mcp_defs(struct mcp_srv *);
 static bool	session_mcp_argv_is(const struct mcp_server_config *,
 		    const json_t *);
+static struct mcp_srv *session_mcp_named(struct session *, const json_t *);
 static void	session_mcp_prepare(void *, struct mcp_server *,
 		    struct proc_spec *);
 static void	session_mcp_state(void *, struct mcp_server *);

@@ -97,6 +97,8 @@ mcp_shared_start(const struct mcp_config *c,
 		sh->netns = -1;
 		/* Its own directory, not the daemon's: a workspace of its own. */
 		if (sh->cfg->cwd == NULL && cfg->state_dir != NULL) {
+			/* The journal makes it too, later: first come first. */
+			(void)mkdir(cfg->state_dir, 0700);
 			xasprintf(&sh->cwd, "%s/mcp-%s", cfg->state_dir,
 			    sh->cfg->name);
 			if (mkdir(sh->cwd, 0700) != 0 && errno != EEXIST) {

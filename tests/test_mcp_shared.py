@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""
+MCP servers of scope "daemon" (doc/design.md §7, Shared MCP servers)
+against the real stexecd and tests/mcp_fake_server.py: one process for
+every session, calls of two sessions at once on its pipe, an abort in one
+that leaves the other's call alone, roots that are its own cwd, a
+sampling request routed to the one session with a call in flight (and
+refused in words when two are), its row in the metrics top reads, closing
+every session leaves it running, the daemon's stop leaves nothing. Also
+the start timeout: a server's startTimeoutMs, else --mcp-start-timeout-ms.
+
+  STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_mcp_shared.py
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import pydaemon  # noqa: E402
+from pydaemon import Checks  # noqa: E402
+import mcp_peer  # noqa: E402
+from mcp_peer import GUARD, add, ready, result, text  # noqa: E402
+
+T = Checks()
+FAKE = os.path.join(HERE, "mcp_fake_server.py")
+AREA = tempfile.mkdtemp(prefix="stexec-mcp-shared-")
+CONF = os.path.join(AREA, "operator.mcp.json")
+START_MS = int(pydaemon.scaled(2) * 1000)
+
+
+def fake(*modes, **extra):
+    srv = {"type": "stdio", "command": "python3", "args": [FAKE] + list(modes)}
+    srv.update(extra)
+    return srv
+
+
+def alive(pid):
+    """Whether pid runs (a zombie does not)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2:].split()[0] != b"Z"
+
+
+def state(c, sid, name):
+    return {s["name"]: s for s in
+            c.ok("listTools", sessionId=sid)["mcpServers"]}.get(name, {})
+
+
+def samples(c, family):
+    for f in c.ok("metrics")["metrics"]:
+        if f["name"] == family:
+            return f["samples"]
+    return []
+
+
+def shared(d):
+    c1, s1 = mcp_peer.session(d, AREA)
+    c2, s2 = mcp_peer.session(d, AREA, mcpAnswers=["sampling"])
+    ready(c1, "shared")
+    ready(c2, "shared")
+    st1, st2 = state(c1, s1, "shared"), state(c2, s2, "shared")
+    T.eq((st1.get("scope"), st2.get("scope")), ("daemon", "daemon"),
+         "listTools shows scope daemon in each session")
+    pid = st1.get("pid")
+    T.check(pid is not None and st2.get("pid") == pid,
+            "one process for both sessions: %r %r" % (st1, st2))
+    T.eq(st2.get("state"), "ready", "it is ready")
+    tools = {t["name"] for t in c2.ok("listTools", sessionId=s2)["tools"]}
+    T.check("mcp__shared__echo" in tools, "its tools are each session's")
+
+    # Its roots are its own cwd (a directory under the state directory),
+    # no session's.
+    add(c1, s1, "r1", "mcp__shared__roots", {})
+    t = text(result(c1, "r1"))
+    T.check("mcp-shared" in t and AREA not in t,
+            "roots/list answers the shared server's cwd: %r" % t)
+
+    # Two sessions' calls on its one pipe at once; an abort in one leaves
+    # the other's call alone. Their lengths are far past the abort.
+    add(c1, s1, "a1", "mcp__shared__slow",
+        {"ms": 1000, "steps": int(pydaemon.scaled(60))})
+    add(c2, s2, "b1", "mcp__shared__slow",
+        {"ms": 100, "steps": int(pydaemon.scaled(100))})
+    c1.note("progress", lambda p: p["toolUseId"] == "a1")
+    c2.note("progress", lambda p: p["toolUseId"] == "b1")
+    inflight = {s["labels"]["session"]: s["value"] for s in
+                samples(c1, "stexec_mcp_calls_in_flight")
+                if s["labels"]["server"] == "shared"}
+    T.eq(inflight.get("daemon"), 2, "two calls in flight on it, one row "
+         "for the shared server: %r" % inflight)
+    rows = [s for s in samples(c1, "stexec_mcp_server")
+            if s["labels"]["server"] == "shared"]
+    T.eq([(r["labels"]["session"], r["labels"]["scope"], r["value"])
+          for r in rows], [("daemon", "daemon", pid)],
+         "its one row for top: session daemon, its pid")
+
+    c1.ok("abort", sessionId=s1, reason="interrupt")
+    r = result(c1, "a1")
+    T.eq(r["meta"].get("reason"), "interrupted", "the abort ends a1")
+    c2.notes = [n for n in c2.notes if n.get("method") != "progress"]
+    c2.note("progress", lambda p: p["toolUseId"] == "b1")
+    T.check(not any(n.get("method") == "tool_result" and
+                    n["params"]["toolUseId"] == "b1" for n in c2.notes),
+            "the other session's call goes on after the abort")
+    T.eq(text(result(c2, "b1")), "slow done",
+         "and it ends as it would have")
+    c1.ok("drain", sessionId=s1)
+
+    # A sampling request while another session's call is in flight too:
+    # refused in words.
+    add(c1, s1, "a2", "mcp__shared__slow",
+        {"ms": 1000, "steps": int(pydaemon.scaled(60))})
+    c1.note("progress", lambda p: p["toolUseId"] == "a2")
+    add(c2, s2, "x1", "mcp__shared__sample", {})
+    t = text(result(c2, "x1"))
+    T.check("2 calls are in flight" in t and "shared" in t,
+            "sampling with several calls in flight is refused: %r" % t)
+    c1.ok("abort", sessionId=s1, reason="interrupt")
+    T.eq(result(c1, "a2")["meta"].get("reason"), "interrupted",
+         "the abort ends a2")
+    c1.ok("drain", sessionId=s1)
+
+    # With one call in flight, its session's client is asked.
+    add(c2, s2, "x2", "mcp__shared__sample", {})
+    req = c2.note("mcp_request")
+    T.eq((req["server"], req["method"]), ("shared",
+         "sampling/createMessage"), "routed to the one session calling")
+    c2.ok("respondMcp", sessionId=s2, requestId=req["requestId"],
+          result={"role": "assistant", "model": "test",
+                  "content": {"type": "text", "text": "from session 2"}})
+    T.check("from session 2" in text(result(c2, "x2")),
+            "the answer reaches the shared server")
+    T.check(not any(n.get("method") == "mcp_request" for n in c1.notes),
+            "the other session was not asked")
+
+    done = {s["labels"]["session"]: s["value"] for s in
+            samples(c1, "stexec_mcp_calls_done_total")
+            if s["labels"]["server"] == "shared"}
+    T.check(done.get("daemon", 0) >= 5, "calls done, all sessions': %r"
+            % done)
+    cli = os.environ.get("STEXEC_CLI")
+    if cli:
+        out = subprocess.run([cli, "--socket", d.sock, "top", "--once"],
+                             capture_output=True, text=True, timeout=GUARD)
+        line = [ln for ln in out.stdout.splitlines()
+                if ln.split()[:2] == ["daemon", "shared"]]
+        T.check(len(line) == 1 and "ready" in line[0] and str(pid) in
+                line[0], "stexec-cli top shows the shared server's row: "
+                "%r" % out.stdout[-800:])
+
+    c1.ok("closeSession", sessionId=s1)
+    c2.ok("closeSession", sessionId=s2)
+    c1.close()
+    c2.close()
+    T.check(pid is not None and alive(pid), "closing every session leaves "
+            "the shared server running")
+    # Ready before the session is: its state is the session's first note.
+    c3 = mcp_peer.Peer(d.sock)
+    s3 = c3.ok("createSession", cwd=AREA)["sessionId"]
+    c3.ok("subscribe", sessionId=s3, since=0)
+    ready(c3, "shared")
+    add(c3, s3, "e1", "mcp__shared__echo", {"text": "later"})
+    T.eq(text(result(c3, "e1")), "echo: later", "a later session uses it")
+    T.eq(state(c3, s3, "shared").get("pid"), pid, "the same process")
+    c3.ok("closeSession", sessionId=s3)
+    c3.close()
+    return pid
+
+
+def start_timeout(d):
+    c, sid = mcp_peer.session(d, AREA, mcpServers={
+        "own": fake("hang-init", startTimeoutMs=int(pydaemon.scaled(1) *
+                                                     1000)),
+        "dflt": fake("hang-init")})
+    add(c, sid, "t1", "mcp__own__echo", {"text": "x"})
+    add(c, sid, "t2", "mcp__dflt__echo", {"text": "x"})
+    t1, t2 = text(result(c, "t1")), text(result(c, "t2"))
+    T.check("not ready after %d ms" % int(pydaemon.scaled(1) * 1000) in t1,
+            "startTimeoutMs bounds the wait: %r" % t1)
+    T.check("not ready after %d ms" % START_MS in t2,
+            "--mcp-start-timeout-ms bounds it otherwise: %r" % t2)
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def main():
+    path = os.environ.get("STEXEC_DAEMON")
+    if not path:
+        print("STEXEC_DAEMON is not set: skipped")
+        return 77
+    with open(CONF, "w") as f:
+        json.dump({"mcpServers": {"shared": fake(scope="daemon")}}, f)
+    d = pydaemon.Daemon(path, ["--mcp-config", CONF,
+                               "--mcp-start-timeout-ms", str(START_MS)])
+    d.start()
+    pid = None
+    try:
+        try:
+            deadline = time.monotonic() + GUARD
+            while not os.path.exists(d.sock):
+                if time.monotonic() > deadline or d.proc.poll() is not None:
+                    raise AssertionError("the daemon did not start")
+                time.sleep(0.05)
+            pid = shared(d)
+            start_timeout(d)
+            guard = time.monotonic() + GUARD
+            while d.leftovers() != [pid] and time.monotonic() < guard:
+                time.sleep(0.05)
+            T.eq(d.leftovers(), [pid], "only the shared server runs once "
+                 "every session closed")
+        except Exception:
+            import traceback
+            T.check(False, "raised:\n" + traceback.format_exc())
+        rc = d.stop()
+        T.eq(rc, 0, "the daemon's exit status after SIGTERM")
+        T.eq(d.leftovers(), [], "the daemon's stop leaves no process")
+        T.check(pid is None or not alive(pid), "the shared server ended")
+    finally:
+        if T.failed:
+            print("daemon log (tail):\n" + d.log_tail(), file=sys.stderr)
+        shutil.rmtree(d.tmp, ignore_errors=True)
+        shutil.rmtree(AREA, ignore_errors=True)
+    print("%d passed, %d failed" % (T.passed, T.failed))
+    return 1 if T.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

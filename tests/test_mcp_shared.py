@@ -5,7 +5,8 @@ against the real stexecd and tests/mcp_fake_server.py: one process for
 every session, calls of two sessions at once on its pipe, an abort in one
 that leaves the other's call alone, roots that are its own cwd, a
 sampling request routed to the one session with a call in flight (and
-refused in words when two are), its row in the metrics top reads, closing
+refused in words when two are), a crash that fails every session's call
+in flight, its row in the metrics top reads, closing
 every session leaves it running, the daemon's stop leaves nothing. Also
 the start timeout: a server's startTimeoutMs, else --mcp-start-timeout-ms.
 
@@ -141,6 +142,28 @@ def shared(d):
             "the answer reaches the shared server")
     T.check(not any(n.get("method") == "mcp_request" for n in c1.notes),
             "the other session was not asked")
+
+    # A crash fails the calls in flight of every session, with why; it
+    # restarts, and every session sees it ready again.
+    add(c1, s1, "a3", "mcp__shared__slow",
+        {"ms": 1000, "steps": int(pydaemon.scaled(60))})
+    c1.note("progress", lambda p: p["toolUseId"] == "a3")
+    add(c2, s2, "k1", "mcp__shared__crash", {})
+    for c, tid in ((c1, "a3"), (c2, "k1")):
+        r = result(c, tid)
+        T.check(r["result"]["is_error"] and "exited with status 3" in
+                text(r) and "crashing on purpose" in text(r),
+                "%s fails with the crash in words: %r" % (tid, text(r)))
+    for c in (c1, c2):
+        c.note("mcp_server", lambda p: p["name"] == "shared" and
+               p["state"] == "restarting")
+        ready(c, "shared")
+    restarts = [s["value"] for s in samples(c1, "stexec_mcp_restarts_total")
+                if s["labels"] == {"session": "daemon", "server": "shared"}]
+    T.eq(restarts, [1], "its restart is counted once, session daemon")
+    pid = state(c1, s1, "shared").get("pid")
+    T.check(pid is not None and state(c2, s2, "shared").get("pid") == pid,
+            "one new process for both")
 
     done = {s["labels"]["session"]: s["value"] for s in
             samples(c1, "stexec_mcp_calls_done_total")

@@ -247,6 +247,8 @@ def main():
         T.eq(rc, 0, "the daemon's exit status after SIGTERM")
         T.eq(d.leftovers(), [], "the daemon's stop leaves no process")
         T.check(pid is None or not alive(pid), "the shared server ended")
+        T.check("did not end" not in d.log_tail(100), "it ended on its "
+                "closed stdin, within the grace periods (S18)")
     finally:
         if T.failed:
             print("daemon log (tail):\n" + d.log_tail(), file=sys.stderr)

@@ -240,12 +240,18 @@ def main():
                 time.sleep(0.05)
             T.eq(d.leftovers(), [pid], "only the shared server runs once "
                  "every session closed")
+            # The daemon stops with a session's call in flight on it.
+            c4, s4 = mcp_peer.session(d, AREA)
+            add(c4, s4, "z1", "mcp__shared__slow",
+                {"ms": 1000, "steps": int(pydaemon.scaled(60))})
+            c4.note("progress", lambda p: p["toolUseId"] == "z1")
         except Exception:
             import traceback
             T.check(False, "raised:\n" + traceback.format_exc())
         rc = d.stop()
         T.eq(rc, 0, "the daemon's exit status after SIGTERM")
-        T.eq(d.leftovers(), [], "the daemon's stop leaves no process")
+        T.eq(d.leftovers(), [], "the daemon's stop, a call in flight, "
+             "leaves no process")
         T.check(pid is None or not alive(pid), "the shared server ended")
         T.check("did not end" not in d.log_tail(100), "it ended on its "
                 "closed stdin, within the grace periods (S18)")

@@ -127,7 +127,6 @@ static void	session_mcp_shared_request(struct mcp_server *,
 		    const json_t *, const char *, const json_t *);
 static void	session_mcp_shared_release(struct mcp_server *);
 static void	session_mcp_release(struct mcp_srv *, bool);
-static void	session_mcp_let_go(struct mcp_srv *);
 static void	session_mcp_refresh(struct mcp_srv *);
 static void	session_mcp_unanswer(struct session_mcp *, struct mcp_srv *);
 static void	session_mcp_top(json_t *, const char *, const char *,
@@ -1178,17 +1177,19 @@ session_mcp_shared_request(struct mcp_server *srv, const json_t *id,
 	session_mcp_request(to, srv, id, method, params);
 }
 
+/* Closing sessions too: no call of any session may outlive the server. */
 static void
 session_mcp_shared_release(struct mcp_server *srv)
 {
-	session_mcp_shared_each(srv, session_mcp_let_go);
+	struct session *s;
+	size_t i;
+
+	for (s = session_list; s != NULL; s = s->next)
+		for (i = 0; s->mcp != NULL && i < s->mcp->n; i++)
+			if (s->mcp->srvs[i].shared && s->mcp->srvs[i].srv == srv)
+				session_mcp_release(&s->mcp->srvs[i], !s->closing);
 }
 
-static void
-session_mcp_let_go(struct mcp_srv *sv)
-{
-	session_mcp_release(sv, true);
-}
 
 /*
  * A session lets go of a shared server: its calls cancelled (end: their

@@ -8,7 +8,8 @@ sampling request routed to the one session with a call in flight (and
 refused in words when two are), a crash that fails every session's call
 in flight, its row in the metrics top reads, closing
 every session leaves it running, the daemon's stop leaves nothing. Also
-the start timeout: a server's startTimeoutMs, else --mcp-start-timeout-ms.
+the start timeout: a server's startTimeoutMs, else --mcp-start-timeout-ms;
+and a shared server's sandbox and network rules, its config's.
 
   STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_mcp_shared.py
 """
@@ -199,6 +200,51 @@ def shared(d):
     return pid
 
 
+def sandboxed(d):
+    """A shared server's sandbox is its config's, not the session's: under
+    workspace-write it writes its own cwd (STATE_DIR/mcp-ws) and not the
+    session's, even for a session whose own sandbox is none; its network
+    rules hold it to the names allowed, through a proxy of its own."""
+    caps = mcp_peer.Peer(d.sock)
+    sb = caps.ok("initialize")["capabilities"].get("enforcement", {}).get(
+        "sandbox", {})
+    caps.close()
+    if "workspace-write" not in sb.get("profiles", []):
+        print("a shared server's sandbox: not run (this host cannot "
+              "sandbox: %r)" % sb.get("whyNot"))
+        return
+    c, sid = mcp_peer.session(d, AREA, sandbox="none")
+    c.notes = []
+    c.ok("subscribe", sessionId=sid, since=0)
+    ready(c, "ws")
+    own = os.path.join(d.tmp, "state", "mcp-ws", "mine.txt")
+    add(c, sid, "w1", "mcp__ws__touch", {"path": own})
+    T.check(text(result(c, "w1")).startswith("wrote") and
+            os.path.exists(own), "workspace-write: it writes its own cwd")
+    add(c, sid, "w2", "mcp__ws__touch",
+        {"path": os.path.join(AREA, "not-here.txt")})
+    r = result(c, "w2")
+    T.check(r["result"]["is_error"] and "cannot write" in text(r) and
+            not os.path.exists(os.path.join(AREA, "not-here.txt")),
+            "not the session's cwd, the session's sandbox being none: %r"
+            % text(r))
+    if sb.get("networkRules"):
+        add(c, sid, "n1", "mcp__ws__fetch", {"url": "http://denied.invalid/"})
+        t = text(result(c, "n1"))
+        T.check("403" in t and "denied.invalid:80 is not allowed" in t,
+                "its network rules refuse another host: %r" % t)
+        add(c, sid, "n2", "mcp__ws__fetch",
+            {"url": "http://allowed.invalid/"})
+        t = text(result(c, "n2"))
+        T.check("cannot resolve allowed.invalid" in t and "not allowed" not
+                in t, "and pass the name allowed: %r" % t)
+    else:
+        print("a shared server's network rules: not run (%r)" %
+              (sb.get("whyNot") or {}).get("networkRules"))
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
 def start_timeout(d):
     c, sid = mcp_peer.session(d, AREA, mcpServers={
         "own": fake("hang-init", startTimeoutMs=int(pydaemon.scaled(1) *
@@ -221,7 +267,11 @@ def main():
         print("STEXEC_DAEMON is not set: skipped")
         return 77
     with open(CONF, "w") as f:
-        json.dump({"mcpServers": {"shared": fake(scope="daemon")}}, f)
+        json.dump({"mcpServers": {
+            "shared": fake(scope="daemon"),
+            "ws": fake(scope="daemon", sandbox={
+                "mode": "workspace-write",
+                "network": {"allow": ["allowed.invalid"]}})}}, f)
     d = pydaemon.Daemon(path, ["--mcp-config", CONF,
                                "--mcp-start-timeout-ms", str(START_MS)])
     d.start()
@@ -235,11 +285,13 @@ def main():
                 time.sleep(0.05)
             pid = shared(d)
             start_timeout(d)
+            sandboxed(d)
             guard = time.monotonic() + GUARD
-            while d.leftovers() != [pid] and time.monotonic() < guard:
+            while len(d.leftovers()) != 2 and time.monotonic() < guard:
                 time.sleep(0.05)
-            T.eq(d.leftovers(), [pid], "only the shared server runs once "
-                 "every session closed")
+            left = d.leftovers()
+            T.check(len(left) == 2 and pid in left, "only the shared "
+                    "servers run once every session closed: %r" % left)
             # The daemon stops with a session's call in flight on it.
             c4, s4 = mcp_peer.session(d, AREA)
             add(c4, s4, "z1", "mcp__shared__slow",

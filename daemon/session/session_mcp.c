@@ -677,7 +677,6 @@ session_mcp_json(struct session *s)
 	json_t *a = json_array(), *o;
 	size_t i;
 
-
 	for (i = 0; s != NULL && s->mcp != NULL && i < s->mcp->n; i++)
 		if (s->mcp->srvs[i].srv != NULL) {
 			o = mcp_server_json(s->mcp->srvs[i].srv);
@@ -1189,7 +1188,6 @@ session_mcp_shared_release(struct mcp_server *srv)
 			if (s->mcp->srvs[i].shared && s->mcp->srvs[i].srv == srv)
 				session_mcp_release(&s->mcp->srvs[i], !s->closing);
 }
-
 
 /*
  * A session lets go of a shared server: its calls cancelled (end: their

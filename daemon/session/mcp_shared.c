@@ -95,16 +95,16 @@ mcp_shared_start(const struct mcp_config *c,
 		sh = &mcp_shared_srvs[mcp_shared_n++];
 		sh->cfg = &c->servers[i];
 		sh->netns = -1;
-		/* Its own directory, not the daemon's: a workspace of its own. */
+		/* A directory of its own: its workspace, not the daemon's. */
 		if (sh->cfg->cwd == NULL && cfg->state_dir != NULL) {
 			/* The journal makes it too, later: first come first. */
 			(void)mkdir(cfg->state_dir, 0700);
 			xasprintf(&sh->cwd, "%s/mcp-%s", cfg->state_dir,
 			    sh->cfg->name);
 			if (mkdir(sh->cwd, 0700) != 0 && errno != EEXIST) {
-				log_warn("MCP server %s: cannot make its directory "
-				    "%s: %s; it runs in /", sh->cfg->name, sh->cwd,
-				    strerror(errno));
+				log_warn("MCP server %s: cannot make its "
+				    "directory %s: %s; it runs in /",
+				    sh->cfg->name, sh->cwd, strerror(errno));
 				free(sh->cwd);
 				sh->cwd = xstrdup("/");
 			}
@@ -175,7 +175,8 @@ mcp_shared_prepare(void *arg, struct mcp_server *srv, struct proc_spec *spec)
 	spec->sandbox.nroots = 0;
 	json_array_foreach(td->roots, i, v)
 		if (spec->sandbox.nroots < SANDBOX_MAX_ROOTS)
-			sh->roots[spec->sandbox.nroots++] = json_string_value(v);
+			sh->roots[spec->sandbox.nroots++] =
+			    json_string_value(v);
 	spec->sandbox.roots = sh->roots;
 	proxy_tool_free(sh->proxy);
 	sh->proxy = NULL;
@@ -198,8 +199,8 @@ mcp_shared_prepare(void *arg, struct mcp_server *srv, struct proc_spec *spec)
 				    sh->cfg->name, err);
 				spec->sandbox.netns = -1;
 			} else
-				sh->proxy = proxy_tool_new(fd, policy, sh->quota,
-				    "daemon", id, sh->cfg->name);
+				sh->proxy = proxy_tool_new(fd, policy,
+				    sh->quota, "daemon", id, sh->cfg->name);
 		}
 		netpolicy_free(policy);
 	}
@@ -353,8 +354,8 @@ mcp_shared_stop(void)
 	for (i = 0; i < mcp_shared_n; i++) {
 		if (mcp_shared_hooks.release != NULL)
 			mcp_shared_hooks.release(mcp_shared_srvs[i].srv);
-		if (!mcp_server_close(mcp_shared_srvs[i].srv, mcp_shared_gone_cb,
-		    NULL))
+		if (!mcp_server_close(mcp_shared_srvs[i].srv,
+		    mcp_shared_gone_cb, NULL))
 			mcp_shared_left++;
 		mcp_shared_srvs[i].srv = NULL;
 	}

@@ -1108,7 +1108,8 @@ session_mcp_shared_each(struct mcp_server *srv, void (*fn)(struct mcp_srv *))
 
 	for (s = session_list; s != NULL; s = s->next)
 		for (i = 0; !s->closing && s->mcp != NULL && i < s->mcp->n; i++)
-			if (s->mcp->srvs[i].shared && s->mcp->srvs[i].srv == srv)
+			if (s->mcp->srvs[i].shared &&
+			    s->mcp->srvs[i].srv == srv)
 				fn(&s->mcp->srvs[i]);
 }
 
@@ -1185,8 +1186,10 @@ session_mcp_shared_release(struct mcp_server *srv)
 
 	for (s = session_list; s != NULL; s = s->next)
 		for (i = 0; s->mcp != NULL && i < s->mcp->n; i++)
-			if (s->mcp->srvs[i].shared && s->mcp->srvs[i].srv == srv)
-				session_mcp_release(&s->mcp->srvs[i], !s->closing);
+			if (s->mcp->srvs[i].shared &&
+			    s->mcp->srvs[i].srv == srv)
+				session_mcp_release(&s->mcp->srvs[i],
+				    !s->closing);
 }
 
 /*

@@ -180,6 +180,13 @@ def shared(d):
         T.check(len(line) == 1 and "ready" in line[0] and str(pid) in
                 line[0], "stexec-cli top shows the shared server's row: "
                 "%r" % out.stdout[-800:])
+        out = subprocess.run([cli, "--socket", d.sock, "mcp-servers", s1],
+                             capture_output=True, text=True, timeout=GUARD)
+        rows = {ln.split()[0]: ln.split() for ln in
+                out.stdout.splitlines()[1:]}
+        T.eq(rows.get("shared", [])[1:3], ["ready", "daemon"],
+             "stexec-cli mcp-servers shows it ready, scope daemon: %r" %
+             out.stdout)
 
     c1.ok("closeSession", sessionId=s1)
     c2.ok("closeSession", sessionId=s2)

@@ -1112,6 +1112,7 @@ main_reexec(void)
 	 */
 	proc_await_execs(MAIN_EXEC_WAIT_MS);
 	hooks_run_kill_all();
+	mcp_shared_kill_all();
 	old = journal_redirect(mfd);
 	main_snapshot_as(true);
 	session_journal_handover();

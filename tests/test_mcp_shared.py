@@ -9,13 +9,15 @@ refused in words when two are), a crash that fails every session's call
 in flight, its row in the metrics top reads, closing
 every session leaves it running, the daemon's stop leaves nothing. Also
 the start timeout: a server's startTimeoutMs, else --mcp-start-timeout-ms;
-and a shared server's sandbox and network rules, its config's.
+a shared server's sandbox and network rules, its config's; and a reload,
+after which the new image's own process serves.
 
   STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_mcp_shared.py
 """
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,6 +30,7 @@ import pydaemon  # noqa: E402
 from pydaemon import Checks  # noqa: E402
 import mcp_peer  # noqa: E402
 from mcp_peer import GUARD, add, ready, result, text  # noqa: E402
+from peer import new_image  # noqa: E402
 
 T = Checks()
 FAKE = os.path.join(HERE, "mcp_fake_server.py")
@@ -50,6 +53,24 @@ def alive(pid):
     except OSError:
         return False
     return stat[stat.rindex(b")") + 2:].split()[0] != b"Z"
+
+
+def pgid(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(b")") + 2:].split()[2])
+
+
+def joined(d, **extra):
+    """A session subscribed from its first note: a shared server ready
+    before it was made is its first mcp_server note."""
+    c = mcp_peer.Peer(d.sock)
+    sid = c.ok("createSession", cwd=AREA, **extra)["sessionId"]
+    c.ok("subscribe", sessionId=sid, since=0)
+    return c, sid
 
 
 def state(c, sid, name):
@@ -194,10 +215,7 @@ def shared(d):
     c2.close()
     T.check(pid is not None and alive(pid), "closing every session leaves "
             "the shared server running")
-    # Ready before the session is: its state is the session's first note.
-    c3 = mcp_peer.Peer(d.sock)
-    s3 = c3.ok("createSession", cwd=AREA)["sessionId"]
-    c3.ok("subscribe", sessionId=s3, since=0)
+    c3, s3 = joined(d)
     ready(c3, "shared")
     add(c3, s3, "e1", "mcp__shared__echo", {"text": "later"})
     T.eq(text(result(c3, "e1")), "echo: later", "a later session uses it")
@@ -220,9 +238,7 @@ def sandboxed(d):
         print("a shared server's sandbox: not run (this host cannot "
               "sandbox: %r)" % sb.get("whyNot"))
         return
-    c, sid = mcp_peer.session(d, AREA, sandbox="none")
-    c.notes = []
-    c.ok("subscribe", sessionId=sid, since=0)
+    c, sid = joined(d, sandbox="none")
     ready(c, "ws")
     own = os.path.join(d.tmp, "state", "mcp-ws", "mine.txt")
     add(c, sid, "w1", "mcp__ws__touch", {"path": own})
@@ -252,6 +268,35 @@ def sandboxed(d):
     c.close()
 
 
+def reloaded(d, pid):
+    """A live reload does not hand a shared server over: its process group
+    is killed before the exec and the new image starts it afresh, which
+    a session of the old image calls again."""
+    c, sid = joined(d)
+    ready(c, "shared")
+    ready(c, "ws")
+    ws = state(c, sid, "ws").get("pid")
+    before = c.ok("initialize")["server"].get("instance")
+    d.proc.send_signal(signal.SIGHUP)
+    new_image(d, before)
+    guard = time.monotonic() + GUARD
+    while (alive(pid) or alive(ws)) and time.monotonic() < guard:
+        time.sleep(0.05)
+    T.check(not alive(pid), "the old image's shared server is gone")
+    T.check(ws is not None and not alive(ws), "...even one that outlives "
+            "its stdin")
+    c = mcp_peer.Peer(d.sock)
+    c.ok("subscribe", sessionId=sid, since=0)
+    add(c, sid, "r1", "mcp__shared__echo", {"text": "reloaded"})
+    T.eq(text(result(c, "r1")), "echo: reloaded",
+         "the new image's shared server serves the session")
+    now = state(c, sid, "shared").get("pid")
+    T.check(now is not None and now != pid, "a new process: %r" % now)
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+    return now
+
+
 def start_timeout(d):
     c, sid = mcp_peer.session(d, AREA, mcpServers={
         "own": fake("hang-init", startTimeoutMs=int(pydaemon.scaled(1) *
@@ -276,9 +321,13 @@ def main():
     with open(CONF, "w") as f:
         json.dump({"mcpServers": {
             "shared": fake(scope="daemon"),
-            "ws": fake(scope="daemon", sandbox={
-                "mode": "workspace-write",
-                "network": {"allow": ["allowed.invalid"]}})}}, f)
+            # Past its closed stdin its process lives on (a sleep): only
+            # a kill ends it.
+            "ws": {"command": "sh", "args": [
+                "-c", 'python3 "$0"; exec sleep 1000', FAKE],
+                "scope": "daemon", "sandbox": {
+                    "mode": "workspace-write",
+                    "network": {"allow": ["allowed.invalid"]}}}}}, f)
     d = pydaemon.Daemon(path, ["--mcp-config", CONF,
                                "--mcp-start-timeout-ms", str(START_MS)])
     d.start()
@@ -293,12 +342,20 @@ def main():
             pid = shared(d)
             start_timeout(d)
             sandboxed(d)
+            pid = reloaded(d, pid)
+            probe = mcp_peer.Peer(d.sock)
+            groups = {s["value"] for s in samples(probe, "stexec_mcp_server")
+                      if s["labels"]["session"] == "daemon"}
+            probe.close()
             guard = time.monotonic() + GUARD
-            while len(d.leftovers()) != 2 and time.monotonic() < guard:
+            while ({pgid(p) for p in d.leftovers()} != groups and
+                   time.monotonic() < guard):
                 time.sleep(0.05)
             left = d.leftovers()
-            T.check(len(left) == 2 and pid in left, "only the shared "
-                    "servers run once every session closed: %r" % left)
+            T.check(pid in left and len(groups) == 2 and
+                    {pgid(p) for p in left} == groups, "only the shared "
+                    "servers' processes run once every session closed: "
+                    "%r, groups %r" % (left, groups))
             # The daemon stops with a session's call in flight on it.
             c4, s4 = mcp_peer.session(d, AREA)
             add(c4, s4, "z1", "mcp__shared__slow",

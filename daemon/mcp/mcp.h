@@ -173,6 +173,8 @@ uint64_t mcp_server_restarts(const struct mcp_server *);
 /* Its calls in flight (sent or waiting for it) and those ended. */
 size_t mcp_server_calls_in_flight(const struct mcp_server *);
 uint64_t mcp_server_calls_done(const struct mcp_server *);
+/* Its process's id (its group's too), 0 while it has none. */
+int mcp_server_pid(const struct mcp_server *);
 
 struct mcp_call_ops {
 	/* notifications/progress: {progress, total?, message?}. */

@@ -1107,6 +1107,13 @@ mcp_server_calls_done(const struct mcp_server *s)
 	return s->done;
 }
 
+int
+mcp_server_pid(const struct mcp_server *s)
+{
+	return s->proc != NULL && proc_pid(s->proc) > 0 ?
+	    (int)proc_pid(s->proc) : 0;
+}
+
 json_t *
 mcp_server_json(const struct mcp_server *s)
 {

@@ -6,6 +6,7 @@
  * through the hooks session_mcp.c registers.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -373,6 +374,18 @@ mcp_shared_stop(void)
 		log_warn("%u shared MCP servers did not end in %lld ms: killed",
 		    mcp_shared_left, (long long)ms);
 	mcp_shared_free();
+}
+
+void
+mcp_shared_kill_all(void)
+{
+	size_t i;
+	int pid;
+
+	for (i = 0; i < mcp_shared_n; i++)
+		if (mcp_shared_srvs[i].srv != NULL && (pid = mcp_server_pid(
+		    mcp_shared_srvs[i].srv)) > 0)
+			kill(-pid, SIGKILL);
 }
 
 static void

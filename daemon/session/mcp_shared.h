@@ -58,5 +58,10 @@ struct mcp_server *mcp_shared_get(size_t);
  * by the grace periods), then they are freed.
  */
 void mcp_shared_stop(void);
+/*
+ * A reload, just before the exec: their process groups are killed (they
+ * are not handed over; the new image starts them afresh).
+ */
+void mcp_shared_kill_all(void);
 
 #endif

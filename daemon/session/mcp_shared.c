@@ -102,13 +102,11 @@ mcp_shared_start(const struct mcp_config *c,
 			(void)mkdir(cfg->state_dir, 0700);
 			xasprintf(&sh->cwd, "%s/mcp-%s", cfg->state_dir,
 			    sh->cfg->name);
-			if (mkdir(sh->cwd, 0700) != 0 && errno != EEXIST) {
+			/* Never / instead: workspace-write would open it all. */
+			if (mkdir(sh->cwd, 0700) != 0 && errno != EEXIST)
 				log_warn("MCP server %s: cannot make its "
-				    "directory %s: %s; it runs in /",
+				    "directory %s: %s; it cannot start",
 				    sh->cfg->name, sh->cwd, strerror(errno));
-				free(sh->cwd);
-				sh->cwd = xstrdup("/");
-			}
 		} else
 			sh->cwd = xstrdup(sh->cfg->cwd != NULL ? sh->cfg->cwd :
 			    "/");

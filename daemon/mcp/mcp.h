@@ -35,6 +35,8 @@ struct proc_spec;
 #define MCP_FAILURES_MAX 5
 #define MCP_FAILURE_WINDOW_MS 60000
 #define MCP_START_TIMEOUT_DEFAULT 30000
+/* startTimeoutMs and --mcp-start-timeout-ms: at most an hour. */
+#define MCP_START_TIMEOUT_MAX 3600000
 
 enum mcp_scope {
 	MCP_SCOPE_SESSION, /* one process per session, in its cwd */
@@ -51,6 +53,7 @@ struct mcp_server_config {
 	struct tooldef_sandbox sandbox;
 	struct tooldef_limits limits;
 	int64_t timeout_ms;      /* per call; 0: the ToolDef default */
+	int64_t start_timeout_ms; /* to ready; 0: the daemon's */
 	json_t *concurrency_safe; /* {tool: bool}, or NULL */
 	json_t *interrupt;       /* {tool: "cancel" | "block"}, or NULL */
 	enum mcp_scope scope;
@@ -167,6 +170,11 @@ void mcp_server_roots_changed(struct mcp_server *);
 void mcp_server_respond(struct mcp_server *, const json_t *id,
     const json_t *result, const char *error);
 uint64_t mcp_server_restarts(const struct mcp_server *);
+/* Its calls in flight (sent or waiting for it) and those ended. */
+size_t mcp_server_calls_in_flight(const struct mcp_server *);
+uint64_t mcp_server_calls_done(const struct mcp_server *);
+/* Its process's id (its group's too), 0 while it has none. */
+int mcp_server_pid(const struct mcp_server *);
 
 struct mcp_call_ops {
 	/* notifications/progress: {progress, total?, message?}. */

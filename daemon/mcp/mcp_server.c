@@ -80,6 +80,7 @@ struct mcp_server {
 	int64_t failures[MCP_FAILURES_MAX];
 	unsigned nfailures;
 	uint64_t restarts;
+	uint64_t done;           /* calls ended, any way */
 	int64_t bad_since, notes_since, logs_since;
 	unsigned bad, notes, logs, logs_dropped;
 	struct event *start_ev, *restart_ev, *stop_ev;
@@ -1089,6 +1090,30 @@ mcp_server_restarts(const struct mcp_server *s)
 	return s->restarts;
 }
 
+size_t
+mcp_server_calls_in_flight(const struct mcp_server *s)
+{
+	struct mcp_call *c;
+	size_t n = 0;
+
+	for (c = s->calls; c != NULL; c = c->next)
+		n++;
+	return n;
+}
+
+uint64_t
+mcp_server_calls_done(const struct mcp_server *s)
+{
+	return s->done;
+}
+
+int
+mcp_server_pid(const struct mcp_server *s)
+{
+	return s->proc != NULL && proc_pid(s->proc) > 0 ?
+	    (int)proc_pid(s->proc) : 0;
+}
+
 json_t *
 mcp_server_json(const struct mcp_server *s)
 {
@@ -1319,6 +1344,7 @@ mcp_call_unlink(struct mcp_call *c)
 static void
 mcp_call_free(struct mcp_call *c)
 {
+	c->s->done++;
 	event_free(c->ev);
 	free(c->tool);
 	json_decref(c->args);

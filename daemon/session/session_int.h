@@ -243,6 +243,7 @@ struct session_mcp_config {
 	void (*rejournal)(struct session *);
 	/* A closing session's last server is gone: it may finish. */
 	void (*gone)(struct session *);
+	int64_t start_timeout_ms; /* --mcp-start-timeout-ms; 0: default */
 };
 void session_mcp_init(const struct session_mcp_config *);
 struct tooldef *session_mcp_tool(struct session *, const char *name);

@@ -18,6 +18,7 @@
 #include "mcp/mcp.h"
 #include "metrics.h"
 #include "net/proxy.h"
+#include "session/mcp_shared.h"
 #include "session/session_int.h"
 #include "supervisor/capture.h"
 #include "util.h"
@@ -56,6 +57,8 @@ struct mcp_srv {
 	uint64_t outcomes[SESSION_MCP_OUTCOMES]; /* its calls, by outcome */
 	char **envp;             /* its last spawn's environment */
 	struct buf vars;         /* ...the proxy's variables in it */
+	bool shared;             /* scope daemon: mcp_shared.c's, not ours */
+	struct mcp_run *runs;    /* the session's calls to it */
 };
 
 struct mcp_pending {
@@ -87,6 +90,7 @@ struct mcp_run {
 	enum exec_end end;
 	size_t max_result;
 	uint64_t started_ms;
+	struct mcp_run *prev, *next; /* its server's runs (sv->runs) */
 };
 
 static struct mcp_config *session_mcp_operator;
@@ -115,6 +119,18 @@ static void	session_mcp_bounded(struct mcp_run *, const json_t *, bool,
 static void	session_mcp_timeout_cb(evutil_socket_t, short, void *);
 static void	session_mcp_now_cb(evutil_socket_t, short, void *);
 static json_t	*session_mcp_uri(const char *);
+static void	session_mcp_shared_each(struct mcp_server *,
+		    void (*)(struct mcp_srv *));
+static void	session_mcp_shared_state(struct mcp_server *);
+static void	session_mcp_shared_tools(struct mcp_server *);
+static void	session_mcp_shared_request(struct mcp_server *,
+		    const json_t *, const char *, const json_t *);
+static void	session_mcp_shared_release(struct mcp_server *);
+static void	session_mcp_release(struct mcp_srv *, bool);
+static void	session_mcp_refresh(struct mcp_srv *);
+static void	session_mcp_unanswer(struct session_mcp *, struct mcp_srv *);
+static void	session_mcp_top(json_t *, const char *, const char *,
+		    struct mcp_server *, bool);
 
 static const struct mcp_server_ops session_mcp_ops = {
 	.prepare = session_mcp_prepare,
@@ -130,10 +146,18 @@ static const struct mcp_call_ops session_mcp_call_ops = {
 	.done = session_mcp_done,
 };
 
+static const struct mcp_shared_hooks session_mcp_shared_hooks = {
+	.state = session_mcp_shared_state,
+	.tools = session_mcp_shared_tools,
+	.request = session_mcp_shared_request,
+	.release = session_mcp_shared_release,
+};
+
 void
 session_mcp_init(const struct session_mcp_config *cfg)
 {
 	session_mcp_cfg = *cfg;
+	mcp_shared_set_hooks(&session_mcp_shared_hooks);
 }
 
 void
@@ -141,6 +165,12 @@ session_mcp_set_operator(struct mcp_config *c)
 {
 	mcp_config_free(session_mcp_operator);
 	session_mcp_operator = c;
+}
+
+const struct mcp_config *
+session_mcp_operator_config(void)
+{
+	return session_mcp_operator;
 }
 
 int
@@ -271,10 +301,20 @@ session_mcp_add(struct session_mcp *m, const struct mcp_server_config *cfg)
 	    sizeof err)) == NULL)
 		fatal("an MCP placeholder definition: %s", err);
 	json_decref(o);
+	if (cfg->scope == MCP_SCOPE_DAEMON) {
+		/* The daemon's one process: its tools as they are now. */
+		sv->shared = true;
+		if ((sv->srv = mcp_shared_find(cfg->name)) != NULL &&
+		    mcp_server_state(sv->srv) == MCP_READY)
+			session_mcp_tools(sv, sv->srv);
+		return;
+	}
 	p.cfg = cfg;
 	p.cwd = exec_cwd(m->s->ex);
 	p.sampling = m->sampling;
 	p.elicitation = m->elicitation;
+	p.start_timeout_ms = cfg->start_timeout_ms > 0 ? cfg->start_timeout_ms :
+	    session_mcp_cfg.start_timeout_ms;
 	sv->srv = mcp_server_start(session_mcp_cfg.client.base, &p,
 	    &session_mcp_ops, sv);
 }
@@ -369,6 +409,8 @@ session_mcp_announce(struct mcp_srv *sv)
 	for (i = 0; i < sv->ntools; i++)
 		json_array_append_new(names, json_string(sv->tools[i].name));
 	json_object_set_new(o, "tools", names);
+	json_object_set_new(o, "scope", json_string(sv->shared ? "daemon" :
+	    "session"));
 	session_mcp_cfg.emit(sv->m->s, "mcp_server", o);
 }
 
@@ -501,7 +543,8 @@ session_mcp_respond(struct session *s, const char *id, const json_t *result,
 	p = *pp;
 	*pp = p->next;
 	m->npending--;
-	mcp_server_respond(p->sv->srv, p->server_id, result, error);
+	if (p->sv->srv != NULL)
+		mcp_server_respond(p->sv->srv, p->server_id, result, error);
 	json_decref(p->server_id);
 	free(p);
 	return 0;
@@ -567,8 +610,9 @@ session_mcp_roots_changed(struct session *s)
 		return;
 	free(s->mcp->cwd);
 	s->mcp->cwd = xstrdup(cwd);
+	/* A shared server's roots are its own cwd: they do not move. */
 	for (i = 0; i < s->mcp->n; i++)
-		if (s->mcp->srvs[i].srv != NULL)
+		if (s->mcp->srvs[i].srv != NULL && !s->mcp->srvs[i].shared)
 			mcp_server_roots_changed(s->mcp->srvs[i].srv);
 }
 
@@ -630,24 +674,30 @@ session_mcp_tools_json(struct session *s, json_t *tools)
 json_t *
 session_mcp_json(struct session *s)
 {
-	json_t *a = json_array();
+	json_t *a = json_array(), *o;
 	size_t i;
 
 	for (i = 0; s != NULL && s->mcp != NULL && i < s->mcp->n; i++)
-		if (s->mcp->srvs[i].srv != NULL)
-			json_array_append_new(a, mcp_server_json(
-			    s->mcp->srvs[i].srv));
+		if (s->mcp->srvs[i].srv != NULL) {
+			o = mcp_server_json(s->mcp->srvs[i].srv);
+			json_object_set_new(o, "scope", json_string(
+			    s->mcp->srvs[i].shared ? "daemon" : "session"));
+			json_array_append_new(a, o);
+		}
 	return a;
 }
 
 /*
- * The metrics of the caller's sessions' servers: calls by outcome and
- * restarts, labelled by session and server.
+ * The metrics of the caller's sessions' servers and of the shared ones:
+ * calls by outcome (per session), restarts, readiness, and for top one
+ * sample per server (its state, scope and pid), its calls in flight and
+ * done; a shared server's are labelled session "daemon".
  */
 void
 session_mcp_metrics(uid_t uid, json_t *families)
 {
-	json_t *calls, *restarts, *up;
+	json_t *calls, *restarts, *up, *top[3];
+	struct mcp_server *srv;
 	struct mcp_srv *sv;
 	struct session *s;
 	size_t i, k;
@@ -659,10 +709,20 @@ session_mcp_metrics(uid_t uid, json_t *families)
 	    "JSON-RPC error), cancelled, timeout.", "samples");
 	restarts = json_pack("{s:s, s:s, s:s, s:[]}", "name",
 	    "stexec_mcp_restarts_total", "type", "counter", "help", "Restarts "
-	    "of an MCP server of the session after it failed.", "samples");
+	    "of an MCP server after it failed.", "samples");
 	up = json_pack("{s:s, s:s, s:s, s:[]}", "name", "stexec_mcp_ready",
-	    "type", "gauge", "help", "Whether an MCP server of the session is "
-	    "ready (1) or starting, restarting or failed (0).", "samples");
+	    "type", "gauge", "help", "Whether an MCP server is ready (1) or "
+	    "starting, restarting or failed (0).", "samples");
+	top[0] = json_pack("{s:s, s:s, s:s, s:[]}", "name", "stexec_mcp_server",
+	    "type", "gauge", "help", "One sample per MCP server, its state and "
+	    "scope as labels: its process id (0: none now).", "samples");
+	top[1] = json_pack("{s:s, s:s, s:s, s:[]}", "name",
+	    "stexec_mcp_calls_in_flight", "type", "gauge", "help", "Calls of "
+	    "an MCP server sent or waiting for it to be ready.", "samples");
+	top[2] = json_pack("{s:s, s:s, s:s, s:[]}", "name",
+	    "stexec_mcp_calls_done_total", "type", "counter", "help", "Calls "
+	    "of an MCP server that ended, any way (all sessions' for a shared "
+	    "one).", "samples");
 	for (s = session_list; s != NULL; s = s->next) {
 		if (s->uid != uid || s->closing || s->mcp == NULL)
 			continue;
@@ -675,6 +735,8 @@ session_mcp_metrics(uid_t uid, json_t *families)
 				    sv->cfg->name, "outcome",
 				    session_mcp_outcome_names[k], "value",
 				    (json_int_t)sv->outcomes[k]));
+			if (sv->shared || sv->srv == NULL)
+				continue;
 			json_array_append_new(json_object_get(restarts,
 			    "samples"), json_pack("{s:{s:s, s:s}, s:I}",
 			    "labels", "session", s->id, "server", sv->cfg->name,
@@ -683,11 +745,56 @@ session_mcp_metrics(uid_t uid, json_t *families)
 			    json_pack("{s:{s:s, s:s}, s:i}", "labels", "session",
 			    s->id, "server", sv->cfg->name, "value",
 			    mcp_server_state(sv->srv) == MCP_READY));
+			session_mcp_top(json_pack("[o, o, o]", json_incref(
+			    top[0]), json_incref(top[1]), json_incref(top[2])),
+			    s->id, sv->cfg->name, sv->srv, false);
 		}
+	}
+	for (i = 0; i < mcp_shared_count(); i++) {
+		if ((srv = mcp_shared_get(i)) == NULL)
+			continue;
+		json_array_append_new(json_object_get(restarts, "samples"),
+		    json_pack("{s:{s:s, s:s}, s:I}", "labels", "session",
+		    "daemon", "server", mcp_server_name(srv), "value",
+		    (json_int_t)mcp_server_restarts(srv)));
+		json_array_append_new(json_object_get(up, "samples"),
+		    json_pack("{s:{s:s, s:s}, s:i}", "labels", "session",
+		    "daemon", "server", mcp_server_name(srv), "value",
+		    mcp_server_state(srv) == MCP_READY));
+		session_mcp_top(json_pack("[o, o, o]", json_incref(top[0]),
+		    json_incref(top[1]), json_incref(top[2])), "daemon",
+		    mcp_server_name(srv), srv, true);
 	}
 	json_array_append_new(families, calls);
 	json_array_append_new(families, restarts);
 	json_array_append_new(families, up);
+	for (k = 0; k < nitems(top); k++)
+		json_array_append_new(families, top[k]);
+}
+
+/* A server's samples for top into its three families (fams, stolen). */
+static void
+session_mcp_top(json_t *fams, const char *session, const char *name,
+    struct mcp_server *srv, bool shared)
+{
+	json_t *o = mcp_server_json(srv);
+	json_int_t pid = json_integer_value(json_object_get(o, "pid"));
+
+	json_array_append_new(json_object_get(json_array_get(fams, 0),
+	    "samples"), json_pack("{s:{s:s, s:s, s:s, s:s}, s:I}", "labels",
+	    "session", session, "server", name, "state",
+	    mcp_state_name(mcp_server_state(srv)), "scope", shared ? "daemon" :
+	    "session", "value", pid));
+	json_array_append_new(json_object_get(json_array_get(fams, 1),
+	    "samples"), json_pack("{s:{s:s, s:s}, s:I}", "labels", "session",
+	    session, "server", name, "value",
+	    (json_int_t)mcp_server_calls_in_flight(srv)));
+	json_array_append_new(json_object_get(json_array_get(fams, 2),
+	    "samples"), json_pack("{s:{s:s, s:s}, s:I}", "labels", "session",
+	    session, "server", name, "value",
+	    (json_int_t)mcp_server_calls_done(srv)));
+	json_decref(o);
+	json_decref(fams);
 }
 
 static void
@@ -708,7 +815,10 @@ session_mcp_close(struct session *s)
 
 	for (i = 0; s->mcp != NULL && i < s->mcp->n; i++) {
 		sv = &s->mcp->srvs[i];
-		if (sv->srv != NULL && !mcp_server_close(sv->srv,
+		/* A shared server serves on: only this session lets go. */
+		if (sv->shared)
+			session_mcp_release(sv, false);
+		else if (sv->srv != NULL && !mcp_server_close(sv->srv,
 		    session_mcp_gone_cb, sv))
 			s->mcp->closing++;
 		sv->srv = NULL;
@@ -731,7 +841,9 @@ session_mcp_free(struct session *s)
 	if (m == NULL)
 		return;
 	for (i = 0; i < m->n; i++) {
-		if (m->srvs[i].srv != NULL)
+		if (m->srvs[i].shared)
+			session_mcp_release(&m->srvs[i], false);
+		else if (m->srvs[i].srv != NULL)
 			mcp_server_close(m->srvs[i].srv, NULL, NULL);
 		session_mcp_clear_tools(&m->srvs[i]);
 		tooldef_unref(m->srvs[i].waiting);
@@ -770,8 +882,8 @@ session_mcp_call(struct session *s, struct exec_tool *t,
 	r->timeout = evtimer_new(session_mcp_cfg.client.base,
 	    session_mcp_timeout_cb, r);
 	r->now = evtimer_new(session_mcp_cfg.client.base, session_mcp_now_cb, r);
-	if (sv == NULL) {
-		/* Its server left with the session's: cannot happen to a call. */
+	if (sv == NULL || sv->srv == NULL) {
+		/* Its server left with the session's, or the daemon stops. */
 		r->end = EXEC_END_KILLED;
 		event_active(r->now, EV_TIMEOUT, 0);
 		return r;
@@ -783,6 +895,9 @@ session_mcp_call(struct session *s, struct exec_tool *t,
 	}
 	r->call = mcp_server_call(sv->srv, exec_tool_name(t), req->input,
 	    &session_mcp_call_ops, r);
+	if ((r->next = sv->runs) != NULL)
+		sv->runs->prev = r;
+	sv->runs = r;
 	return r;
 }
 
@@ -848,6 +963,14 @@ session_mcp_drop(struct mcp_run *r)
 {
 	if (r->call != NULL)
 		mcp_call_cancel(r->call, "the tool ended");
+	if (r->sv != NULL) {
+		if (r->prev != NULL)
+			r->prev->next = r->next;
+		else if (r->sv->runs == r)
+			r->sv->runs = r->next;
+		if (r->next != NULL)
+			r->next->prev = r->prev;
+	}
 	event_free(r->timeout);
 	event_free(r->now);
 	free(r);
@@ -974,4 +1097,143 @@ session_mcp_bounded(struct mcp_run *r, const json_t *content, bool is_error,
 		    exec_tool_id(r->t));
 	session_mcp_end(r, &d, NULL);
 	capture_free(cap, out.path != NULL);
+}
+
+/* Each session's entry for a shared server. */
+static void
+session_mcp_shared_each(struct mcp_server *srv, void (*fn)(struct mcp_srv *))
+{
+	struct session *s;
+	size_t i;
+
+	for (s = session_list; s != NULL; s = s->next)
+		for (i = 0; !s->closing && s->mcp != NULL && i < s->mcp->n; i++)
+			if (s->mcp->srvs[i].shared &&
+			    s->mcp->srvs[i].srv == srv)
+				fn(&s->mcp->srvs[i]);
+}
+
+static void
+session_mcp_refresh(struct mcp_srv *sv)
+{
+	session_mcp_tools(sv, sv->srv);
+}
+
+static void
+session_mcp_shared_state(struct mcp_server *srv)
+{
+	session_mcp_shared_each(srv, session_mcp_announce);
+}
+
+static void
+session_mcp_shared_tools(struct mcp_server *srv)
+{
+	session_mcp_shared_each(srv, session_mcp_refresh);
+}
+
+/*
+ * A shared server's sampling or elicitation request goes to the session
+ * whose call is in flight when there is exactly one such call; else the
+ * server is told, in words, why nobody is asked.
+ */
+static void
+session_mcp_shared_request(struct mcp_server *srv, const json_t *id,
+    const char *method, const json_t *params)
+{
+	struct mcp_srv *sv, *to = NULL;
+	struct mcp_run *r;
+	struct session *s;
+	size_t i, n = 0;
+	bool sampling = strcmp(method, "sampling/createMessage") == 0;
+	char why[256];
+
+	for (s = session_list; s != NULL; s = s->next)
+		for (i = 0; !s->closing && s->mcp != NULL && i < s->mcp->n;
+		    i++) {
+			sv = &s->mcp->srvs[i];
+			if (!sv->shared || sv->srv != srv)
+				continue;
+			for (r = sv->runs; r != NULL; r = r->next)
+				if (r->call != NULL) {
+					n++;
+					to = sv;
+				}
+		}
+	if (n != 1) {
+		snprintf(why, sizeof why, "%s: this MCP server is shared by "
+		    "every session (scope daemon) and %zu calls are in flight "
+		    "on it: only a request made during exactly one call goes "
+		    "to that call's session", method, n);
+		mcp_server_respond(srv, id, NULL, why);
+		return;
+	}
+	if (!(sampling ? to->m->sampling : to->m->elicitation)) {
+		snprintf(why, sizeof why, "%s: no client of the session whose "
+		    "call is in flight answers %s requests", method, sampling ?
+		    "sampling" : "elicitation");
+		mcp_server_respond(srv, id, NULL, why);
+		return;
+	}
+	session_mcp_request(to, srv, id, method, params);
+}
+
+/* Closing sessions too: no call of any session may outlive the server. */
+static void
+session_mcp_shared_release(struct mcp_server *srv)
+{
+	struct session *s;
+	size_t i;
+
+	for (s = session_list; s != NULL; s = s->next)
+		for (i = 0; s->mcp != NULL && i < s->mcp->n; i++)
+			if (s->mcp->srvs[i].shared &&
+			    s->mcp->srvs[i].srv == srv)
+				session_mcp_release(&s->mcp->srvs[i],
+				    !s->closing);
+}
+
+/*
+ * A session lets go of a shared server: its calls cancelled (end: their
+ * results come as for an abort, the session living on), its requests from
+ * it answered.
+ */
+static void
+session_mcp_release(struct mcp_srv *sv, bool end)
+{
+	struct mcp_run *r;
+
+	for (r = sv->runs; r != NULL; r = r->next)
+		if (r->call != NULL) {
+			mcp_call_cancel(r->call, "the session let go of the "
+			    "shared server");
+			r->call = NULL;
+			if (end && r->end == EXEC_END_EXITED) {
+				r->end = EXEC_END_KILLED;
+				evtimer_del(r->timeout);
+				event_active(r->now, EV_TIMEOUT, 0);
+			}
+		}
+	session_mcp_unanswer(sv->m, sv);
+	sv->srv = NULL;
+}
+
+/* The server's requests the session's client never answered: refused. */
+static void
+session_mcp_unanswer(struct session_mcp *m, struct mcp_srv *sv)
+{
+	struct mcp_pending **pp = &m->pending, *p;
+
+	while ((p = *pp) != NULL) {
+		if (p->sv != sv) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		m->npending--;
+		if (sv->srv != NULL)
+			mcp_server_respond(sv->srv, p->server_id, NULL, "the "
+			    "session that was asked closed");
+		json_decref(p->server_id);
+		free(p);
+	}
 }

@@ -18,7 +18,7 @@
  * this one (stexecd --check-handover N); a reload into one that does not
  * is refused.
  */
-#define HANDOVER_VERSION 5
+#define HANDOVER_VERSION 6
 
 /* A record being written: its JSON and its bytes. */
 struct handover_rec {

@@ -16,6 +16,8 @@
 #include "core/tooldef.h"
 
 struct event_base;
+struct handover_in;
+struct handover_rec;
 struct proc_spec;
 
 /* Bounds (every one explicit): servers of a config, args, env entries. */
@@ -200,6 +202,31 @@ struct mcp_call *mcp_server_call(struct mcp_server *, const char *tool,
  * late answer is dropped.
  */
 void mcp_call_cancel(struct mcp_call *, const char *reason);
+
+/*
+ * A live reload (doc/design.md §7, Reload). Whether a server can be handed
+ * over as it is: ready, nothing of its handshake or listing under way,
+ * every call sent. Its record then holds its process and pipes (proc_save),
+ * the bytes read and not parsed, its stderr's tail, its tools, protocol
+ * version, next id and the ids of its calls in flight.
+ */
+bool mcp_server_carriable(const struct mcp_server *);
+void mcp_server_save(struct mcp_server *, struct handover_rec *, json_t *o);
+/*
+ * The next image: the server back from its record, ready, with no second
+ * initialize; its calls in flight wait for mcp_call_adopt. NULL when the
+ * record does not serve (the caller kills what it names).
+ */
+struct mcp_server *mcp_server_adopt(struct event_base *,
+    const struct mcp_server_params *, const struct mcp_server_ops *,
+    void *arg, const struct handover_in *, const json_t *o);
+/* A call handed over, by its request id, given its ops again; or NULL. */
+struct mcp_call *mcp_call_adopt(struct mcp_server *, int64_t id,
+    const struct mcp_call_ops *, void *arg);
+/* Every tool is back: the calls none took are cancelled. */
+void mcp_server_adopted(struct mcp_server *);
+/* Its request id (0 while queued). */
+int64_t mcp_call_id(const struct mcp_call *);
 
 /* mcp_content.c */
 /*

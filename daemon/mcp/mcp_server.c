@@ -13,6 +13,7 @@
 
 #include <event2/event.h>
 
+#include "handover.h"
 #include "log.h"
 #include "mcp/mcp.h"
 #include "supervisor/proc.h"
@@ -1350,4 +1351,149 @@ mcp_call_free(struct mcp_call *c)
 	json_decref(c->args);
 	free(c->error);
 	free(c);
+}
+
+/*
+ * A live reload (doc/design.md §7, Reload) hands a server over as it is
+ * only when nothing of it is half done: ready, no handshake, listing or
+ * ping under way, every call sent and none ending.
+ */
+bool
+mcp_server_carriable(const struct mcp_server *s)
+{
+	const struct mcp_call *c;
+
+	if (s->state != MCP_READY || s->closing || s->proc == NULL ||
+	    s->init_id != 0 || s->list_id != 0 || s->ping_id != 0 ||
+	    s->version == NULL || !proc_carried(s->proc))
+		return false;
+	for (c = s->calls; c != NULL; c = c->next)
+		if (c->id == 0 || c->error != NULL)
+			return false;
+	return true;
+}
+
+void
+mcp_server_save(struct mcp_server *s, struct handover_rec *r, json_t *o)
+{
+	json_t *proc = json_object(), *calls = json_array();
+	const struct mcp_call *c;
+
+	for (c = s->calls; c != NULL; c = c->next)
+		json_array_append_new(calls, json_integer(c->id));
+	json_object_set_new(o, "calls", calls);
+	json_object_set_new(o, "nextId", json_integer(s->next_id));
+	json_object_set_new(o, "version", json_string(s->version));
+	json_object_set_new(o, "tools", json_incref(s->tools));
+	json_object_set_new(o, "restarts", json_integer((json_int_t)
+	    s->restarts));
+	json_object_set_new(o, "done", json_integer((json_int_t)s->done));
+	json_object_set_new(o, "discarding", json_boolean(s->discarding));
+	handover_put(r, o, "line", s->line.data, s->line.len);
+	handover_put(r, o, "tail", s->tail, s->tail_len);
+	proc_save(s->proc, r, proc);
+	json_object_set_new(o, "proc", proc);
+}
+
+struct mcp_server *
+mcp_server_adopt(struct event_base *base, const struct mcp_server_params *p,
+    const struct mcp_server_ops *ops, void *arg, const struct handover_in *in,
+    const json_t *o)
+{
+	static const struct mcp_call_ops none = { 0 };
+	const char *version = json_string_value(json_object_get(o, "version"));
+	const json_t *tools = json_object_get(o, "tools"), *v;
+	struct mcp_server *s;
+	struct mcp_call *c;
+	const char *data;
+	size_t i, n;
+
+	for (i = 0; version != NULL && i < nitems(mcp_versions); i++)
+		if (strcmp(version, mcp_versions[i]) == 0)
+			break;
+	if (version == NULL || i == nitems(mcp_versions) ||
+	    !json_is_array(tools) || json_array_size(tools) > MCP_TOOLS_MAX ||
+	    !json_is_object(json_object_get(o, "proc")))
+		return NULL;
+	s = xcalloc(1, sizeof *s);
+	s->base = base;
+	s->cfg = p->cfg;
+	s->params = *p;
+	s->cwd = xstrdup(p->cfg->cwd != NULL ? p->cfg->cwd : p->cwd != NULL ?
+	    p->cwd : "/");
+	s->params.cwd = s->cwd;
+	if (s->params.start_timeout_ms <= 0)
+		s->params.start_timeout_ms = MCP_START_TIMEOUT_DEFAULT;
+	if (s->params.stop_grace_ms <= 0)
+		s->params.stop_grace_ms = 1000;
+	if (s->params.backoff_ms <= 0)
+		s->params.backoff_ms = 250;
+	s->ops = *ops;
+	s->arg = arg;
+	s->version = mcp_versions[i];
+	s->tools = json_deep_copy(tools);
+	s->next_id = json_integer_value(json_object_get(o, "nextId"));
+	if (s->next_id < 1)
+		s->next_id = 1;
+	s->restarts = (uint64_t)json_integer_value(json_object_get(o,
+	    "restarts"));
+	s->done = (uint64_t)json_integer_value(json_object_get(o, "done"));
+	s->discarding = json_is_true(json_object_get(o, "discarding"));
+	data = handover_get(in, o, "line", &n);
+	if (n <= MCP_LINE_MAX)
+		buf_add(&s->line, data, n);
+	data = handover_get(in, o, "tail", &n);
+	s->tail_len = n < sizeof s->tail ? n : sizeof s->tail;
+	memcpy(s->tail, data, s->tail_len);
+	s->start_ev = evtimer_new(base, mcp_server_start_cb, s);
+	s->restart_ev = evtimer_new(base, mcp_server_restart_cb, s);
+	s->stop_ev = evtimer_new(base, mcp_server_stop_cb, s);
+	if ((s->all_next = mcp_all) != NULL)
+		mcp_all->all_prev = s;
+	mcp_all = s;
+	s->state = MCP_READY;
+	s->ever_ready = true;
+	/* Its calls in flight wait for their tools to take them back. */
+	json_array_foreach(json_object_get(o, "calls"), i, v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) >= s->next_id || i >= MCP_CANCELLED_KEPT)
+			continue;
+		c = mcp_server_call(s, "", NULL, &none, NULL);
+		c->id = json_integer_value(v);
+		evtimer_del(c->ev);
+	}
+	s->proc = proc_adopt(in, json_object_get(o, "proc"),
+	    &mcp_server_proc_ops, s);
+	return s;
+}
+
+struct mcp_call *
+mcp_call_adopt(struct mcp_server *s, int64_t id,
+    const struct mcp_call_ops *ops, void *arg)
+{
+	struct mcp_call *c = mcp_call_find(s, id);
+
+	if (c == NULL || c->ops.done != NULL)
+		return NULL;
+	c->ops = *ops;
+	c->arg = arg;
+	return c;
+}
+
+void
+mcp_server_adopted(struct mcp_server *s)
+{
+	struct mcp_call *c, *next;
+
+	for (c = s->calls; c != NULL; c = next) {
+		next = c->next;
+		if (c->ops.done == NULL)
+			mcp_call_cancel(c, "its tool did not outlive the reload");
+	}
+}
+
+int64_t
+mcp_call_id(const struct mcp_call *c)
+{
+	return c->id;
 }

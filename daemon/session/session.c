@@ -1059,7 +1059,8 @@ session_tool_carried(struct exec_tool *t)
 	struct session_tool *st = exec_tool_handle(t);
 
 	return st != NULL && ((st->proc != NULL && proc_carried(st->proc)) ||
-	    st->client != NULL);
+	    st->client != NULL || (st->mcp != NULL &&
+	    session_mcp_carried(st->mcp)));
 }
 
 void
@@ -1070,6 +1071,10 @@ session_tool_save(struct exec_tool *t, struct handover_rec *r, json_t *o)
 
 	if (st->client != NULL) {
 		session_client_save(st->client, o);
+		return;
+	}
+	if (st->mcp != NULL) {
+		session_mcp_save(st->mcp, o);
 		return;
 	}
 	proc = json_object();
@@ -1098,6 +1103,12 @@ session_tool_adopt(struct session *s, struct exec_tool *t,
 		exec_tool_set_handle(t, st);
 		session_running_add(s, t);
 		st->client = session_client_adopt(s, t, v);
+		return;
+	}
+	if ((v = json_object_get(o, "mcp")) != NULL) {
+		exec_tool_set_handle(t, st);
+		session_running_add(s, t);
+		st->mcp = session_mcp_adopt(s, t, v);
 		return;
 	}
 	for (i = 0; i < 2; i++) {

@@ -256,6 +256,23 @@ void session_mcp_drop(struct mcp_run *);
 void session_mcp_describe(const struct mcp_run *, json_t *);
 void session_mcp_free(struct session *);
 /*
+ * A live reload: whether the call goes on in the next image (its server
+ * is handed over), its part of the tool's record, and each session's
+ * servers into the handover (JOURNAL_MCP). In the next image, once every
+ * record is read: the servers adopted or started, then each call taken
+ * back (NULL never: a call whose server did not come back ends killed),
+ * then the calls no tool took cancelled.
+ */
+bool session_mcp_carried(const struct mcp_run *);
+void session_mcp_save(const struct mcp_run *, json_t *);
+void session_mcp_handover(struct session *);
+struct handover_in;
+void session_mcp_restored(struct session *, const struct handover_in *,
+    size_t);
+struct mcp_run *session_mcp_adopt(struct session *, struct exec_tool *,
+    const json_t *);
+void session_mcp_adopted(struct session *);
+/*
  * closeSession: its servers' stdin closes, then TERM, KILL (S18); whether
  * every one is gone (the reply waits for that, as for a tool's process).
  */

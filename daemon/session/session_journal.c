@@ -31,6 +31,9 @@ struct restoring {
 	struct handover_in *jobs; /* reload: its jobs (job.h) */
 	char **jraws;
 	size_t njobs;
+	struct handover_in *mcps; /* reload: its MCP servers (mcp.h) */
+	char **mraws;
+	size_t nmcps;
 };
 
 bool session_journal_restoring;
@@ -42,6 +45,7 @@ static void	session_journal_early(struct session *, const char *,
 static void	session_restore_running(const char *, size_t);
 static void	session_restore_stray(const struct handover_in *);
 static void	session_restore_job(const char *, size_t);
+static void	session_restore_mcp(const char *, size_t);
 static bool	session_restore_keep(const char *, size_t,
 		    struct handover_in *, char **, struct restoring **);
 static void	session_restore_adopt(struct restoring *);
@@ -299,8 +303,8 @@ session_journal_handover(void)
 				continue;
 			}
 			/*
-			 * An MCP server's call: its server is not carried, so
-			 * it gets daemon_restarted (S10), never a second run.
+			 * An MCP server's call whose server is not carried
+			 * gets daemon_restarted (S10), never a second run.
 			 */
 			if (st == EXEC_EXECUTING && t != NULL &&
 			    tooldef_runner(exec_tool_def(t)) == TOOLDEF_RUNNER_MCP)
@@ -326,6 +330,7 @@ session_journal_handover(void)
 			    session_tool_carried(s->running[i]))
 				session_journal_running(s, s->running[i], true);
 		job_handover(s);
+		session_mcp_handover(s);
 		if ((rec = exec_turn_flags(s->ex)) != NULL) {
 			json_object_set_new(rec, "s", json_string(s->id));
 			json_object_set_new(rec, "t", json_integer(
@@ -428,6 +433,12 @@ session_restore_free(struct restoring *r)
 	}
 	free(r->jobs);
 	free(r->jraws);
+	for (i = 0; i < r->nmcps; i++) {
+		json_decref(r->mcps[i].json);
+		free(r->mraws[i]);
+	}
+	free(r->mcps);
+	free(r->mraws);
 	json_decref(r->flags);
 	json_decref(r->adds);
 	json_decref(r->delivered);
@@ -582,6 +593,22 @@ session_restore_job(const char *data, size_t len)
 	r->jraws[r->njobs++] = raw;
 }
 
+/* An MCP server handed over, for session_mcp_restored. */
+static void
+session_restore_mcp(const char *data, size_t len)
+{
+	struct handover_in in;
+	struct restoring *r;
+	char *raw;
+
+	if (!session_restore_keep(data, len, &in, &raw, &r))
+		return;
+	r->mcps = xreallocarray(r->mcps, r->nmcps + 1, sizeof *r->mcps);
+	r->mraws = xreallocarray(r->mraws, r->nmcps + 1, sizeof *r->mraws);
+	r->mcps[r->nmcps] = in;
+	r->mraws[r->nmcps++] = raw;
+}
+
 /* A process handed over that no tool takes back: killed, reaped later. */
 static void
 session_restore_stray(const struct handover_in *in)
@@ -589,6 +616,9 @@ session_restore_stray(const struct handover_in *in)
 	static const struct proc_ops none = { 0 };
 	struct proc *p;
 
+	/* Nor has an MCP call: its server cancels it (mcp_server_adopted). */
+	if (json_object_get(in->json, "mcp") != NULL)
+		return;
 	/* A client's call has no process: its client hears nothing more. */
 	if (json_object_get(in->json, "client") != NULL) {
 		log_warn("a reload handed over client call %s of no session",
@@ -666,6 +696,10 @@ session_restore(char kind, const char *data, size_t len)
 		session_restore_job(data, len);
 		return;
 	}
+	if (kind == JOURNAL_MCP) {
+		session_restore_mcp(data, len);
+		return;
+	}
 	/* A requeued tool's early stdin may hold NUL bytes. */
 	if ((rec = json_loadb(data, len, JSON_ALLOW_NUL, NULL)) == NULL)
 		return;
@@ -724,6 +758,8 @@ session_restore_done(void)
 		if (session_restored.slots[i].key == NULL ||
 		    (r = session_restored.slots[i].value) == NULL)
 			continue;
+		/* Its servers first: a call in flight finds its ToolDef. */
+		session_mcp_restored(r->s, r->mcps, r->nmcps);
 		turn = r->ended + 1 > r->turn ? r->ended + 1 : r->turn;
 		n = turn == r->turn ? json_array_size(r->adds) : 0;
 		tools = xcalloc(n + 1, sizeof *tools);
@@ -781,6 +817,7 @@ session_restore_done(void)
 		exec_restore(r->s->ex, turn, tools, n);
 		free(tools);
 		session_restore_adopt(r);
+		session_mcp_adopted(r->s);
 		session_trim(r->s);
 		session_idle_update(r->s);
 		/* One line per session only where a result was lost. */

@@ -5,6 +5,7 @@
  * like any other (runner mcp); their requests (roots, sampling,
  * elicitation) answered for the session.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +16,11 @@
 #include "core/executor.h"
 #include "log.h"
 #include "core/netpolicy.h"
+#include "handover.h"
 #include "mcp/mcp.h"
 #include "metrics.h"
 #include "net/proxy.h"
+#include "session/journal.h"
 #include "session/mcp_shared.h"
 #include "session/session_int.h"
 #include "supervisor/capture.h"
@@ -90,6 +93,7 @@ struct mcp_run {
 	enum exec_end end;
 	size_t max_result;
 	uint64_t started_ms;
+	int64_t timeout_ms;      /* its call's, from started_ms; 0: none */
 	struct mcp_run *prev, *next; /* its server's runs (sv->runs) */
 };
 
@@ -98,6 +102,9 @@ static struct session_mcp_config session_mcp_cfg;
 
 static void	session_mcp_add(struct session_mcp *,
 		    const struct mcp_server_config *);
+static void	session_mcp_launch(struct mcp_srv *,
+		    const struct handover_in *, const json_t *);
+static bool	session_mcp_carried_srv(const struct mcp_srv *);
 static void	session_mcp_prepare(void *, struct mcp_server *,
 		    struct proc_spec *);
 static void	session_mcp_state(void *, struct mcp_server *);
@@ -284,7 +291,6 @@ static void
 session_mcp_add(struct session_mcp *m, const struct mcp_server_config *cfg)
 {
 	struct mcp_srv *sv = &m->srvs[m->n++];
-	struct mcp_server_params p = { 0 };
 	char *name = mcp_tool_name(cfg->name, "");
 	json_t *o;
 	char err[256];
@@ -309,12 +315,36 @@ session_mcp_add(struct session_mcp *m, const struct mcp_server_config *cfg)
 			session_mcp_tools(sv, sv->srv);
 		return;
 	}
+	/* Restoring: started or adopted once every record is read. */
+	if (session_journal_restoring)
+		return;
+	session_mcp_launch(sv, NULL, NULL);
+}
+
+/* A server of the session's, started, or adopted from a reload's record. */
+static void
+session_mcp_launch(struct mcp_srv *sv, const struct handover_in *in,
+    const json_t *rec)
+{
+	const struct mcp_server_config *cfg = sv->cfg;
+	struct session_mcp *m = sv->m;
+	struct mcp_server_params p = { 0 };
+
 	p.cfg = cfg;
 	p.cwd = exec_cwd(m->s->ex);
 	p.sampling = m->sampling;
 	p.elicitation = m->elicitation;
 	p.start_timeout_ms = cfg->start_timeout_ms > 0 ? cfg->start_timeout_ms :
 	    session_mcp_cfg.start_timeout_ms;
+	if (in != NULL && (sv->srv = mcp_server_adopt(
+	    session_mcp_cfg.client.base, &p, &session_mcp_ops, sv, in,
+	    rec)) != NULL) {
+		log_about(LOG_LEVEL_INFO, m->s->id, NULL, NULL, "MCP server %s "
+		    "(pid %d) handed over by the reload", cfg->name,
+		    mcp_server_pid(sv->srv));
+		session_mcp_tools(sv, sv->srv);
+		return;
+	}
 	sv->srv = mcp_server_start(session_mcp_cfg.client.base, &p,
 	    &session_mcp_ops, sv);
 }
@@ -888,7 +918,7 @@ session_mcp_call(struct session *s, struct exec_tool *t,
 		event_active(r->now, EV_TIMEOUT, 0);
 		return r;
 	}
-	if (req->timeout_ms > 0) {
+	if ((r->timeout_ms = req->timeout_ms) > 0) {
 		tv.tv_sec = (time_t)(req->timeout_ms / 1000);
 		tv.tv_usec = (suseconds_t)(req->timeout_ms % 1000) * 1000;
 		evtimer_add(r->timeout, &tv);
@@ -1236,4 +1266,167 @@ session_mcp_unanswer(struct session_mcp *m, struct mcp_srv *sv)
 		json_decref(p->server_id);
 		free(p);
 	}
+}
+
+/*
+ * A live reload (doc/design.md §7, Reload): a server of the session's own
+ * goes on in the next image when it is carriable and has no proxy of its
+ * own to carry; the others are killed now, and started afresh there.
+ */
+static bool
+session_mcp_carried_srv(const struct mcp_srv *sv)
+{
+	return !sv->shared && sv->srv != NULL && sv->proxy == NULL &&
+	    mcp_server_carriable(sv->srv);
+}
+
+bool
+session_mcp_carried(const struct mcp_run *r)
+{
+	return r->sv != NULL && r->call != NULL && r->end == EXEC_END_EXITED &&
+	    session_mcp_carried_srv(r->sv);
+}
+
+void
+session_mcp_save(const struct mcp_run *r, json_t *o)
+{
+	json_object_set_new(o, "mcp", json_pack("{s:s, s:I, s:I, s:I, s:I}",
+	    "server", r->sv->cfg->name, "id", (json_int_t)mcp_call_id(r->call),
+	    "startedMs", (json_int_t)r->started_ms, "timeoutMs",
+	    (json_int_t)r->timeout_ms, "maxResult", (json_int_t)r->max_result));
+}
+
+void
+session_mcp_handover(struct session *s)
+{
+	struct session_mcp *m = s->mcp;
+	struct handover_rec r;
+	struct mcp_pending *p;
+	struct buf out = { 0 };
+	struct mcp_srv *sv;
+	size_t i;
+	int pid;
+
+	if (m == NULL)
+		return;
+	/* Its requests are not carried: refused, the server may ask again. */
+	while ((p = m->pending) != NULL) {
+		m->pending = p->next;
+		if (p->sv->srv != NULL && !p->sv->shared)
+			mcp_server_respond(p->sv->srv, p->server_id, NULL, "the "
+			    "daemon reloaded before the session's client "
+			    "answered");
+		json_decref(p->server_id);
+		free(p);
+	}
+	m->npending = 0;
+	for (i = 0; i < m->n; i++) {
+		sv = &m->srvs[i];
+		if (session_mcp_carried_srv(sv)) {
+			r.json = json_pack("{s:s, s:s}", "s", s->id, "name",
+			    sv->cfg->name);
+			memset(&r.bytes, 0, sizeof r.bytes);
+			mcp_server_save(sv->srv, &r, r.json);
+			out.len = 0;
+			handover_encode(&r, &out);
+			journal_append(JOURNAL_MCP, out.data, out.len, NULL, 0);
+		} else if (!sv->shared && sv->srv != NULL &&
+		    (pid = mcp_server_pid(sv->srv)) > 0)
+			kill(-pid, SIGKILL);
+	}
+	buf_free(&out);
+}
+
+void
+session_mcp_restored(struct session *s, const struct handover_in *recs,
+    size_t n)
+{
+	static const struct proc_ops none = { 0 };
+	struct session_mcp *m = s->mcp;
+	const char *name;
+	size_t i, k;
+	bool taken;
+
+	for (k = 0; k < n; k++) {
+		name = json_string_value(json_object_get(recs[k].json, "name"));
+		taken = false;
+		for (i = 0; m != NULL && name != NULL && i < m->n; i++)
+			if (!m->srvs[i].shared && m->srvs[i].srv == NULL &&
+			    strcmp(m->srvs[i].cfg->name, name) == 0) {
+				session_mcp_launch(&m->srvs[i], &recs[k],
+				    recs[k].json);
+				taken = m->srvs[i].srv != NULL &&
+				    mcp_server_state(m->srvs[i].srv) ==
+				    MCP_READY;
+				break;
+			}
+		if (!taken && json_object_get(recs[k].json, "proc") != NULL) {
+			log_about(LOG_LEVEL_WARN, s->id, NULL, NULL, "a reload "
+			    "handed over MCP server %s, which the session no "
+			    "longer has or whose record does not serve: "
+			    "killed", name != NULL ? name : "?");
+			proc_kill(proc_adopt(&recs[k], json_object_get(
+			    recs[k].json, "proc"), &none, NULL));
+		}
+	}
+	/* The rest start afresh, as after a crash. */
+	for (i = 0; m != NULL && i < m->n; i++)
+		if (!m->srvs[i].shared && m->srvs[i].srv == NULL)
+			session_mcp_launch(&m->srvs[i], NULL, NULL);
+}
+
+struct mcp_run *
+session_mcp_adopt(struct session *s, struct exec_tool *t, const json_t *o)
+{
+	struct mcp_run *r = xcalloc(1, sizeof *r);
+	const char *name = json_string_value(json_object_get(o, "server"));
+	struct mcp_srv *sv = session_mcp_srv(s, exec_tool_name(t));
+	int64_t left;
+	struct timeval tv;
+
+	r->s = s;
+	r->t = t;
+	r->sv = sv;
+	r->end = EXEC_END_EXITED;
+	r->started_ms = (uint64_t)json_integer_value(json_object_get(o,
+	    "startedMs"));
+	r->timeout_ms = json_integer_value(json_object_get(o, "timeoutMs"));
+	r->max_result = (size_t)json_integer_value(json_object_get(o,
+	    "maxResult"));
+	r->timeout = evtimer_new(session_mcp_cfg.client.base,
+	    session_mcp_timeout_cb, r);
+	r->now = evtimer_new(session_mcp_cfg.client.base, session_mcp_now_cb, r);
+	if (sv == NULL || sv->srv == NULL || name == NULL ||
+	    strcmp(name, sv->cfg->name) != 0 || (r->call = mcp_call_adopt(
+	    sv->srv, json_integer_value(json_object_get(o, "id")),
+	    &session_mcp_call_ops, r)) == NULL) {
+		/* Its server was not handed over: as after a crash (S10). */
+		r->sv = NULL;
+		r->end = EXEC_END_KILLED;
+		event_active(r->now, EV_TIMEOUT, 0);
+		return r;
+	}
+	if (r->timeout_ms > 0) {
+		left = r->timeout_ms - (int64_t)(metrics_now() / 1000000 -
+		    r->started_ms);
+		if (left < 0)
+			left = 0;
+		tv.tv_sec = (time_t)(left / 1000);
+		tv.tv_usec = (suseconds_t)(left % 1000) * 1000;
+		evtimer_add(r->timeout, &tv);
+	}
+	if ((r->next = sv->runs) != NULL)
+		sv->runs->prev = r;
+	sv->runs = r;
+	return r;
+}
+
+void
+session_mcp_adopted(struct session *s)
+{
+	size_t i;
+
+	for (i = 0; s->mcp != NULL && i < s->mcp->n; i++)
+		if (!s->mcp->srvs[i].shared && s->mcp->srvs[i].srv != NULL)
+			mcp_server_adopted(s->mcp->srvs[i].srv);
 }

@@ -420,6 +420,31 @@ def reload(d):
     T.eq(server_pid(c, sid, "fake"), pid, "in the same process still")
     c.ok("closeSession", sessionId=sid)
     c.close()
+    if os.geteuid() != 0:
+        print("a server's network rules across a reload: not run (network "
+              "namespaces need root here)")
+        return
+    # A server under network rules goes on with its proxy: the same rules.
+    c, sid = session(d, mcpServers={
+        "net": fake(sandbox={"mode": "workspace-write",
+                             "network": {"allow": ["allowed.invalid"]}})})
+    ready(c, "net")
+    pid = server_pid(c, sid, "net")
+    before = c.ok("initialize")["server"].get("instance")
+    d.proc.send_signal(signal.SIGHUP)
+    new_image(d, before)
+    T.eq(server_pid(c, sid, "net"), pid,
+         "a server with network rules is handed over too")
+    add(c, sid, "n1", "mcp__net__fetch", {"url": "http://denied.invalid/"})
+    t = text(result(c, "n1"))
+    T.check("403" in t and "denied.invalid:80 is not allowed" in t,
+            "after the reload its proxy still refuses another host: %r" % t)
+    add(c, sid, "n2", "mcp__net__fetch", {"url": "http://allowed.invalid/"})
+    t = text(result(c, "n2"))
+    T.check("cannot resolve allowed.invalid" in t and "not allowed" not in t,
+            "and passes the allowed name: %r" % t)
+    c.ok("closeSession", sessionId=sid)
+    c.close()
 
 
 def crash(d):

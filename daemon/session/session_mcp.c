@@ -57,6 +57,7 @@ struct mcp_srv {
 	struct tooldef *waiting; /* the def of a call made before its list */
 	const char *roots[SANDBOX_MAX_ROOTS];
 	struct proxy_tool *proxy; /* network rules: its way out (§7.2) */
+	int netns;               /* ...and the namespace it runs in */
 	uint64_t outcomes[SESSION_MCP_OUTCOMES]; /* its calls, by outcome */
 	char **envp;             /* its last spawn's environment */
 	struct buf vars;         /* ...the proxy's variables in it */
@@ -329,6 +330,8 @@ session_mcp_launch(struct mcp_srv *sv, const struct handover_in *in,
 	const struct mcp_server_config *cfg = sv->cfg;
 	struct session_mcp *m = sv->m;
 	struct mcp_server_params p = { 0 };
+	char id[MCP_NAME_MAX + 8];
+	const json_t *v;
 
 	p.cfg = cfg;
 	p.cwd = exec_cwd(m->s->ex);
@@ -336,6 +339,17 @@ session_mcp_launch(struct mcp_srv *sv, const struct handover_in *in,
 	p.elicitation = m->elicitation;
 	p.start_timeout_ms = cfg->start_timeout_ms > 0 ? cfg->start_timeout_ms :
 	    session_mcp_cfg.start_timeout_ms;
+	if (in != NULL && (v = json_object_get(rec, "proxy")) != NULL) {
+		/* Its way out goes on too: the same port, its tunnels. */
+		sv->netns = session_net_adopt(m->s, json_object_get(v,
+		    "policy"), json_object_get(rec, "netns"));
+		if (m->s->net_quota == NULL)
+			m->s->net_quota = proxy_quota_new();
+		snprintf(id, sizeof id, "mcp-%s", cfg->name);
+		if (sv->netns == -1 || (sv->proxy = proxy_tool_adopt(in, v,
+		    m->s->net_quota, m->s->id, id, cfg->name)) == NULL)
+			in = NULL;
+	}
 	if (in != NULL && (sv->srv = mcp_server_adopt(
 	    session_mcp_cfg.client.base, &p, &session_mcp_ops, sv, in,
 	    rec)) != NULL) {
@@ -374,7 +388,7 @@ session_mcp_prepare(void *arg, struct mcp_server *srv, struct proc_spec *spec)
 	sv->proxy = NULL;
 	if ((policy = session_net_policy(s, &sv->cfg->sandbox)) != NULL) {
 		spec->sandbox.net_rules = true;
-		spec->sandbox.netns = session_net_ns(s, policy);
+		spec->sandbox.netns = sv->netns = session_net_ns(s, policy);
 		snprintf(id, sizeof id, "mcp-%s", sv->cfg->name);
 		if (spec->sandbox.netns != -1 && (sv->proxy =
 		    session_net_proxy(s, spec->sandbox.netns, policy, id,
@@ -1270,14 +1284,13 @@ session_mcp_unanswer(struct session_mcp *m, struct mcp_srv *sv)
 
 /*
  * A live reload (doc/design.md §7, Reload): a server of the session's own
- * goes on in the next image when it is carriable and has no proxy of its
- * own to carry; the others are killed now, and started afresh there.
+ * goes on in the next image, with its proxy, when it is carriable; the
+ * others are killed now, and started afresh there.
  */
 static bool
 session_mcp_carried_srv(const struct mcp_srv *sv)
 {
-	return !sv->shared && sv->srv != NULL && sv->proxy == NULL &&
-	    mcp_server_carriable(sv->srv);
+	return !sv->shared && sv->srv != NULL && mcp_server_carriable(sv->srv);
 }
 
 bool
@@ -1327,6 +1340,13 @@ session_mcp_handover(struct session *s)
 			    sv->cfg->name);
 			memset(&r.bytes, 0, sizeof r.bytes);
 			mcp_server_save(sv->srv, &r, r.json);
+			if (sv->proxy != NULL) {
+				json_object_set_new(r.json, "proxy",
+				    proxy_tool_save(sv->proxy, &r));
+				handover_keep_fd(sv->netns);
+				json_object_set_new(r.json, "netns",
+				    json_integer(sv->netns));
+			}
 			out.len = 0;
 			handover_encode(&r, &out);
 			journal_append(JOURNAL_MCP, out.data, out.len, NULL, 0);

@@ -460,8 +460,8 @@ toolcg_value(const struct toolcg_limits *l, enum toolcg_ctl c, bool v2,
 
 /*
  * The v1 group of one controller, its limit set (value NULL: a memory
- * group that only measures), joined by the child; or (move) moved into
- * once started (toolcg_started), so that a launch need not wait for it.
+ * group that only measures), joined by the child. move: a measuring group
+ * for a launched child, whose join descriptor outlives the spawn.
  */
 static int
 toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
@@ -488,12 +488,22 @@ toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
 	if (c == CTL_MEMORY && value != NULL && toolcg_memsw &&
 	    toolcg_write(dir, "memory.memsw.limit_in_bytes", value) != 0)
 		return -1;
-	/* Only measuring, for a launched child: moved in (toolcg.h). */
+	xasprintf(&procs, "%s/cgroup.procs", dir);
+	/*
+	 * Only measuring, for a launched child: its cgroup.procs is kept
+	 * open with the group (as a pooled one's is), so the child joins it
+	 * itself; moved in by toolcg_started only when that cannot be.
+	 */
 	if (move) {
-		cg->v1_move = true;
+		if (req->njoin == 0 && (cg->meterfd[METER_PROCS] = open(procs,
+		    O_RDWR | O_CLOEXEC)) != -1) {
+			req->join[req->njoin++] = cg->meterfd[METER_PROCS];
+			req->joins_kept = true;
+		} else
+			cg->v1_move = true;
+		free(procs);
 		return 0;
 	}
-	xasprintf(&procs, "%s/cgroup.procs", dir);
 	fd = open(procs, O_WRONLY | O_CLOEXEC);
 	free(procs);
 	if (fd == -1 || req->njoin == SPAWN_MAX_JOIN) {

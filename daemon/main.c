@@ -147,7 +147,7 @@ static json_t	*main_enforcement(const struct options *);
 static char	*default_state_dir(void);
 static void	main_journal(const char *, int, const char *);
 static void	main_mcp_shared(const struct options *,
-		    const struct session_config *, const char *);
+		    const struct session_config *, const char *, bool);
 static const char *main_socket_id(int, const char *, char *, size_t);
 static int	main_take_fd(const char *);
 static void	main_reload(void);
@@ -910,7 +910,7 @@ main_instance_id(void)
 /* The operator's MCP servers of scope "daemon", started once. */
 static void
 main_mcp_shared(const struct options *o, const struct session_config *scfg,
-    const char *statedir)
+    const char *statedir, bool reload)
 {
 	struct mcp_shared_config c = {
 		.base = main_base,
@@ -921,6 +921,8 @@ main_mcp_shared(const struct options *o, const struct session_config *scfg,
 		.state_dir = statedir,
 		.start_timeout_ms = o->mcp_start_timeout_ms,
 		.kill_grace_ms = o->kill_grace_ms,
+		/* A reload's handover may hold them: read it first. */
+		.deferred = reload,
 	};
 
 	mcp_shared_start(session_mcp_operator_config(), &c);
@@ -1112,10 +1114,10 @@ main_reexec(void)
 	 */
 	proc_await_execs(MAIN_EXEC_WAIT_MS);
 	hooks_run_kill_all();
-	mcp_shared_kill_all();
 	old = journal_redirect(mfd);
 	main_snapshot_as(true);
 	session_journal_handover();
+	mcp_shared_handover();
 	carry_save();
 	journal_redirect_end(old);
 	if (fstat(mfd, &st) != 0 || lseek(mfd, 0, SEEK_SET) != 0) {
@@ -1514,10 +1516,12 @@ main(int argc, char **argv)
 	statedir = o.state_dir != NULL ? xstrdup(o.state_dir) :
 	    default_state_dir();
 	/* Shared MCP servers start with the daemon, before its sessions. */
-	main_mcp_shared(&o, &scfg, statedir);
+	main_mcp_shared(&o, &scfg, statedir, handover != -1);
 	main_journal(statedir, handover, main_socket_id(listen_fd != -1 ?
 	    listen_fd : fd, listen_fd != -1 ? listen_path : path, sockid,
 	    sizeof sockid));
+	/* Any the handover did not bring (session_restore_done adopts). */
+	mcp_shared_adopt();
 	if (handover != -1) {
 		close(handover);
 		/* What ended during the exec is reaped now, as if it were

@@ -16,9 +16,11 @@
 #include <event2/event.h>
 
 #include "core/netpolicy.h"
+#include "handover.h"
 #include "log.h"
 #include "mcp/mcp.h"
 #include "net/proxy.h"
+#include "session/journal.h"
 #include "session/mcp_shared.h"
 #include "supervisor/netns.h"
 #include "supervisor/proc.h"
@@ -38,6 +40,8 @@ struct mcp_shared_srv {
 	struct proxy_quota *quota;
 	char **envp;             /* its last spawn's environment */
 	struct buf env;          /* ...the strings */
+	struct handover_in in;   /* a reload's record of it, until adopted */
+	char *raw;               /* ...its payload */
 };
 
 static struct mcp_shared_hooks mcp_shared_hooks;
@@ -60,6 +64,8 @@ static void	mcp_shared_env(struct mcp_shared_srv *, uint16_t);
 static void	mcp_shared_gone_cb(void *);
 static void	mcp_shared_deadline_cb(evutil_socket_t, short, void *);
 static void	mcp_shared_free(void);
+static void	mcp_shared_launch(struct mcp_shared_srv *);
+static void	mcp_shared_kill_record(const struct handover_in *);
 
 static const struct mcp_server_ops mcp_shared_ops = {
 	.prepare = mcp_shared_prepare,
@@ -80,7 +86,6 @@ void
 mcp_shared_start(const struct mcp_config *c,
     const struct mcp_shared_config *cfg)
 {
-	struct mcp_server_params p = { 0 };
 	struct mcp_shared_srv *sh;
 	size_t i, n = 0;
 
@@ -110,15 +115,148 @@ mcp_shared_start(const struct mcp_config *c,
 		} else
 			sh->cwd = xstrdup(sh->cfg->cwd != NULL ? sh->cfg->cwd :
 			    "/");
-		memset(&p, 0, sizeof p);
-		p.cfg = sh->cfg;
-		p.cwd = sh->cwd;
-		/* Routed to the session of the one call in flight, if any. */
-		p.sampling = p.elicitation = true;
-		p.start_timeout_ms = sh->cfg->start_timeout_ms > 0 ?
-		    sh->cfg->start_timeout_ms : cfg->start_timeout_ms;
-		sh->srv = mcp_server_start(cfg->base, &p, &mcp_shared_ops, sh);
+		/* After a reload, once the handover is read (mcp_shared_adopt). */
+		if (!cfg->deferred)
+			mcp_shared_launch(sh);
 	}
+}
+
+/* Started afresh, or adopted from the reload's record it was given. */
+static void
+mcp_shared_launch(struct mcp_shared_srv *sh)
+{
+	struct mcp_server_params p = { 0 };
+	const json_t *v;
+	char id[MCP_NAME_MAX + 8];
+	bool in = sh->raw != NULL;
+
+	p.cfg = sh->cfg;
+	p.cwd = sh->cwd;
+	/* Routed to the session of the one call in flight, if any. */
+	p.sampling = p.elicitation = true;
+	p.start_timeout_ms = sh->cfg->start_timeout_ms > 0 ?
+	    sh->cfg->start_timeout_ms : mcp_shared_cfg.start_timeout_ms;
+	if (in && (v = json_object_get(sh->in.json, "proxy")) != NULL) {
+		/* Its way out goes on too: its namespace, port and tunnels. */
+		snprintf(id, sizeof id, "mcp-%s", sh->cfg->name);
+		sh->netns = handover_take_fd(json_object_get(sh->in.json,
+		    "netns"));
+		if (sh->quota == NULL)
+			sh->quota = proxy_quota_new();
+		if (sh->netns == -1 || (sh->proxy = proxy_tool_adopt(&sh->in,
+		    v, sh->quota, "daemon", id, sh->cfg->name)) == NULL)
+			in = false;
+	}
+	if (in && (sh->srv = mcp_server_adopt(mcp_shared_cfg.base, &p,
+	    &mcp_shared_ops, sh, &sh->in, sh->in.json)) != NULL)
+		log_info("MCP server %s (scope daemon, pid %d) handed over by "
+		    "the reload", sh->cfg->name, mcp_server_pid(sh->srv));
+	else {
+		if (sh->raw != NULL)
+			mcp_shared_kill_record(&sh->in);
+		sh->srv = mcp_server_start(mcp_shared_cfg.base, &p,
+		    &mcp_shared_ops, sh);
+	}
+	if (sh->raw != NULL) {
+		json_decref(sh->in.json);
+		free(sh->raw);
+		sh->raw = NULL;
+	}
+}
+
+/* A record's process that no server takes back: killed, reaped later. */
+static void
+mcp_shared_kill_record(const struct handover_in *in)
+{
+	static const struct proc_ops none = { 0 };
+
+	if (json_is_object(json_object_get(in->json, "proc")))
+		proc_kill(proc_adopt(in, json_object_get(in->json, "proc"),
+		    &none, NULL));
+}
+
+void
+mcp_shared_restore(const struct handover_in *in, char *raw)
+{
+	const char *name = json_string_value(json_object_get(in->json,
+	    "name"));
+	size_t i;
+
+	for (i = 0; name != NULL && i < mcp_shared_n; i++)
+		if (strcmp(mcp_shared_srvs[i].cfg->name, name) == 0 &&
+		    mcp_shared_srvs[i].srv == NULL &&
+		    mcp_shared_srvs[i].raw == NULL) {
+			mcp_shared_srvs[i].in = *in;
+			mcp_shared_srvs[i].raw = raw;
+			return;
+		}
+	log_warn("a reload handed over shared MCP server %s, which this "
+	    "daemon's configuration does not have: killed", name != NULL ?
+	    name : "?");
+	mcp_shared_kill_record(in);
+	json_decref(in->json);
+	free(raw);
+}
+
+void
+mcp_shared_adopt(void)
+{
+	size_t i;
+
+	for (i = 0; i < mcp_shared_n; i++)
+		if (mcp_shared_srvs[i].srv == NULL)
+			mcp_shared_launch(&mcp_shared_srvs[i]);
+}
+
+void
+mcp_shared_adopted(void)
+{
+	size_t i;
+
+	for (i = 0; i < mcp_shared_n; i++)
+		if (mcp_shared_srvs[i].srv != NULL)
+			mcp_server_adopted(mcp_shared_srvs[i].srv);
+}
+
+/*
+ * A reload: a server carriable as it is goes into the handover with its
+ * proxy (as a session's does, session_mcp.c); the others are killed, to
+ * start afresh in the next image.
+ */
+void
+mcp_shared_handover(void)
+{
+	struct handover_rec r;
+	struct buf out = { 0 };
+	struct mcp_shared_srv *sh;
+	size_t i;
+	int pid;
+
+	for (i = 0; i < mcp_shared_n; i++) {
+		sh = &mcp_shared_srvs[i];
+		if (sh->srv == NULL)
+			continue;
+		if (!mcp_server_carriable(sh->srv)) {
+			if ((pid = mcp_server_pid(sh->srv)) > 0)
+				kill(-pid, SIGKILL);
+			continue;
+		}
+		r.json = json_pack("{s:b, s:s}", "shared", 1, "name",
+		    sh->cfg->name);
+		memset(&r.bytes, 0, sizeof r.bytes);
+		mcp_server_save(sh->srv, &r, r.json);
+		if (sh->proxy != NULL) {
+			json_object_set_new(r.json, "proxy",
+			    proxy_tool_save(sh->proxy, &r));
+			handover_keep_fd(sh->netns);
+			json_object_set_new(r.json, "netns",
+			    json_integer(sh->netns));
+		}
+		out.len = 0;
+		handover_encode(&r, &out);
+		journal_append(JOURNAL_MCP, out.data, out.len, NULL, 0);
+	}
+	buf_free(&out);
 }
 
 struct mcp_server *
@@ -353,7 +491,8 @@ mcp_shared_stop(void)
 	for (i = 0; i < mcp_shared_n; i++) {
 		if (mcp_shared_hooks.release != NULL)
 			mcp_shared_hooks.release(mcp_shared_srvs[i].srv);
-		if (!mcp_server_close(mcp_shared_srvs[i].srv,
+		if (mcp_shared_srvs[i].srv != NULL &&
+		    !mcp_server_close(mcp_shared_srvs[i].srv,
 		    mcp_shared_gone_cb, NULL))
 			mcp_shared_left++;
 		mcp_shared_srvs[i].srv = NULL;
@@ -372,18 +511,6 @@ mcp_shared_stop(void)
 		log_warn("%u shared MCP servers did not end in %lld ms: killed",
 		    mcp_shared_left, (long long)ms);
 	mcp_shared_free();
-}
-
-void
-mcp_shared_kill_all(void)
-{
-	size_t i;
-	int pid;
-
-	for (i = 0; i < mcp_shared_n; i++)
-		if (mcp_shared_srvs[i].srv != NULL && (pid = mcp_server_pid(
-		    mcp_shared_srvs[i].srv)) > 0)
-			kill(-pid, SIGKILL);
 }
 
 static void

@@ -18,6 +18,7 @@
 #include "core/tooldef.h"
 
 struct event_base;
+struct handover_in;
 struct mcp_config;
 struct mcp_server;
 struct netpolicy;
@@ -42,6 +43,7 @@ struct mcp_shared_config {
 	const char *state_dir;   /* a server without cwd runs in mcp-NAME */
 	int64_t start_timeout_ms; /* --mcp-start-timeout-ms; 0: default */
 	int64_t kill_grace_ms;   /* TERM to KILL, for the wait at exit */
+	bool deferred;           /* a reload: started by mcp_shared_adopt */
 };
 
 void mcp_shared_set_hooks(const struct mcp_shared_hooks *);
@@ -59,9 +61,19 @@ struct mcp_server *mcp_shared_get(size_t);
  */
 void mcp_shared_stop(void);
 /*
- * A reload, just before the exec: their process groups are killed (they
- * are not handed over; the new image starts them afresh).
+ * A reload, just before the exec, into the handover (JOURNAL_MCP): each
+ * server carriable as it is (mcp_server_carriable) with its proxy; the
+ * others' process groups are killed, to start afresh in the next image.
  */
-void mcp_shared_kill_all(void);
+void mcp_shared_handover(void);
+/*
+ * The next image, started with deferred: a record read back (kept until
+ * mcp_shared_adopt; one naming no server of the config is killed); then
+ * every server adopted or started, before the sessions take their calls
+ * back; then the calls no session took cancelled.
+ */
+void mcp_shared_restore(const struct handover_in *, char *raw);
+void mcp_shared_adopt(void);
+void mcp_shared_adopted(void);
 
 #endif

@@ -9,6 +9,7 @@
 #include "core/executor.h"
 #include "handover.h"
 #include "session/journal.h"
+#include "session/mcp_shared.h"
 #include "log.h"
 #include "session/job.h"
 #include "session/session_int.h"
@@ -601,6 +602,16 @@ session_restore_mcp(const char *data, size_t len)
 	struct restoring *r;
 	char *raw;
 
+	/* A shared server's (scope daemon) belongs to no session. */
+	raw = xmalloc(len + 1);
+	memcpy(raw, data, len);
+	if (handover_decode(raw, len, &in) && json_is_true(json_object_get(
+	    in.json, "shared"))) {
+		mcp_shared_restore(&in, raw);
+		return;
+	}
+	json_decref(in.json);
+	free(raw);
 	if (!session_restore_keep(data, len, &in, &raw, &r))
 		return;
 	r->mcps = xreallocarray(r->mcps, r->nmcps + 1, sizeof *r->mcps);
@@ -754,6 +765,8 @@ session_restore_done(void)
 	size_t i, k, n;
 
 	session_journal_restoring = false;
+	/* Shared servers first: every session's calls find them. */
+	mcp_shared_adopt();
 	for (i = 0; i < session_restored.cap; i++) {
 		if (session_restored.slots[i].key == NULL ||
 		    (r = session_restored.slots[i].value) == NULL)
@@ -830,5 +843,6 @@ session_restore_done(void)
 		count++;
 	}
 	idmap_free(&session_restored);
+	mcp_shared_adopted();
 	return count;
 }

@@ -1290,7 +1290,7 @@ session_mcp_unanswer(struct session_mcp *m, struct mcp_srv *sv)
 static bool
 session_mcp_carried_srv(const struct mcp_srv *sv)
 {
-	return !sv->shared && sv->srv != NULL && mcp_server_carriable(sv->srv);
+	return sv->srv != NULL && mcp_server_carriable(sv->srv);
 }
 
 bool
@@ -1335,6 +1335,8 @@ session_mcp_handover(struct session *s)
 	m->npending = 0;
 	for (i = 0; i < m->n; i++) {
 		sv = &m->srvs[i];
+		if (sv->shared)
+			continue;   /* mcp_shared_handover's */
 		if (session_mcp_carried_srv(sv)) {
 			r.json = json_pack("{s:s, s:s}", "s", s->id, "name",
 			    sv->cfg->name);
@@ -1350,8 +1352,8 @@ session_mcp_handover(struct session *s)
 			out.len = 0;
 			handover_encode(&r, &out);
 			journal_append(JOURNAL_MCP, out.data, out.len, NULL, 0);
-		} else if (!sv->shared && sv->srv != NULL &&
-		    (pid = mcp_server_pid(sv->srv)) > 0)
+		} else if (sv->srv != NULL && (pid = mcp_server_pid(sv->srv)) >
+		    0)
 			kill(-pid, SIGKILL);
 	}
 	buf_free(&out);
@@ -1389,10 +1391,14 @@ session_mcp_restored(struct session *s, const struct handover_in *recs,
 			    recs[k].json, "proc"), &none, NULL));
 		}
 	}
-	/* The rest start afresh, as after a crash. */
+	/* The rest start afresh, as after a crash; shared ones are back. */
 	for (i = 0; m != NULL && i < m->n; i++)
 		if (!m->srvs[i].shared && m->srvs[i].srv == NULL)
 			session_mcp_launch(&m->srvs[i], NULL, NULL);
+		else if (m->srvs[i].shared && m->srvs[i].srv == NULL &&
+		    (m->srvs[i].srv = mcp_shared_find(m->srvs[i].cfg->name)) !=
+		    NULL && mcp_server_state(m->srvs[i].srv) == MCP_READY)
+			session_mcp_tools(&m->srvs[i], m->srvs[i].srv);
 }
 
 struct mcp_run *

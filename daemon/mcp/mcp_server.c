@@ -94,6 +94,9 @@ static struct mcp_server *mcp_all;
 
 static const struct proc_ops mcp_server_proc_ops;
 
+static struct mcp_server *mcp_server_new(struct event_base *,
+		    const struct mcp_server_params *,
+		    const struct mcp_server_ops *, void *);
 static void	mcp_server_spawn(struct mcp_server *);
 static void	mcp_server_chunk(void *, int, const char *, size_t);
 static void	mcp_server_exit(void *, const struct proc_exit *);
@@ -168,6 +171,19 @@ struct mcp_server *
 mcp_server_start(struct event_base *base, const struct mcp_server_params *p,
     const struct mcp_server_ops *ops, void *arg)
 {
+	struct mcp_server *s = mcp_server_new(base, p, ops, arg);
+
+	s->tools = json_array();
+	s->state = MCP_STARTING;
+	mcp_server_spawn(s);
+	return s;
+}
+
+/* A server with its params' defaults and its events, not yet running. */
+static struct mcp_server *
+mcp_server_new(struct event_base *base, const struct mcp_server_params *p,
+    const struct mcp_server_ops *ops, void *arg)
+{
 	struct mcp_server *s = xcalloc(1, sizeof *s);
 
 	s->base = base;
@@ -185,15 +201,12 @@ mcp_server_start(struct event_base *base, const struct mcp_server_params *p,
 	s->ops = *ops;
 	s->arg = arg;
 	s->next_id = 1;
-	s->tools = json_array();
 	s->start_ev = evtimer_new(base, mcp_server_start_cb, s);
 	s->restart_ev = evtimer_new(base, mcp_server_restart_cb, s);
 	s->stop_ev = evtimer_new(base, mcp_server_stop_cb, s);
 	if ((s->all_next = mcp_all) != NULL)
 		mcp_all->all_prev = s;
 	mcp_all = s;
-	s->state = MCP_STARTING;
-	mcp_server_spawn(s);
 	return s;
 }
 
@@ -1415,21 +1428,7 @@ mcp_server_adopt(struct event_base *base, const struct mcp_server_params *p,
 	    !json_is_array(tools) || json_array_size(tools) > MCP_TOOLS_MAX ||
 	    !json_is_object(json_object_get(o, "proc")))
 		return NULL;
-	s = xcalloc(1, sizeof *s);
-	s->base = base;
-	s->cfg = p->cfg;
-	s->params = *p;
-	s->cwd = xstrdup(p->cfg->cwd != NULL ? p->cfg->cwd : p->cwd != NULL ?
-	    p->cwd : "/");
-	s->params.cwd = s->cwd;
-	if (s->params.start_timeout_ms <= 0)
-		s->params.start_timeout_ms = MCP_START_TIMEOUT_DEFAULT;
-	if (s->params.stop_grace_ms <= 0)
-		s->params.stop_grace_ms = 1000;
-	if (s->params.backoff_ms <= 0)
-		s->params.backoff_ms = 250;
-	s->ops = *ops;
-	s->arg = arg;
+	s = mcp_server_new(base, p, ops, arg);
 	s->version = mcp_versions[i];
 	s->tools = json_deep_copy(tools);
 	s->next_id = json_integer_value(json_object_get(o, "nextId"));
@@ -1445,12 +1444,6 @@ mcp_server_adopt(struct event_base *base, const struct mcp_server_params *p,
 	data = handover_get(in, o, "tail", &n);
 	s->tail_len = n < sizeof s->tail ? n : sizeof s->tail;
 	memcpy(s->tail, data, s->tail_len);
-	s->start_ev = evtimer_new(base, mcp_server_start_cb, s);
-	s->restart_ev = evtimer_new(base, mcp_server_restart_cb, s);
-	s->stop_ev = evtimer_new(base, mcp_server_stop_cb, s);
-	if ((s->all_next = mcp_all) != NULL)
-		mcp_all->all_prev = s;
-	mcp_all = s;
 	s->state = MCP_READY;
 	s->ever_ready = true;
 	/* Its calls in flight wait for their tools to take them back. */

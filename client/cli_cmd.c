@@ -189,11 +189,12 @@ cmd_mcp_servers(struct cli *cli, struct cli_args *a)
 		return rc;
 	}
 	list = json_object_get(r, "mcpServers");
-	printf("%-20s %-10s %5s %5s %8s %s\n", "NAME", "STATE", "TOOLS",
-	    "CALLS", "RESTARTS", "WHY");
+	printf("%-20s %-10s %-7s %5s %5s %8s %s\n", "NAME", "STATE", "SCOPE",
+	    "TOOLS", "CALLS", "RESTARTS", "WHY");
 	json_array_foreach(list, i, srv)
-		printf("%-20s %-10s %5lld %5lld %8lld %s\n", cmd_str(srv, "name",
-		    "?"), cmd_str(srv, "state", "?"), (long long)
+		printf("%-20s %-10s %-7s %5lld %5lld %8lld %s\n", cmd_str(srv,
+		    "name", "?"), cmd_str(srv, "state", "?"), cmd_str(srv,
+		    "scope", "session"), (long long)
 		    json_integer_value(json_object_get(srv, "tools")),
 		    (long long)json_integer_value(json_object_get(srv, "calls")),
 		    (long long)json_integer_value(json_object_get(srv,

@@ -2,7 +2,9 @@
  * stexec-cli top: every session the caller may see, refreshed in place
  * (systemd-cgtop, htop): the tools of each current turn with their elapsed
  * time, CPU and peak memory where the daemon measures them (status), the
- * queued ones, and the clients of each session (metrics). Sortable by a
+ * queued ones, and the clients of each session (metrics); then a row per
+ * MCP server (metrics: its session or "daemon" for a shared one, state,
+ * pid, calls in flight and done, restarts). Sortable by a
  * key. A frame is drawn over the last in one write (cursor home, each line
  * cleared to its end, the rest of the screen cleared) on the alternate
  * screen, so it does not flicker and leaves the shell's screen as it was;
@@ -47,6 +49,7 @@ struct top {
 	size_t nprev;
 	char sort;              /* e, c, m, s, n */
 	char head[256];
+	json_t *metrics;        /* the last metrics, for the MCP rows */
 };
 
 static volatile sig_atomic_t top_quit, top_resized;
@@ -59,6 +62,9 @@ static void	top_sort(struct top *);
 static void	top_frame(struct top *, FILE *, int, int, bool);
 static void	top_restore(void);
 static void	top_prefix(char *, size_t, const char *);
+static long long top_mcp_value(const json_t *, const char *, const char *,
+		    const char *);
+static int	top_mcp_frame(struct top *, FILE *, int, int, bool, int);
 
 static const char *
 top_str(const json_t *o, const char *key)
@@ -206,7 +212,8 @@ top_gather(struct top *t)
 		}
 		json_decref(st);
 	}
-	json_decref(m);
+	json_decref(t->metrics);
+	t->metrics = m;
 	json_decref(ls);
 	now = cli_now();
 	next = calloc(t->nrows + 1, sizeof *next);
@@ -355,9 +362,82 @@ top_frame(struct top *t, FILE *f, int width, int height, bool live)
 	if (t->nrows == 0) {
 		cli_fit(f, "(no sessions)", 13, width);
 		fputs(eol, f);
+		rows++;
 	}
+	top_mcp_frame(t, f, width, height, live, rows);
 	if (live)
 		fputs("\033[J", f);
+}
+
+/* The value of family's sample for one MCP server, -1 when none. */
+static long long
+top_mcp_value(const json_t *fams, const char *family, const char *session,
+    const char *server)
+{
+	const json_t *f, *s, *l;
+	size_t i, j;
+
+	json_array_foreach(fams, i, f) {
+		if (strcmp(top_str(f, "name"), family) != 0)
+			continue;
+		json_array_foreach(json_object_get(f, "samples"), j, s) {
+			l = json_object_get(s, "labels");
+			if (strcmp(top_str(l, "session"), session) == 0 &&
+			    strcmp(top_str(l, "server"), server) == 0)
+				return (long long)json_number_value(
+				    json_object_get(s, "value"));
+		}
+	}
+	return -1;
+}
+
+/* A row per MCP server under the tools; the rows drawn so far come in. */
+static int
+top_mcp_frame(struct top *t, FILE *f, int width, int height, bool live,
+    int rows)
+{
+	const char *eol = live ? "\033[K\n" : "\n";
+	const json_t *fams = json_object_get(t->metrics, "metrics"), *fam;
+	const json_t *servers = NULL, *s, *l;
+	const char *sid, *name;
+	char line[512], pid[24];
+	size_t i;
+	int n;
+
+	json_array_foreach(fams, i, fam)
+		if (strcmp(top_str(fam, "name"), "stexec_mcp_server") == 0)
+			servers = json_object_get(fam, "samples");
+	if (json_array_size(servers) == 0 || (live && rows >= height - 2))
+		return rows;
+	n = snprintf(line, sizeof line, "%s%-20s %-16s %-10s %8s %8s %8s "
+	    "%8s%s", live ? "\033[7m" : "", "MCP SESSION", "SERVER", "STATE",
+	    "PID", "INFLIGHT", "DONE", "RESTARTS", live ? "\033[0m" : "");
+	cli_fit(f, line, (size_t)n, width);
+	fputs(eol, f);
+	rows++;
+	json_array_foreach(servers, i, s) {
+		if (live && rows >= height - 1)
+			break;
+		l = json_object_get(s, "labels");
+		sid = top_str(l, "session");
+		name = top_str(l, "server");
+		if (json_integer_value(json_object_get(s, "value")) > 0)
+			snprintf(pid, sizeof pid, "%lld", (long long)
+			    json_integer_value(json_object_get(s, "value")));
+		else
+			snprintf(pid, sizeof pid, "-");
+		n = snprintf(line, sizeof line, "%-20s %-16.16s %-10s %8s "
+		    "%8lld %8lld %8lld", sid, name, top_str(l, "state"), pid,
+		    top_mcp_value(fams, "stexec_mcp_calls_in_flight", sid,
+		    name), top_mcp_value(fams, "stexec_mcp_calls_done_total",
+		    sid, name), top_mcp_value(fams,
+		    "stexec_mcp_restarts_total", sid, name));
+		cli_fit(f, line, n < (int)sizeof line ? (size_t)n :
+		    sizeof line - 1, width);
+		fputs(eol, f);
+		rows++;
+	}
+	return rows;
 }
 
 static void
@@ -470,6 +550,7 @@ cmd_top(struct cli *cli, struct cli_args *a)
 			top_frame(&t, stdout, 1 << 16, 0, false);
 		free(t.rows);
 		free(t.prev);
+		json_decref(t.metrics);
 		return rc;
 	}
 	if (!isatty(STDIN_FILENO))
@@ -500,5 +581,6 @@ cmd_top(struct cli *cli, struct cli_args *a)
 	top_restore();
 	free(t.rows);
 	free(t.prev);
+	json_decref(t.metrics);
 	return rc;
 }

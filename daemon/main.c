@@ -33,6 +33,7 @@
 #include "hooks/hooks.h"
 #include "supervisor/cgroup.h"
 #include "mcp/mcp.h"
+#include "session/mcp_shared.h"
 #include "session/journal.h"
 #include "log.h"
 #include "metrics.h"
@@ -70,6 +71,7 @@ struct options {
 	size_t nshell_allow;
 	const char *shell_env_file;
 	const char *mcp_config;    /* --mcp-config */
+	int64_t mcp_start_timeout_ms; /* --mcp-start-timeout-ms */
 	int max_procs;
 	const char *output_dir;
 	size_t max_message;
@@ -103,6 +105,7 @@ struct options {
 /* Long options without a letter (past every char getopt returns). */
 #define MAIN_OPT_HOOKS 0x100
 #define MAIN_OPT_HOOK_TIMEOUT 0x101
+#define MAIN_OPT_MCP_START_TIMEOUT 0x102
 
 /* Descriptors the daemon holds besides connections and tools. */
 #define MAIN_FDS_BASE 32
@@ -143,6 +146,8 @@ static int	connection_cap(unsigned, unsigned *, unsigned *);
 static json_t	*main_enforcement(const struct options *);
 static char	*default_state_dir(void);
 static void	main_journal(const char *, int, const char *);
+static void	main_mcp_shared(const struct options *,
+		    const struct session_config *, const char *, bool);
 static const char *main_socket_id(int, const char *, char *, size_t);
 static int	main_take_fd(const char *);
 static void	main_reload(void);
@@ -176,7 +181,11 @@ usage(FILE *f, int status)
 "  --output-dir DIR         where large outputs are saved whole\n"
 "  --max-message BYTES      longest request line (default %u)\n"
 "  --kill-grace-ms MS       SIGTERM to SIGKILL delay (default 2000)\n"
-"  --mcp-config FILE        MCP servers every session runs (.mcp.json)\n"
+"  --mcp-config FILE        MCP servers every session runs (.mcp.json);\n"
+"                           scope \"daemon\": one process all share\n"
+"  --mcp-start-timeout-ms MS  how long a call waits for its MCP server to\n"
+"                           be ready (default 30000; a server's\n"
+"                           startTimeoutMs wins)\n"
 "  --client-tool-grace-ms MS  how long a client-run call waits for a\n"
 "                           connection to serve its name (default 30000;\n"
 "                           0: until the call's own timeout)\n"
@@ -335,6 +344,8 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "hook-timeout-ms", required_argument, NULL,
 		    MAIN_OPT_HOOK_TIMEOUT },
 		{ "mcp-config", required_argument, NULL, 'Q' },
+		{ "mcp-start-timeout-ms", required_argument, NULL,
+		    MAIN_OPT_MCP_START_TIMEOUT },
 		{ "check-handover", required_argument, NULL, 'H' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -396,6 +407,11 @@ parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'Q':
 			o->mcp_config = optarg;
+			break;
+		case MAIN_OPT_MCP_START_TIMEOUT:
+			o->mcp_start_timeout_ms = parse_number(
+			    "--mcp-start-timeout-ms", optarg, 1,
+			    MCP_START_TIMEOUT_MAX);
 			break;
 		case 'F':
 			if (optarg[0] != '/') {
@@ -891,6 +907,27 @@ main_instance_id(void)
 	return main_instance;
 }
 
+/* The operator's MCP servers of scope "daemon", started once. */
+static void
+main_mcp_shared(const struct options *o, const struct session_config *scfg,
+    const char *statedir, bool reload)
+{
+	struct mcp_shared_config c = {
+		.base = main_base,
+		.default_sandbox = scfg->default_sandbox,
+		.min_sandbox = scfg->min_sandbox,
+		.network_deny = scfg->network_deny,
+		.base_env = scfg->base_env,
+		.state_dir = statedir,
+		.start_timeout_ms = o->mcp_start_timeout_ms,
+		.kill_grace_ms = o->kill_grace_ms,
+		/* A reload's handover may hold them: read it first. */
+		.deferred = reload,
+	};
+
+	mcp_shared_start(session_mcp_operator_config(), &c);
+}
+
 /*
  * SIGHUP: execute the daemon's binary again (the installed one: an
  * upgrade takes effect) in this process (doc/design.md §7, Reload). The
@@ -1080,6 +1117,7 @@ main_reexec(void)
 	old = journal_redirect(mfd);
 	main_snapshot_as(true);
 	session_journal_handover();
+	mcp_shared_handover();
 	carry_save();
 	journal_redirect_end(old);
 	if (fstat(mfd, &st) != 0 || lseek(mfd, 0, SEEK_SET) != 0) {
@@ -1420,6 +1458,7 @@ main(int argc, char **argv)
 	scfg.kill_grace_ms = o.kill_grace_ms;
 	scfg.client_grace_ms = o.client_grace_ms;
 	scfg.output_dir = outdir;
+	scfg.mcp_start_timeout_ms = o.mcp_start_timeout_ms;
 	session_init(&scfg);
 	session_hook_config(o.hooks, o.hook_timeout_ms, outdir);
 	if (o.mcp_config != NULL) {
@@ -1476,9 +1515,13 @@ main(int argc, char **argv)
 	}
 	statedir = o.state_dir != NULL ? xstrdup(o.state_dir) :
 	    default_state_dir();
+	/* Shared MCP servers start with the daemon, before its sessions. */
+	main_mcp_shared(&o, &scfg, statedir, handover != -1);
 	main_journal(statedir, handover, main_socket_id(listen_fd != -1 ?
 	    listen_fd : fd, listen_fd != -1 ? listen_path : path, sockid,
 	    sizeof sockid));
+	/* Any the handover did not bring (session_restore_done adopts). */
+	mcp_shared_adopt();
 	if (handover != -1) {
 		close(handover);
 		/* What ended during the exec is reaped now, as if it were
@@ -1519,6 +1562,7 @@ main(int argc, char **argv)
 	notify_stopping();
 	notify_free();
 	server_stop();
+	mcp_shared_stop();
 	session_shutdown();
 	session_mcp_set_operator(NULL);
 	proxy_shutdown();

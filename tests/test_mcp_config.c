@@ -29,7 +29,8 @@ Test(mcp_config, claude_code_shape)
 	struct mcp_config *c = parse("{\"mcpServers\": {\"fs\": {\"type\": "
 	    "\"stdio\", \"command\": \"npx\", \"args\": [\"-y\", \"srv\"], "
 	    "\"env\": {\"A\": \"1\"}}, \"git\": {\"command\": \"/bin/git-mcp\", "
-	    "\"cwd\": \"/tmp\", \"timeoutMs\": 5000, \"sandbox\": {\"mode\": "
+	    "\"cwd\": \"/tmp\", \"timeoutMs\": 5000, \"startTimeoutMs\": 90000, "
+	    "\"sandbox\": {\"mode\": "
 	    "\"workspace-write\", \"network\": {\"allow\": [\"api.example.com\"]}}, "
 	    "\"limits\": {\"memoryBytes\": 100000000}, \"concurrencySafe\": "
 	    "{\"log\": true, \"push\": false}, \"interruptBehavior\": {\"push\": "
@@ -51,6 +52,8 @@ Test(mcp_config, claude_code_shape)
 	cr_assert_eq(fs->scope, MCP_SCOPE_SESSION);
 	cr_assert_str_eq(git->cwd, "/tmp");
 	cr_assert_eq(git->timeout_ms, 5000);
+	cr_assert_eq(git->start_timeout_ms, 90000);
+	cr_assert_eq(fs->start_timeout_ms, 0);
 	cr_assert(git->has_sandbox);
 	cr_assert_eq(git->sandbox.mode, TOOLDEF_SANDBOX_WORKSPACE_WRITE);
 	cr_assert_eq(git->sandbox.network, TOOLDEF_NETWORK_RULES);
@@ -104,6 +107,10 @@ Test(mcp_config, errors_name_the_field)
 		    "mcpServers.fs.interruptBehavior.t: must be \"cancel\"" },
 		{ "{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"timeoutMs\": "
 		    "0}}}", true, "mcpServers.fs.timeoutMs: must be an integer" },
+		{ "{\"mcpServers\": {\"fs\": {\"command\": \"x\", "
+		    "\"startTimeoutMs\": 3600001}}}", true,
+		    "mcpServers.fs.startTimeoutMs: must be an integer from 1 to "
+		    "3600000" },
 		{ "{\"mcpServers\": {\"a__b\": {\"command\": \"x\"}}}", true,
 		    "mcpServers.a__b: a server name must not contain" },
 	};

@@ -4,8 +4,12 @@ MCP servers from the npm registry run by the real stexecd:
 @modelcontextprotocol/server-everything (listing with annotations, echo,
 progress, a tiny image, structured content, resource links, roots,
 sampling and elicitation answered by this test, safety from annotations,
-an abort of a long call, a long call across a live reload) and @modelcontextprotocol/server-filesystem
-started with no directory, which learns its roots from the daemon.
+an abort of a long call, a long call across a live reload) and @modelcontextprotocol/server-filesystem:
+started with no directory, it learns its roots from the daemon; when the
+session's cwd moves, notifications/roots/list_changed makes it ask again;
+and a server that allows a write its sandbox does not (its workspace is
+its own cwd, elsewhere) is refused by the sandbox, while the same server
+under sandbox none writes.
 
 The servers are installed by this test, pinned by tests/mcp's
 package-lock.json, into a cache ($STEXEC_TEST_CACHE, else
@@ -240,6 +244,81 @@ def filesystem(d):
         shutil.rmtree(outside, ignore_errors=True)
 
 
+def roots_moved(d):
+    """The session's cwd moves (the built-in bash keeps it): the server is
+    told its roots changed, asks again, and allows the new directory."""
+    sub = os.path.join(AREA, "moved-here")
+    os.makedirs(sub, exist_ok=True)
+    c, sid = session(d, mcpServers={"fs": server("server-filesystem")},
+                     shell={"keepCwd": True})
+    mcp_peer.ready(c, "fs")
+    add(c, sid, "m0", "bash", {"command": "cd moved-here && pwd"})
+    T.check(sub in text(result(c, "m0")), "bash moved the session's cwd")
+    # It asks roots/list on the notification and takes the answer
+    # asynchronously (a realpath each): asked until it shows, guarded.
+    deadline = time.monotonic() + mcp_peer.GUARD
+    n = 0
+    while True:
+        n += 1
+        add(c, sid, "m%d" % n, "mcp__fs__list_allowed_directories", {})
+        t = text(result(c, "m%d" % n))
+        if sub in t or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    T.check(sub in t, "after roots/list_changed its allowed directories "
+            "are the new cwd: %r" % t)
+    c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def tricked(d):
+    """server-filesystem is told the session's cwd (its directory argument
+    and the roots the daemon answers) while its own cwd, the workspace its
+    sandbox lets it write, is elsewhere: it allows write_file in the
+    session's cwd, and under workspace-write the sandbox refuses it; the
+    same server under sandbox none writes the file."""
+    probe = mcp_peer.Peer(d.sock)
+    caps = probe.ok("initialize")["capabilities"]
+    probe.close()
+    profiles = caps.get("enforcement", {}).get("sandbox", {}).get(
+        "profiles", [])
+    work = tempfile.mkdtemp(prefix="stexec-mcp-work-")
+    try:
+        modes = ["none"]
+        if "workspace-write" in profiles:
+            modes.insert(0, "workspace-write")
+        else:
+            print("the sandbox refusing a tricked server: not run (this "
+                  "host cannot sandbox: %r)" % caps.get("enforcement", {})
+                  .get("sandbox", {}).get("whyNot"))
+        for mode in modes:
+            target = os.path.join(AREA, "tricked-%s.txt" % mode)
+            fs = server("server-filesystem", AREA)
+            fs.update(cwd=work, sandbox=mode)
+            c, sid = session(d, mcpServers={"fs": fs})
+            mcp_peer.ready(c, "fs")
+            add(c, sid, "w-" + mode, "mcp__fs__write_file",
+                {"path": target, "content": "written by the server\n"})
+            r = result(c, "w-" + mode)
+            t = text(r)
+            if mode == "none":
+                T.check(not r["result"]["is_error"] and
+                        os.path.exists(target), "sandbox none: the same "
+                        "server writes there: %r" % t)
+            else:
+                T.check(r["result"]["is_error"] and not
+                        os.path.exists(target) and
+                        ("EACCES" in t or "EROFS" in t or "EPERM" in t),
+                        "workspace-write: the sandbox refuses the write "
+                        "the server allowed: %r" % t)
+                T.check("Access denied" not in t, "...the sandbox, not "
+                        "the server: %r" % t)
+            c.ok("closeSession", sessionId=sid)
+            c.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def body(d):
     deadline = time.monotonic() + mcp_peer.GUARD
     while not os.path.exists(d.sock):
@@ -248,6 +327,8 @@ def body(d):
         time.sleep(0.05)
     everything(d)
     filesystem(d)
+    roots_moved(d)
+    tricked(d)
     deadline = time.monotonic() + mcp_peer.GUARD
     while d.leftovers() and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -16,6 +16,8 @@
 #include "core/tooldef.h"
 
 struct event_base;
+struct handover_in;
+struct handover_rec;
 struct proc_spec;
 
 /* Bounds (every one explicit): servers of a config, args, env entries. */
@@ -35,6 +37,8 @@ struct proc_spec;
 #define MCP_FAILURES_MAX 5
 #define MCP_FAILURE_WINDOW_MS 60000
 #define MCP_START_TIMEOUT_DEFAULT 30000
+/* startTimeoutMs and --mcp-start-timeout-ms: at most an hour. */
+#define MCP_START_TIMEOUT_MAX 3600000
 
 enum mcp_scope {
 	MCP_SCOPE_SESSION, /* one process per session, in its cwd */
@@ -51,6 +55,7 @@ struct mcp_server_config {
 	struct tooldef_sandbox sandbox;
 	struct tooldef_limits limits;
 	int64_t timeout_ms;      /* per call; 0: the ToolDef default */
+	int64_t start_timeout_ms; /* to ready; 0: the daemon's */
 	json_t *concurrency_safe; /* {tool: bool}, or NULL */
 	json_t *interrupt;       /* {tool: "cancel" | "block"}, or NULL */
 	enum mcp_scope scope;
@@ -167,28 +172,11 @@ void mcp_server_roots_changed(struct mcp_server *);
 void mcp_server_respond(struct mcp_server *, const json_t *id,
     const json_t *result, const char *error);
 uint64_t mcp_server_restarts(const struct mcp_server *);
-
-/*
- * A reload (doc/design.md §7, Reload and MCP servers): a ready server is
- * handed over with its process, pipes, bytes, tools and calls; the next
- * image adopts it without a second initialize. Whether it is carried (ready,
- * running, no kill under way); its process (and, carried, its state) into
- * obj, its bytes into the record, false when it has no process to hand.
- */
-struct handover_rec;
-struct handover_in;
-bool mcp_server_carried(const struct mcp_server *);
-bool mcp_server_save(struct mcp_server *, struct handover_rec *, json_t *obj);
-/*
- * The next image: the server of obj, running on (its tools listed, no
- * callback yet), or NULL when obj carries no state of one: its process,
- * if any, is then killed (its group) and its descriptors left unclaimed.
- */
-struct mcp_server *mcp_server_adopt(struct event_base *,
-    const struct mcp_server_params *, const struct mcp_server_ops *,
-    void *arg, const struct handover_in *, const json_t *obj);
-/* A handed over process no server takes: killed (its group). */
-void mcp_server_discard(const struct handover_in *, const json_t *obj);
+/* Its calls in flight (sent or waiting for it) and those ended. */
+size_t mcp_server_calls_in_flight(const struct mcp_server *);
+uint64_t mcp_server_calls_done(const struct mcp_server *);
+/* Its process's id (its group's too), 0 while it has none. */
+int mcp_server_pid(const struct mcp_server *);
 
 struct mcp_call_ops {
 	/* notifications/progress: {progress, total?, message?}. */
@@ -215,17 +203,30 @@ struct mcp_call *mcp_server_call(struct mcp_server *, const char *tool,
  */
 void mcp_call_cancel(struct mcp_call *, const char *reason);
 
-/* The JSON-RPC id of a call sent (its progress token too); 0 if none. */
-int64_t mcp_call_id(const struct mcp_call *);
 /*
- * A reload's next image: the call of id handed over with its server, given
- * its owner again; NULL when it has none such. Then the calls nobody took
- * are cancelled (notifications/cancelled). ops NULL: only whether it
- * holds one (claimed nothing, a non-NULL answer not to be used).
+ * A live reload (doc/design.md §7, Reload). Whether a server can be handed
+ * over as it is: ready, nothing of its handshake or listing under way,
+ * every call sent. Its record then holds its process and pipes (proc_save),
+ * the bytes read and not parsed, its stderr's tail, its tools, protocol
+ * version, next id and the ids of its calls in flight.
  */
-struct mcp_call *mcp_server_claim(struct mcp_server *, int64_t id,
+bool mcp_server_carriable(const struct mcp_server *);
+void mcp_server_save(struct mcp_server *, struct handover_rec *, json_t *o);
+/*
+ * The next image: the server back from its record, ready, with no second
+ * initialize; its calls in flight wait for mcp_call_adopt. NULL when the
+ * record does not serve (the caller kills what it names).
+ */
+struct mcp_server *mcp_server_adopt(struct event_base *,
+    const struct mcp_server_params *, const struct mcp_server_ops *,
+    void *arg, const struct handover_in *, const json_t *o);
+/* A call handed over, by its request id, given its ops again; or NULL. */
+struct mcp_call *mcp_call_adopt(struct mcp_server *, int64_t id,
     const struct mcp_call_ops *, void *arg);
-void mcp_server_claimed(struct mcp_server *);
+/* Every tool is back: the calls none took are cancelled. */
+void mcp_server_adopted(struct mcp_server *);
+/* Its request id (0 while queued). */
+int64_t mcp_call_id(const struct mcp_call *);
 
 /* mcp_content.c */
 /*

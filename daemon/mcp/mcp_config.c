@@ -1,7 +1,7 @@
 /*
  * MCP server configuration: Claude Code's .mcp.json shape and our
  * extensions (sandbox, limits, timeoutMs, concurrencySafe,
- * interruptBehavior, scope). Pure: no I/O but the file read.
+ * interruptBehavior, scope, startTimeoutMs). Pure: no I/O but the file read.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -91,7 +91,7 @@ mcp_config_server(struct mcp_server_config *s, const char *name,
 {
 	static const char *known[] = { "type", "command", "args", "env", "cwd",
 	    "sandbox", "limits", "timeoutMs", "concurrencySafe",
-	    "interruptBehavior", "scope" };
+	    "interruptBehavior", "scope", "startTimeoutMs" };
 	const json_t *v, *args;
 	const char *key, *type;
 	char field[MCP_NAME_MAX + 64], sub[256];
@@ -123,7 +123,8 @@ mcp_config_server(struct mcp_server_config *s, const char *name,
 			mcp_config_fail(err, errlen, "%s.%s: unknown field "
 			    "(known: type, command, args, env, cwd, sandbox, "
 			    "limits, timeoutMs, concurrencySafe, "
-			    "interruptBehavior, scope)", field, key);
+			    "interruptBehavior, scope, startTimeoutMs)", field,
+			    key);
 			return false;
 		}
 	}
@@ -208,6 +209,16 @@ mcp_config_server(struct mcp_server_config *s, const char *name,
 			return false;
 		}
 		s->timeout_ms = json_integer_value(v);
+	}
+	if ((v = json_object_get(o, "startTimeoutMs")) != NULL) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > MCP_START_TIMEOUT_MAX) {
+			mcp_config_fail(err, errlen, "%s.startTimeoutMs: must be "
+			    "an integer from 1 to %d", field,
+			    MCP_START_TIMEOUT_MAX);
+			return false;
+		}
+		s->start_timeout_ms = json_integer_value(v);
 	}
 	if ((v = json_object_get(o, "concurrencySafe")) != NULL) {
 		snprintf(sub, sizeof sub, "%s.concurrencySafe", field);

@@ -32,10 +32,6 @@
 #define MCP_CANCELLED_KEPT 256
 #define MCP_BACKOFF_MAX_MS 10000
 #define MCP_ENV_MAX 4096
-/* Calls of one server a reload's record may name. */
-#define MCP_CARRIED_CALLS_MAX 4096
-/* JSON-RPC ids stay exact as JSON numbers. */
-#define MCP_ID_MAX ((int64_t)1 << 53)
 
 static const char *mcp_versions[] = { "2025-11-25", "2025-06-18",
     "2025-03-26" };
@@ -50,7 +46,6 @@ struct mcp_call {
 	void *arg;
 	struct event *ev;        /* the start timeout; a deferred end */
 	char *error;             /* a deferred end's */
-	bool carried;            /* handed over by a reload, not claimed yet */
 };
 
 struct mcp_server {
@@ -86,6 +81,7 @@ struct mcp_server {
 	int64_t failures[MCP_FAILURES_MAX];
 	unsigned nfailures;
 	uint64_t restarts;
+	uint64_t done;           /* calls ended, any way */
 	int64_t bad_since, notes_since, logs_since;
 	unsigned bad, notes, logs, logs_dropped;
 	struct event *start_ev, *restart_ev, *stop_ev;
@@ -102,8 +98,6 @@ static struct mcp_server *mcp_server_new(struct event_base *,
 		    const struct mcp_server_params *,
 		    const struct mcp_server_ops *, void *);
 static void	mcp_server_spawn(struct mcp_server *);
-static bool	mcp_server_load(struct mcp_server *,
-		    const struct handover_in *, const json_t *);
 static void	mcp_server_chunk(void *, int, const char *, size_t);
 static void	mcp_server_exit(void *, const struct proc_exit *);
 static void	mcp_server_fd3(void *, const char *, size_t);
@@ -146,7 +140,6 @@ static void	mcp_call_free(struct mcp_call *);
 static void	mcp_call_end(struct mcp_call *, const json_t *, const char *);
 static void	mcp_call_cb(evutil_socket_t, short, void *);
 static struct mcp_call *mcp_call_find(struct mcp_server *, int64_t);
-static bool	mcp_proc_sane(const json_t *);
 static int64_t	mcp_now_ms(void);
 static void	mcp_arm(struct event *, int64_t);
 
@@ -180,11 +173,13 @@ mcp_server_start(struct event_base *base, const struct mcp_server_params *p,
 {
 	struct mcp_server *s = mcp_server_new(base, p, ops, arg);
 
+	s->tools = json_array();
+	s->state = MCP_STARTING;
 	mcp_server_spawn(s);
 	return s;
 }
 
-/* A server of no process yet, linked among all. */
+/* A server with its params' defaults and its events, not yet running. */
 static struct mcp_server *
 mcp_server_new(struct event_base *base, const struct mcp_server_params *p,
     const struct mcp_server_ops *ops, void *arg)
@@ -206,14 +201,12 @@ mcp_server_new(struct event_base *base, const struct mcp_server_params *p,
 	s->ops = *ops;
 	s->arg = arg;
 	s->next_id = 1;
-	s->tools = json_array();
 	s->start_ev = evtimer_new(base, mcp_server_start_cb, s);
 	s->restart_ev = evtimer_new(base, mcp_server_restart_cb, s);
 	s->stop_ev = evtimer_new(base, mcp_server_stop_cb, s);
 	if ((s->all_next = mcp_all) != NULL)
 		mcp_all->all_prev = s;
 	mcp_all = s;
-	s->state = MCP_STARTING;
 	return s;
 }
 
@@ -1111,6 +1104,30 @@ mcp_server_restarts(const struct mcp_server *s)
 	return s->restarts;
 }
 
+size_t
+mcp_server_calls_in_flight(const struct mcp_server *s)
+{
+	struct mcp_call *c;
+	size_t n = 0;
+
+	for (c = s->calls; c != NULL; c = c->next)
+		n++;
+	return n;
+}
+
+uint64_t
+mcp_server_calls_done(const struct mcp_server *s)
+{
+	return s->done;
+}
+
+int
+mcp_server_pid(const struct mcp_server *s)
+{
+	return s->proc != NULL && proc_pid(s->proc) > 0 ?
+	    (int)proc_pid(s->proc) : 0;
+}
+
 json_t *
 mcp_server_json(const struct mcp_server *s)
 {
@@ -1341,6 +1358,7 @@ mcp_call_unlink(struct mcp_call *c)
 static void
 mcp_call_free(struct mcp_call *c)
 {
+	c->s->done++;
 	event_free(c->ev);
 	free(c->tool);
 	json_decref(c->args);
@@ -1348,78 +1366,46 @@ mcp_call_free(struct mcp_call *c)
 	free(c);
 }
 
-int64_t
-mcp_call_id(const struct mcp_call *c)
-{
-	return c->error == NULL ? c->id : 0;
-}
-
+/*
+ * A live reload (doc/design.md §7, Reload) hands a server over as it is
+ * only when nothing of it is half done: ready, no handshake, listing or
+ * ping under way, every call sent and none ending.
+ */
 bool
-mcp_server_carried(const struct mcp_server *s)
+mcp_server_carriable(const struct mcp_server *s)
 {
-	return !s->closing && s->state == MCP_READY && s->proc != NULL &&
-	    proc_carried(s->proc) && s->kill_why == NULL && s->init_id == 0 &&
-	    s->ping_id == 0;
-}
+	const struct mcp_call *c;
 
-bool
-mcp_server_save(struct mcp_server *s, struct handover_rec *r, json_t *o)
-{
-	json_t *proc, *m, *calls, *failures, *cancelled;
-	struct mcp_call *c;
-	unsigned i, n;
-
-	if (s->closing || s->proc == NULL || !proc_carried(s->proc))
+	if (s->state != MCP_READY || s->closing || s->proc == NULL ||
+	    s->init_id != 0 || s->list_id != 0 || s->ping_id != 0 ||
+	    s->version == NULL || !proc_carried(s->proc))
 		return false;
-	proc = json_object();
-	proc_save(s->proc, r, proc);
-	json_object_set_new(o, "proc", proc);
-	/* Not carried: the next image kills it and starts it afresh. */
-	if (!mcp_server_carried(s))
-		return true;
-	calls = json_array();
 	for (c = s->calls; c != NULL; c = c->next)
-		if (mcp_call_id(c) != 0)
-			json_array_append_new(calls, json_pack("{s:I, s:s}",
-			    "id", (json_int_t)c->id, "tool", c->tool));
-	failures = json_array();
-	for (i = 0; i < s->nfailures && i < MCP_FAILURES_MAX; i++)
-		json_array_append_new(failures, json_integer(s->failures[i]));
-	cancelled = json_array();
-	n = s->ncancelled < MCP_CANCELLED_KEPT ? s->ncancelled :
-	    MCP_CANCELLED_KEPT;
-	for (i = 0; i < n; i++)
-		json_array_append_new(cancelled, json_integer(s->cancelled[i]));
-	m = json_pack("{s:I, s:I, s:I, s:s, s:O, s:O?, s:I, s:b, s:b, s:o, "
-	    "s:o, s:o}", "restarts", (json_int_t)s->restarts, "nextId",
-	    (json_int_t)s->next_id, "listId", (json_int_t)s->list_id,
-	    "version", s->version != NULL ? s->version : "", "tools", s->tools,
-	    "listing", s->listing, "pages", (json_int_t)s->pages, "relist",
-	    s->relist, "discarding", s->discarding, "calls", calls,
-	    "failures", failures, "cancelled", cancelled);
-	handover_put(r, m, "line", s->line.data, s->line.len);
-	handover_put(r, m, "tail", s->tail, s->tail_len);
-	json_object_set_new(o, "mcp", m);
+		if (c->id == 0 || c->error != NULL)
+			return false;
 	return true;
 }
 
-/* A process record that names one: never pid 0 or 1, whose group is ours. */
-static bool
-mcp_proc_sane(const json_t *proc)
-{
-	return json_is_object(proc) && json_integer_value(json_object_get(proc,
-	    "pid")) > 1 && json_integer_value(json_object_get(proc, "pgid")) >
-	    1 && json_is_array(json_object_get(proc, "pipes"));
-}
-
 void
-mcp_server_discard(const struct handover_in *in, const json_t *o)
+mcp_server_save(struct mcp_server *s, struct handover_rec *r, json_t *o)
 {
-	static const struct proc_ops none = { 0 };
-	const json_t *proc = json_object_get(o, "proc");
+	json_t *proc = json_object(), *calls = json_array();
+	const struct mcp_call *c;
 
-	if (mcp_proc_sane(proc))
-		proc_kill(proc_adopt(in, proc, &none, NULL));
+	for (c = s->calls; c != NULL; c = c->next)
+		json_array_append_new(calls, json_integer(c->id));
+	json_object_set_new(o, "calls", calls);
+	json_object_set_new(o, "nextId", json_integer(s->next_id));
+	json_object_set_new(o, "version", json_string(s->version));
+	json_object_set_new(o, "tools", json_incref(s->tools));
+	json_object_set_new(o, "restarts", json_integer((json_int_t)
+	    s->restarts));
+	json_object_set_new(o, "done", json_integer((json_int_t)s->done));
+	json_object_set_new(o, "discarding", json_boolean(s->discarding));
+	handover_put(r, o, "line", s->line.data, s->line.len);
+	handover_put(r, o, "tail", s->tail, s->tail_len);
+	proc_save(s->proc, r, proc);
+	json_object_set_new(o, "proc", proc);
 }
 
 struct mcp_server *
@@ -1427,132 +1413,80 @@ mcp_server_adopt(struct event_base *base, const struct mcp_server_params *p,
     const struct mcp_server_ops *ops, void *arg, const struct handover_in *in,
     const json_t *o)
 {
+	static const struct mcp_call_ops none = { 0 };
+	const char *version = json_string_value(json_object_get(o, "version"));
+	const json_t *tools = json_object_get(o, "tools"), *v;
 	struct mcp_server *s;
+	struct mcp_call *c;
+	const char *data;
+	size_t i, n;
 
-	if (!mcp_proc_sane(json_object_get(o, "proc")))
+	for (i = 0; version != NULL && i < nitems(mcp_versions); i++)
+		if (strcmp(version, mcp_versions[i]) == 0)
+			break;
+	if (version == NULL || i == nitems(mcp_versions) ||
+	    !json_is_array(tools) || json_array_size(tools) > MCP_TOOLS_MAX ||
+	    !json_is_object(json_object_get(o, "proc")))
 		return NULL;
 	s = mcp_server_new(base, p, ops, arg);
-	if (!mcp_server_load(s, in, json_object_get(o, "mcp"))) {
-		s->closing = true;
-		mcp_server_free(s);
-		mcp_server_discard(in, o);
-		return NULL;
+	s->version = mcp_versions[i];
+	s->tools = json_deep_copy(tools);
+	s->next_id = json_integer_value(json_object_get(o, "nextId"));
+	if (s->next_id < 1)
+		s->next_id = 1;
+	s->restarts = (uint64_t)json_integer_value(json_object_get(o,
+	    "restarts"));
+	s->done = (uint64_t)json_integer_value(json_object_get(o, "done"));
+	s->discarding = json_is_true(json_object_get(o, "discarding"));
+	data = handover_get(in, o, "line", &n);
+	if (n <= MCP_LINE_MAX)
+		buf_add(&s->line, data, n);
+	data = handover_get(in, o, "tail", &n);
+	s->tail_len = n < sizeof s->tail ? n : sizeof s->tail;
+	memcpy(s->tail, data, s->tail_len);
+	s->state = MCP_READY;
+	s->ever_ready = true;
+	/* Its calls in flight wait for their tools to take them back. */
+	json_array_foreach(json_object_get(o, "calls"), i, v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) >= s->next_id || i >= MCP_CANCELLED_KEPT)
+			continue;
+		c = mcp_server_call(s, "", NULL, &none, NULL);
+		c->id = json_integer_value(v);
+		evtimer_del(c->ev);
 	}
 	s->proc = proc_adopt(in, json_object_get(o, "proc"),
 	    &mcp_server_proc_ops, s);
 	return s;
 }
 
-/* The state of a record into s, a server of no process; false if corrupt. */
-static bool
-mcp_server_load(struct mcp_server *s, const struct handover_in *in,
-    const json_t *m)
-{
-	const json_t *tools = json_object_get(m, "tools"), *calls, *v;
-	const json_t *listing = json_object_get(m, "listing");
-	const char *version = json_string_value(json_object_get(m, "version"));
-	const char *data, *tail;
-	struct mcp_call *c;
-	int64_t next = json_integer_value(json_object_get(m, "nextId")), id;
-	int64_t list_id = json_integer_value(json_object_get(m, "listId"));
-	size_t i, n, tail_len;
-
-	calls = json_object_get(m, "calls");
-	if (json_is_null(listing))
-		listing = NULL;
-	data = handover_get(in, m, "line", &n);
-	tail = handover_get(in, m, "tail", &tail_len);
-	if (!json_is_object(m) || !json_is_array(tools) ||
-	    json_array_size(tools) > MCP_TOOLS_MAX || (listing != NULL &&
-	    (!json_is_array(listing) || json_array_size(listing) >
-	    MCP_TOOLS_MAX)) || version == NULL || next <= 0 ||
-	    next >= MCP_ID_MAX || list_id < 0 || list_id >= next ||
-	    !json_is_array(calls) || json_array_size(calls) >
-	    MCP_CARRIED_CALLS_MAX || n > MCP_LINE_MAX ||
-	    tail_len > sizeof s->tail || json_array_size(json_object_get(m,
-	    "failures")) > MCP_FAILURES_MAX || json_array_size(
-	    json_object_get(m, "cancelled")) > MCP_CANCELLED_KEPT)
-		return false;
-	for (i = 0; i < nitems(mcp_versions); i++)
-		if (strcmp(version, mcp_versions[i]) == 0)
-			break;
-	if (i == nitems(mcp_versions))
-		return false;
-	s->version = mcp_versions[i];
-	json_array_foreach(tools, i, v)
-		if (!json_is_string(json_object_get(v, "name")))
-			return false;
-	json_array_foreach(calls, i, v) {
-		id = json_integer_value(json_object_get(v, "id"));
-		if (id <= 0 || id >= next || !json_is_string(json_object_get(v,
-		    "tool")))
-			return false;
-	}
-	json_decref(s->tools);
-	s->tools = json_deep_copy(tools);
-	s->listing = listing != NULL ? json_deep_copy(listing) : NULL;
-	s->list_id = list_id;
-	s->pages = (unsigned)json_integer_value(json_object_get(m, "pages"));
-	if (s->pages > MCP_PAGES_MAX)
-		s->pages = MCP_PAGES_MAX;
-	s->relist = json_is_true(json_object_get(m, "relist"));
-	s->discarding = json_is_true(json_object_get(m, "discarding"));
-	s->next_id = next;
-	s->restarts = (uint64_t)json_integer_value(json_object_get(m,
-	    "restarts"));
-	buf_add(&s->line, data, n);
-	memcpy(s->tail, tail, tail_len);
-	s->tail_len = tail_len;
-	json_array_foreach(json_object_get(m, "failures"), i, v)
-		s->failures[s->nfailures++] = json_integer_value(v);
-	json_array_foreach(json_object_get(m, "cancelled"), i, v)
-		s->cancelled[s->ncancelled++] = json_integer_value(v);
-	/* Its calls wait for their owners (mcp_server_claim). */
-	json_array_foreach(calls, i, v) {
-		c = xcalloc(1, sizeof *c);
-		c->s = s;
-		c->id = json_integer_value(json_object_get(v, "id"));
-		c->tool = xstrdup(json_string_value(json_object_get(v,
-		    "tool")));
-		c->args = json_object();
-		c->ev = evtimer_new(s->base, mcp_call_cb, c);
-		c->carried = true;
-		if ((c->next = s->calls) != NULL)
-			s->calls->prev = c;
-		s->calls = c;
-	}
-	s->state = MCP_READY;
-	s->ever_ready = true;
-	return true;
-}
-
 struct mcp_call *
-mcp_server_claim(struct mcp_server *s, int64_t id,
+mcp_call_adopt(struct mcp_server *s, int64_t id,
     const struct mcp_call_ops *ops, void *arg)
 {
-	struct mcp_call *c;
+	struct mcp_call *c = mcp_call_find(s, id);
 
-	for (c = s->calls; c != NULL && id != 0; c = c->next)
-		if (c->carried && c->id == id && c->error == NULL) {
-			if (ops == NULL)
-				return c;
-			c->carried = false;
-			c->ops = *ops;
-			c->arg = arg;
-			return c;
-		}
-	return NULL;
+	if (c == NULL || c->ops.done != NULL)
+		return NULL;
+	c->ops = *ops;
+	c->arg = arg;
+	return c;
 }
 
 void
-mcp_server_claimed(struct mcp_server *s)
+mcp_server_adopted(struct mcp_server *s)
 {
 	struct mcp_call *c, *next;
 
 	for (c = s->calls; c != NULL; c = next) {
 		next = c->next;
-		if (c->carried)
-			mcp_call_cancel(c, "its caller did not survive the "
-			    "daemon's reload");
+		if (c->ops.done == NULL)
+			mcp_call_cancel(c, "its tool did not outlive the reload");
 	}
+}
+
+int64_t
+mcp_call_id(const struct mcp_call *c)
+{
+	return c->id;
 }

@@ -42,7 +42,7 @@ struct event_base;
 #define JOURNAL_CONN 'K'     /* a client connection (handover.h) */
 #define JOURNAL_JOB 'J'      /* a job, its output and process (handover.h) */
 #define JOURNAL_TURN 'U'     /* a turn's abort and error state: JSON */
-#define JOURNAL_MCP 'M'      /* an MCP server, its process and calls */
+#define JOURNAL_MCP 'M'      /* an MCP server handed over (handover.h) */
 
 struct journal_loaded {
 	unsigned records;  /* read whole */

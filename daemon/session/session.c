@@ -238,6 +238,7 @@ session_init(const struct session_config *cfg)
 		.emit = session_emit,
 		.rejournal = session_rejournal,
 		.gone = session_job_ended,
+		.start_timeout_ms = cfg->mcp_start_timeout_ms,
 	};
 
 	session_cfg = session_net_cfg = *cfg;

@@ -68,6 +68,7 @@ struct session_config {
 	int kill_grace_ms;       /* a block client tool's, once cancelled */
 	int client_grace_ms;     /* a client tool whose name nobody serves */
 	const char *output_dir;  /* whole-output files */
+	int64_t mcp_start_timeout_ms; /* --mcp-start-timeout-ms; 0: 30 s */
 };
 
 void session_init(const struct session_config *);
@@ -114,6 +115,8 @@ struct tooldef *session_tool(struct session *, const char *name);
  */
 struct mcp_config;
 void session_mcp_set_operator(struct mcp_config *);
+/* The operator's config (its shared servers start from it), or NULL. */
+const struct mcp_config *session_mcp_operator_config(void);
 int session_mcp_check(const struct mcp_config *own, char *err,
     size_t errlen);
 void session_mcp_start(struct session *, struct mcp_config *own,

@@ -243,6 +243,7 @@ struct session_mcp_config {
 	void (*rejournal)(struct session *);
 	/* A closing session's last server is gone: it may finish. */
 	void (*gone)(struct session *);
+	int64_t start_timeout_ms; /* --mcp-start-timeout-ms; 0: default */
 };
 void session_mcp_init(const struct session_mcp_config *);
 struct tooldef *session_mcp_tool(struct session *, const char *name);
@@ -255,29 +256,28 @@ void session_mcp_drop(struct mcp_run *);
 void session_mcp_describe(const struct mcp_run *, json_t *);
 void session_mcp_free(struct session *);
 /*
+ * A live reload: whether the call goes on in the next image (its server
+ * is handed over), its part of the tool's record, and each session's
+ * servers into the handover (JOURNAL_MCP). In the next image, once every
+ * record is read: the servers adopted or started, then each call taken
+ * back (NULL never: a call whose server did not come back ends killed),
+ * then the calls no tool took cancelled.
+ */
+bool session_mcp_carried(const struct mcp_run *);
+void session_mcp_save(const struct mcp_run *, json_t *);
+void session_mcp_handover(struct session *);
+struct handover_in;
+void session_mcp_restored(struct session *, const struct handover_in *,
+    size_t);
+struct mcp_run *session_mcp_adopt(struct session *, struct exec_tool *,
+    const json_t *);
+void session_mcp_adopted(struct session *);
+/*
  * closeSession: its servers' stdin closes, then TERM, KILL (S18); whether
  * every one is gone (the reply waits for that, as for a tool's process).
  */
 void session_mcp_close(struct session *);
 bool session_mcp_gone(const struct session *);
-/*
- * A reload (doc/design.md §7, Reload and MCP servers): each server into
- * the handover (a JOURNAL_MCP record: its process, and its state when it
- * is carried); a call in flight, carried with its server, into its tool's
- * record. The next image: the session's servers again before its tools,
- * those handed over adopted, the others started; a tool's call back to
- * its server (claimable: whether its server holds it); then the calls
- * nobody took are cancelled.
- */
-void session_mcp_handover(struct session *);
-void session_mcp_resume(struct session *, const struct handover_in *,
-    size_t);
-bool session_mcp_carried(const struct mcp_run *);
-void session_mcp_save(const struct mcp_run *, json_t *);
-bool session_mcp_claimable(struct session *, const json_t *);
-struct mcp_run *session_mcp_adopt(struct session *, struct exec_tool *,
-    const json_t *);
-void session_mcp_adopted(struct session *);
 
 
 /*

@@ -9,8 +9,8 @@
 #include "core/executor.h"
 #include "handover.h"
 #include "session/journal.h"
+#include "session/mcp_shared.h"
 #include "log.h"
-#include "mcp/mcp.h"
 #include "session/job.h"
 #include "session/session_int.h"
 #include "core/tooldef.h"
@@ -32,7 +32,7 @@ struct restoring {
 	struct handover_in *jobs; /* reload: its jobs (job.h) */
 	char **jraws;
 	size_t njobs;
-	struct handover_in *mcps; /* reload: its MCP servers */
+	struct handover_in *mcps; /* reload: its MCP servers (mcp.h) */
 	char **mraws;
 	size_t nmcps;
 };
@@ -50,7 +50,6 @@ static void	session_restore_mcp(const char *, size_t);
 static bool	session_restore_keep(const char *, size_t,
 		    struct handover_in *, char **, struct restoring **);
 static void	session_restore_adopt(struct restoring *);
-static bool	session_restore_lost(struct restoring *, json_int_t);
 static void	session_journal_session(struct session *);
 static void	session_journal_note(struct session *, const struct note *);
 static void	session_journal_add(struct session *, uint64_t, const char *,
@@ -306,8 +305,7 @@ session_journal_handover(void)
 			}
 			/*
 			 * An MCP server's call whose server is not carried
-			 * (doc/design.md §7, Reload and MCP servers): it gets
-			 * daemon_restarted (S10), never a second run.
+			 * gets daemon_restarted (S10), never a second run.
 			 */
 			if (st == EXEC_EXECUTING && t != NULL &&
 			    tooldef_runner(exec_tool_def(t)) == TOOLDEF_RUNNER_MCP)
@@ -596,7 +594,7 @@ session_restore_job(const char *data, size_t len)
 	r->jraws[r->njobs++] = raw;
 }
 
-/* An MCP server handed over, for session_mcp_resume. */
+/* An MCP server handed over, for session_mcp_restored. */
 static void
 session_restore_mcp(const char *data, size_t len)
 {
@@ -604,6 +602,16 @@ session_restore_mcp(const char *data, size_t len)
 	struct restoring *r;
 	char *raw;
 
+	/* A shared server's (scope daemon) belongs to no session. */
+	raw = xmalloc(len + 1);
+	memcpy(raw, data, len);
+	if (handover_decode(raw, len, &in) && json_is_true(json_object_get(
+	    in.json, "shared"))) {
+		mcp_shared_restore(&in, raw);
+		return;
+	}
+	json_decref(in.json);
+	free(raw);
 	if (!session_restore_keep(data, len, &in, &raw, &r))
 		return;
 	r->mcps = xreallocarray(r->mcps, r->nmcps + 1, sizeof *r->mcps);
@@ -619,6 +627,9 @@ session_restore_stray(const struct handover_in *in)
 	static const struct proc_ops none = { 0 };
 	struct proc *p;
 
+	/* Nor has an MCP call: its server cancels it (mcp_server_adopted). */
+	if (json_object_get(in->json, "mcp") != NULL)
+		return;
 	/* A client's call has no process: its client hears nothing more. */
 	if (json_object_get(in->json, "client") != NULL) {
 		log_warn("a reload handed over client call %s of no session",
@@ -627,44 +638,11 @@ session_restore_stray(const struct handover_in *in)
 		    "?");
 		return;
 	}
-	/* An MCP server's call goes with its server (cancelled there). */
-	if (json_object_get(in->json, "mcp") != NULL &&
-	    json_object_get(in->json, "server") == NULL) {
-		log_warn("a reload handed over MCP call %s that no tool takes "
-		    "back", json_string_value(json_object_get(in->json, "id"))
-		    != NULL ? json_string_value(json_object_get(in->json,
-		    "id")) : "?");
-		return;
-	}
-	/* An MCP server of no session: killed (its group). */
-	if (json_object_get(in->json, "server") != NULL) {
-		mcp_server_discard(in, in->json);
-		log_warn("a reload handed over MCP server %s of no session; "
-		    "killed it", json_string_value(json_object_get(in->json,
-		    "server")) != NULL ? json_string_value(json_object_get(
-		    in->json, "server")) : "?");
-		return;
-	}
 	p = proc_adopt(in, json_object_get(in->json, "proc"), &none, NULL);
 	proc_kill(p);
 	log_warn("a reload handed over tool %s of no session; killed it",
 	    json_string_value(json_object_get(in->json, "id")) != NULL ?
 	    json_string_value(json_object_get(in->json, "id")) : "?");
-}
-
-/*
- * Whether the run i is an MCP server's call its server does not hold (not
- * carried, or its record corrupt): daemon_restarted then (S10).
- */
-static bool
-session_restore_lost(struct restoring *r, json_int_t i)
-{
-	const json_t *o;
-
-	if (i < 0 || (size_t)i >= r->nruns)
-		return true;
-	o = json_object_get(r->runs[i].json, "mcp");
-	return o != NULL && !session_mcp_claimable(r->s, o);
 }
 
 /* The processes handed over go back to their tools, now restored. */
@@ -787,12 +765,14 @@ session_restore_done(void)
 	size_t i, k, n;
 
 	session_journal_restoring = false;
+	/* Shared servers first: every session's calls find them. */
+	mcp_shared_adopt();
 	for (i = 0; i < session_restored.cap; i++) {
 		if (session_restored.slots[i].key == NULL ||
 		    (r = session_restored.slots[i].value) == NULL)
 			continue;
-		/* Its servers first: the tools of those adopted are known. */
-		session_mcp_resume(r->s, r->mcps, r->nmcps);
+		/* Its servers first: a call in flight finds its ToolDef. */
+		session_mcp_restored(r->s, r->mcps, r->nmcps);
 		turn = r->ended + 1 > r->turn ? r->ended + 1 : r->turn;
 		n = turn == r->turn ? json_array_size(r->adds) : 0;
 		tools = xcalloc(n + 1, sizeof *tools);
@@ -821,8 +801,6 @@ session_restore_done(void)
 			}
 			tools[k].killed_for = -1;
 			if (json_object_get(got, "running") != NULL &&
-			    !session_restore_lost(r, json_integer_value(
-			    json_object_get(got, "running"))) &&
 			    tools[k].name != NULL && (tools[k].def =
 			    session_tool(r->s, tools[k].name)) != NULL) {
 				tools[k].running = true;
@@ -865,5 +843,6 @@ session_restore_done(void)
 		count++;
 	}
 	idmap_free(&session_restored);
+	mcp_shared_adopted();
 	return count;
 }

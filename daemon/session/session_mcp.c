@@ -5,6 +5,7 @@
  * like any other (runner mcp); their requests (roots, sampling,
  * elicitation) answered for the session.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "metrics.h"
 #include "net/proxy.h"
 #include "session/journal.h"
+#include "session/mcp_shared.h"
 #include "session/session_int.h"
 #include "supervisor/capture.h"
 #include "util.h"
@@ -55,9 +57,12 @@ struct mcp_srv {
 	struct tooldef *waiting; /* the def of a call made before its list */
 	const char *roots[SANDBOX_MAX_ROOTS];
 	struct proxy_tool *proxy; /* network rules: its way out (§7.2) */
+	int netns;               /* ...and the namespace it runs in */
 	uint64_t outcomes[SESSION_MCP_OUTCOMES]; /* its calls, by outcome */
 	char **envp;             /* its last spawn's environment */
 	struct buf vars;         /* ...the proxy's variables in it */
+	bool shared;             /* scope daemon: mcp_shared.c's, not ours */
+	struct mcp_run *runs;    /* the session's calls to it */
 };
 
 struct mcp_pending {
@@ -89,22 +94,18 @@ struct mcp_run {
 	enum exec_end end;
 	size_t max_result;
 	uint64_t started_ms;
-	uint64_t deadline_ms;     /* its timeout's, monotonic; 0: none */
+	int64_t timeout_ms;      /* its call's, from started_ms; 0: none */
+	struct mcp_run *prev, *next; /* its server's runs (sv->runs) */
 };
 
 static struct mcp_config *session_mcp_operator;
 static struct session_mcp_config session_mcp_cfg;
 
-static void	session_mcp_setup(struct session *, struct mcp_config *,
-		    const json_t *, bool, bool, bool);
 static void	session_mcp_add(struct session_mcp *,
-		    const struct mcp_server_config *, bool);
-static void	session_mcp_params(struct mcp_srv *,
-		    struct mcp_server_params *);
-static void	session_mcp_defs(struct mcp_srv *);
-static bool	session_mcp_argv_is(const struct mcp_server_config *,
-		    const json_t *);
-static struct mcp_srv *session_mcp_named(struct session *, const json_t *);
+		    const struct mcp_server_config *);
+static void	session_mcp_launch(struct mcp_srv *,
+		    const struct handover_in *, const json_t *);
+static bool	session_mcp_carried_srv(const struct mcp_srv *);
 static void	session_mcp_prepare(void *, struct mcp_server *,
 		    struct proc_spec *);
 static void	session_mcp_state(void *, struct mcp_server *);
@@ -126,6 +127,18 @@ static void	session_mcp_bounded(struct mcp_run *, const json_t *, bool,
 static void	session_mcp_timeout_cb(evutil_socket_t, short, void *);
 static void	session_mcp_now_cb(evutil_socket_t, short, void *);
 static json_t	*session_mcp_uri(const char *);
+static void	session_mcp_shared_each(struct mcp_server *,
+		    void (*)(struct mcp_srv *));
+static void	session_mcp_shared_state(struct mcp_server *);
+static void	session_mcp_shared_tools(struct mcp_server *);
+static void	session_mcp_shared_request(struct mcp_server *,
+		    const json_t *, const char *, const json_t *);
+static void	session_mcp_shared_release(struct mcp_server *);
+static void	session_mcp_release(struct mcp_srv *, bool);
+static void	session_mcp_refresh(struct mcp_srv *);
+static void	session_mcp_unanswer(struct session_mcp *, struct mcp_srv *);
+static void	session_mcp_top(json_t *, const char *, const char *,
+		    struct mcp_server *, bool);
 
 static const struct mcp_server_ops session_mcp_ops = {
 	.prepare = session_mcp_prepare,
@@ -141,10 +154,18 @@ static const struct mcp_call_ops session_mcp_call_ops = {
 	.done = session_mcp_done,
 };
 
+static const struct mcp_shared_hooks session_mcp_shared_hooks = {
+	.state = session_mcp_shared_state,
+	.tools = session_mcp_shared_tools,
+	.request = session_mcp_shared_request,
+	.release = session_mcp_shared_release,
+};
+
 void
 session_mcp_init(const struct session_mcp_config *cfg)
 {
 	session_mcp_cfg = *cfg;
+	mcp_shared_set_hooks(&session_mcp_shared_hooks);
 }
 
 void
@@ -152,6 +173,12 @@ session_mcp_set_operator(struct mcp_config *c)
 {
 	mcp_config_free(session_mcp_operator);
 	session_mcp_operator = c;
+}
+
+const struct mcp_config *
+session_mcp_operator_config(void)
+{
+	return session_mcp_operator;
 }
 
 int
@@ -226,23 +253,13 @@ session_mcp_restore(struct session *s, const json_t *rec)
 		    "its MCP servers no longer parse: %s", err);
 		servers = NULL;
 	}
-	/*
-	 * Not yet: once the journal is read, a reload's servers are adopted
-	 * and the others started (session_mcp_resume).
-	 */
-	session_mcp_setup(s, own, servers, sampling, elicitation, false);
+	/* Started afresh: a server's process is not carried over. */
+	session_mcp_start(s, own, servers, sampling, elicitation);
 }
 
 void
 session_mcp_start(struct session *s, struct mcp_config *own,
     const json_t *servers, bool sampling, bool elicitation)
-{
-	session_mcp_setup(s, own, servers, sampling, elicitation, true);
-}
-
-static void
-session_mcp_setup(struct session *s, struct mcp_config *own,
-    const json_t *servers, bool sampling, bool elicitation, bool start)
 {
 	struct session_mcp *m;
 	size_t i, n;
@@ -266,17 +283,15 @@ session_mcp_setup(struct session *s, struct mcp_config *own,
 	/* In parallel: each starts now and reports when it is ready. */
 	for (i = 0; session_mcp_operator != NULL &&
 	    i < session_mcp_operator->n; i++)
-		session_mcp_add(m, &session_mcp_operator->servers[i], start);
+		session_mcp_add(m, &session_mcp_operator->servers[i]);
 	for (i = 0; own != NULL && i < own->n; i++)
-		session_mcp_add(m, &own->servers[i], start);
+		session_mcp_add(m, &own->servers[i]);
 }
 
 static void
-session_mcp_add(struct session_mcp *m, const struct mcp_server_config *cfg,
-    bool start)
+session_mcp_add(struct session_mcp *m, const struct mcp_server_config *cfg)
 {
 	struct mcp_srv *sv = &m->srvs[m->n++];
-	struct mcp_server_params p = { 0 };
 	char *name = mcp_tool_name(cfg->name, "");
 	json_t *o;
 	char err[256];
@@ -293,21 +308,59 @@ session_mcp_add(struct session_mcp *m, const struct mcp_server_config *cfg,
 	    sizeof err)) == NULL)
 		fatal("an MCP placeholder definition: %s", err);
 	json_decref(o);
-	if (!start)
+	if (cfg->scope == MCP_SCOPE_DAEMON) {
+		/* The daemon's one process: its tools as they are now. */
+		sv->shared = true;
+		if ((sv->srv = mcp_shared_find(cfg->name)) != NULL &&
+		    mcp_server_state(sv->srv) == MCP_READY)
+			session_mcp_tools(sv, sv->srv);
 		return;
-	session_mcp_params(sv, &p);
-	sv->srv = mcp_server_start(session_mcp_cfg.client.base, &p,
-	    &session_mcp_ops, sv);
+	}
+	/* Restoring: started or adopted once every record is read. */
+	if (session_journal_restoring)
+		return;
+	session_mcp_launch(sv, NULL, NULL);
 }
 
+/* A server of the session's, started, or adopted from a reload's record. */
 static void
-session_mcp_params(struct mcp_srv *sv, struct mcp_server_params *p)
+session_mcp_launch(struct mcp_srv *sv, const struct handover_in *in,
+    const json_t *rec)
 {
-	memset(p, 0, sizeof *p);
-	p->cfg = sv->cfg;
-	p->cwd = exec_cwd(sv->m->s->ex);
-	p->sampling = sv->m->sampling;
-	p->elicitation = sv->m->elicitation;
+	const struct mcp_server_config *cfg = sv->cfg;
+	struct session_mcp *m = sv->m;
+	struct mcp_server_params p = { 0 };
+	char id[MCP_NAME_MAX + 8];
+	const json_t *v;
+
+	p.cfg = cfg;
+	p.cwd = exec_cwd(m->s->ex);
+	p.sampling = m->sampling;
+	p.elicitation = m->elicitation;
+	p.start_timeout_ms = cfg->start_timeout_ms > 0 ? cfg->start_timeout_ms :
+	    session_mcp_cfg.start_timeout_ms;
+	if (in != NULL && (v = json_object_get(rec, "proxy")) != NULL) {
+		/* Its way out goes on too: the same port, its tunnels. */
+		sv->netns = session_net_adopt(m->s, json_object_get(v,
+		    "policy"), json_object_get(rec, "netns"));
+		if (m->s->net_quota == NULL)
+			m->s->net_quota = proxy_quota_new();
+		snprintf(id, sizeof id, "mcp-%s", cfg->name);
+		if (sv->netns == -1 || (sv->proxy = proxy_tool_adopt(in, v,
+		    m->s->net_quota, m->s->id, id, cfg->name)) == NULL)
+			in = NULL;
+	}
+	if (in != NULL && (sv->srv = mcp_server_adopt(
+	    session_mcp_cfg.client.base, &p, &session_mcp_ops, sv, in,
+	    rec)) != NULL) {
+		log_about(LOG_LEVEL_INFO, m->s->id, NULL, NULL, "MCP server %s "
+		    "(pid %d) handed over by the reload", cfg->name,
+		    mcp_server_pid(sv->srv));
+		session_mcp_tools(sv, sv->srv);
+		return;
+	}
+	sv->srv = mcp_server_start(session_mcp_cfg.client.base, &p,
+	    &session_mcp_ops, sv);
 }
 
 /*
@@ -335,7 +388,7 @@ session_mcp_prepare(void *arg, struct mcp_server *srv, struct proc_spec *spec)
 	sv->proxy = NULL;
 	if ((policy = session_net_policy(s, &sv->cfg->sandbox)) != NULL) {
 		spec->sandbox.net_rules = true;
-		spec->sandbox.netns = session_net_ns(s, policy);
+		spec->sandbox.netns = sv->netns = session_net_ns(s, policy);
 		snprintf(id, sizeof id, "mcp-%s", sv->cfg->name);
 		if (spec->sandbox.netns != -1 && (sv->proxy =
 		    session_net_proxy(s, spec->sandbox.netns, policy, id,
@@ -400,6 +453,8 @@ session_mcp_announce(struct mcp_srv *sv)
 	for (i = 0; i < sv->ntools; i++)
 		json_array_append_new(names, json_string(sv->tools[i].name));
 	json_object_set_new(o, "tools", names);
+	json_object_set_new(o, "scope", json_string(sv->shared ? "daemon" :
+	    "session"));
 	session_mcp_cfg.emit(sv->m->s, "mcp_server", o);
 }
 
@@ -427,17 +482,7 @@ static void
 session_mcp_tools(void *arg, struct mcp_server *srv)
 {
 	struct mcp_srv *sv = arg;
-
-	(void)srv;
-	session_mcp_defs(sv);
-	session_mcp_announce(sv);
-}
-
-/* The ToolDefs of its tools as last listed. */
-static void
-session_mcp_defs(struct mcp_srv *sv)
-{
-	const json_t *list = mcp_server_tools(sv->srv), *t, *v;
+	const json_t *list = mcp_server_tools(srv), *t, *v;
 	struct mcp_tool *mt;
 	const char *tname;
 	json_t *o;
@@ -493,6 +538,7 @@ session_mcp_defs(struct mcp_srv *sv)
 		mt->listed = json_deep_copy(t);
 		sv->ntools++;
 	}
+	session_mcp_announce(sv);
 }
 
 /* sampling/createMessage, elicitation/create: to the session's client. */
@@ -541,7 +587,8 @@ session_mcp_respond(struct session *s, const char *id, const json_t *result,
 	p = *pp;
 	*pp = p->next;
 	m->npending--;
-	mcp_server_respond(p->sv->srv, p->server_id, result, error);
+	if (p->sv->srv != NULL)
+		mcp_server_respond(p->sv->srv, p->server_id, result, error);
 	json_decref(p->server_id);
 	free(p);
 	return 0;
@@ -607,8 +654,9 @@ session_mcp_roots_changed(struct session *s)
 		return;
 	free(s->mcp->cwd);
 	s->mcp->cwd = xstrdup(cwd);
+	/* A shared server's roots are its own cwd: they do not move. */
 	for (i = 0; i < s->mcp->n; i++)
-		if (s->mcp->srvs[i].srv != NULL)
+		if (s->mcp->srvs[i].srv != NULL && !s->mcp->srvs[i].shared)
 			mcp_server_roots_changed(s->mcp->srvs[i].srv);
 }
 
@@ -670,24 +718,30 @@ session_mcp_tools_json(struct session *s, json_t *tools)
 json_t *
 session_mcp_json(struct session *s)
 {
-	json_t *a = json_array();
+	json_t *a = json_array(), *o;
 	size_t i;
 
 	for (i = 0; s != NULL && s->mcp != NULL && i < s->mcp->n; i++)
-		if (s->mcp->srvs[i].srv != NULL)
-			json_array_append_new(a, mcp_server_json(
-			    s->mcp->srvs[i].srv));
+		if (s->mcp->srvs[i].srv != NULL) {
+			o = mcp_server_json(s->mcp->srvs[i].srv);
+			json_object_set_new(o, "scope", json_string(
+			    s->mcp->srvs[i].shared ? "daemon" : "session"));
+			json_array_append_new(a, o);
+		}
 	return a;
 }
 
 /*
- * The metrics of the caller's sessions' servers: calls by outcome and
- * restarts, labelled by session and server.
+ * The metrics of the caller's sessions' servers and of the shared ones:
+ * calls by outcome (per session), restarts, readiness, and for top one
+ * sample per server (its state, scope and pid), its calls in flight and
+ * done; a shared server's are labelled session "daemon".
  */
 void
 session_mcp_metrics(uid_t uid, json_t *families)
 {
-	json_t *calls, *restarts, *up;
+	json_t *calls, *restarts, *up, *top[3];
+	struct mcp_server *srv;
 	struct mcp_srv *sv;
 	struct session *s;
 	size_t i, k;
@@ -699,10 +753,20 @@ session_mcp_metrics(uid_t uid, json_t *families)
 	    "JSON-RPC error), cancelled, timeout.", "samples");
 	restarts = json_pack("{s:s, s:s, s:s, s:[]}", "name",
 	    "stexec_mcp_restarts_total", "type", "counter", "help", "Restarts "
-	    "of an MCP server of the session after it failed.", "samples");
+	    "of an MCP server after it failed.", "samples");
 	up = json_pack("{s:s, s:s, s:s, s:[]}", "name", "stexec_mcp_ready",
-	    "type", "gauge", "help", "Whether an MCP server of the session is "
-	    "ready (1) or starting, restarting or failed (0).", "samples");
+	    "type", "gauge", "help", "Whether an MCP server is ready (1) or "
+	    "starting, restarting or failed (0).", "samples");
+	top[0] = json_pack("{s:s, s:s, s:s, s:[]}", "name", "stexec_mcp_server",
+	    "type", "gauge", "help", "One sample per MCP server, its state and "
+	    "scope as labels: its process id (0: none now).", "samples");
+	top[1] = json_pack("{s:s, s:s, s:s, s:[]}", "name",
+	    "stexec_mcp_calls_in_flight", "type", "gauge", "help", "Calls of "
+	    "an MCP server sent or waiting for it to be ready.", "samples");
+	top[2] = json_pack("{s:s, s:s, s:s, s:[]}", "name",
+	    "stexec_mcp_calls_done_total", "type", "counter", "help", "Calls "
+	    "of an MCP server that ended, any way (all sessions' for a shared "
+	    "one).", "samples");
 	for (s = session_list; s != NULL; s = s->next) {
 		if (s->uid != uid || s->closing || s->mcp == NULL)
 			continue;
@@ -715,6 +779,8 @@ session_mcp_metrics(uid_t uid, json_t *families)
 				    sv->cfg->name, "outcome",
 				    session_mcp_outcome_names[k], "value",
 				    (json_int_t)sv->outcomes[k]));
+			if (sv->shared || sv->srv == NULL)
+				continue;
 			json_array_append_new(json_object_get(restarts,
 			    "samples"), json_pack("{s:{s:s, s:s}, s:I}",
 			    "labels", "session", s->id, "server", sv->cfg->name,
@@ -723,11 +789,56 @@ session_mcp_metrics(uid_t uid, json_t *families)
 			    json_pack("{s:{s:s, s:s}, s:i}", "labels", "session",
 			    s->id, "server", sv->cfg->name, "value",
 			    mcp_server_state(sv->srv) == MCP_READY));
+			session_mcp_top(json_pack("[o, o, o]", json_incref(
+			    top[0]), json_incref(top[1]), json_incref(top[2])),
+			    s->id, sv->cfg->name, sv->srv, false);
 		}
+	}
+	for (i = 0; i < mcp_shared_count(); i++) {
+		if ((srv = mcp_shared_get(i)) == NULL)
+			continue;
+		json_array_append_new(json_object_get(restarts, "samples"),
+		    json_pack("{s:{s:s, s:s}, s:I}", "labels", "session",
+		    "daemon", "server", mcp_server_name(srv), "value",
+		    (json_int_t)mcp_server_restarts(srv)));
+		json_array_append_new(json_object_get(up, "samples"),
+		    json_pack("{s:{s:s, s:s}, s:i}", "labels", "session",
+		    "daemon", "server", mcp_server_name(srv), "value",
+		    mcp_server_state(srv) == MCP_READY));
+		session_mcp_top(json_pack("[o, o, o]", json_incref(top[0]),
+		    json_incref(top[1]), json_incref(top[2])), "daemon",
+		    mcp_server_name(srv), srv, true);
 	}
 	json_array_append_new(families, calls);
 	json_array_append_new(families, restarts);
 	json_array_append_new(families, up);
+	for (k = 0; k < nitems(top); k++)
+		json_array_append_new(families, top[k]);
+}
+
+/* A server's samples for top into its three families (fams, stolen). */
+static void
+session_mcp_top(json_t *fams, const char *session, const char *name,
+    struct mcp_server *srv, bool shared)
+{
+	json_t *o = mcp_server_json(srv);
+	json_int_t pid = json_integer_value(json_object_get(o, "pid"));
+
+	json_array_append_new(json_object_get(json_array_get(fams, 0),
+	    "samples"), json_pack("{s:{s:s, s:s, s:s, s:s}, s:I}", "labels",
+	    "session", session, "server", name, "state",
+	    mcp_state_name(mcp_server_state(srv)), "scope", shared ? "daemon" :
+	    "session", "value", pid));
+	json_array_append_new(json_object_get(json_array_get(fams, 1),
+	    "samples"), json_pack("{s:{s:s, s:s}, s:I}", "labels", "session",
+	    session, "server", name, "value",
+	    (json_int_t)mcp_server_calls_in_flight(srv)));
+	json_array_append_new(json_object_get(json_array_get(fams, 2),
+	    "samples"), json_pack("{s:{s:s, s:s}, s:I}", "labels", "session",
+	    session, "server", name, "value",
+	    (json_int_t)mcp_server_calls_done(srv)));
+	json_decref(o);
+	json_decref(fams);
 }
 
 static void
@@ -748,7 +859,10 @@ session_mcp_close(struct session *s)
 
 	for (i = 0; s->mcp != NULL && i < s->mcp->n; i++) {
 		sv = &s->mcp->srvs[i];
-		if (sv->srv != NULL && !mcp_server_close(sv->srv,
+		/* A shared server serves on: only this session lets go. */
+		if (sv->shared)
+			session_mcp_release(sv, false);
+		else if (sv->srv != NULL && !mcp_server_close(sv->srv,
 		    session_mcp_gone_cb, sv))
 			s->mcp->closing++;
 		sv->srv = NULL;
@@ -771,7 +885,9 @@ session_mcp_free(struct session *s)
 	if (m == NULL)
 		return;
 	for (i = 0; i < m->n; i++) {
-		if (m->srvs[i].srv != NULL)
+		if (m->srvs[i].shared)
+			session_mcp_release(&m->srvs[i], false);
+		else if (m->srvs[i].srv != NULL)
 			mcp_server_close(m->srvs[i].srv, NULL, NULL);
 		session_mcp_clear_tools(&m->srvs[i]);
 		tooldef_unref(m->srvs[i].waiting);
@@ -810,20 +926,22 @@ session_mcp_call(struct session *s, struct exec_tool *t,
 	r->timeout = evtimer_new(session_mcp_cfg.client.base,
 	    session_mcp_timeout_cb, r);
 	r->now = evtimer_new(session_mcp_cfg.client.base, session_mcp_now_cb, r);
-	if (sv == NULL) {
-		/* Its server left with the session's: cannot happen to a call. */
+	if (sv == NULL || sv->srv == NULL) {
+		/* Its server left with the session's, or the daemon stops. */
 		r->end = EXEC_END_KILLED;
 		event_active(r->now, EV_TIMEOUT, 0);
 		return r;
 	}
-	if (req->timeout_ms > 0) {
-		r->deadline_ms = r->started_ms + (uint64_t)req->timeout_ms;
+	if ((r->timeout_ms = req->timeout_ms) > 0) {
 		tv.tv_sec = (time_t)(req->timeout_ms / 1000);
 		tv.tv_usec = (suseconds_t)(req->timeout_ms % 1000) * 1000;
 		evtimer_add(r->timeout, &tv);
 	}
 	r->call = mcp_server_call(sv->srv, exec_tool_name(t), req->input,
 	    &session_mcp_call_ops, r);
+	if ((r->next = sv->runs) != NULL)
+		sv->runs->prev = r;
+	sv->runs = r;
 	return r;
 }
 
@@ -889,6 +1007,14 @@ session_mcp_drop(struct mcp_run *r)
 {
 	if (r->call != NULL)
 		mcp_call_cancel(r->call, "the tool ended");
+	if (r->sv != NULL) {
+		if (r->prev != NULL)
+			r->prev->next = r->next;
+		else if (r->sv->runs == r)
+			r->sv->runs = r->next;
+		if (r->next != NULL)
+			r->next->prev = r->prev;
+	}
 	event_free(r->timeout);
 	event_free(r->now);
 	free(r);
@@ -1017,207 +1143,307 @@ session_mcp_bounded(struct mcp_run *r, const json_t *content, bool is_error,
 	capture_free(cap, out.path != NULL);
 }
 
-/* Whether cfg runs the argv a handed over server was started with. */
-static bool
-session_mcp_argv_is(const struct mcp_server_config *cfg, const json_t *argv)
+/* Each session's entry for a shared server. */
+static void
+session_mcp_shared_each(struct mcp_server *srv, void (*fn)(struct mcp_srv *))
 {
+	struct session *s;
 	size_t i;
 
-	for (i = 0; cfg->argv[i] != NULL; i++)
-		if (!json_is_string(json_array_get(argv, i)) || strcmp(
-		    json_string_value(json_array_get(argv, i)), cfg->argv[i]) !=
-		    0)
-			return false;
-	return i == json_array_size(argv);
+	for (s = session_list; s != NULL; s = s->next)
+		for (i = 0; !s->closing && s->mcp != NULL && i < s->mcp->n; i++)
+			if (s->mcp->srvs[i].shared &&
+			    s->mcp->srvs[i].srv == srv)
+				fn(&s->mcp->srvs[i]);
 }
 
-void
-session_mcp_handover(struct session *s)
+static void
+session_mcp_refresh(struct mcp_srv *sv)
 {
-	struct handover_rec r;
-	struct buf out = { 0 };
-	struct mcp_pending *p;
-	struct mcp_srv *sv;
-	json_t *argv, *pending;
-	size_t i, k;
-
-	for (i = 0; s->mcp != NULL && i < s->mcp->n; i++) {
-		sv = &s->mcp->srvs[i];
-		if (sv->srv == NULL)
-			continue;
-		argv = json_array();
-		for (k = 0; sv->cfg->argv[k] != NULL; k++)
-			json_array_append_new(argv, json_string(
-			    sv->cfg->argv[k]));
-		r.json = json_pack("{s:s, s:s, s:o, s:I}", "s", s->id, "server",
-		    sv->cfg->name, "argv", argv, "nextRequest",
-		    (json_int_t)s->mcp->next_request);
-		memset(&r.bytes, 0, sizeof r.bytes);
-		if (!mcp_server_save(sv->srv, &r, r.json)) {
-			json_decref(r.json);
-			buf_free(&r.bytes);
-			continue;
-		}
-		/* Its way out is the proxy's: it starts afresh with a new one. */
-		if (sv->proxy != NULL)
-			json_object_del(r.json, "mcp");
-		pending = json_array();
-		for (p = s->mcp->pending; p != NULL; p = p->next)
-			if (p->sv == sv)
-				json_array_append_new(pending, json_pack(
-				    "{s:s, s:O}", "id", p->id, "serverId",
-				    p->server_id));
-		json_object_set_new(r.json, "pending", pending);
-		out.len = 0;
-		handover_encode(&r, &out);
-		journal_append(JOURNAL_MCP, out.data, out.len, NULL, 0);
-	}
-	buf_free(&out);
+	session_mcp_tools(sv, sv->srv);
 }
 
-void
-session_mcp_resume(struct session *s, const struct handover_in *ins,
-    size_t n)
+static void
+session_mcp_shared_state(struct mcp_server *srv)
 {
-	struct mcp_server_params p;
-	struct mcp_pending *q;
-	struct mcp_srv *sv;
-	const json_t *o, *v;
-	const char *name, *id;
-	size_t i, k;
+	session_mcp_shared_each(srv, session_mcp_announce);
+}
 
-	for (k = 0; k < n; k++) {
-		o = ins[k].json;
-		name = json_string_value(json_object_get(o, "server"));
-		for (i = 0, sv = NULL; name != NULL && s->mcp != NULL &&
-		    i < s->mcp->n; i++)
-			if (strcmp(s->mcp->srvs[i].cfg->name, name) == 0)
-				sv = &s->mcp->srvs[i];
-		/* Gone from the configuration, or another command now. */
-		if (sv == NULL || sv->srv != NULL || !session_mcp_argv_is(
-		    sv->cfg, json_object_get(o, "argv"))) {
-			mcp_server_discard(&ins[k], o);
-			continue;
-		}
-		session_mcp_params(sv, &p);
-		if ((sv->srv = mcp_server_adopt(session_mcp_cfg.client.base, &p,
-		    &session_mcp_ops, sv, &ins[k], o)) == NULL) {
-			if (json_object_get(o, "mcp") != NULL)
-				log_about(LOG_LEVEL_WARN, s->id, NULL, NULL,
-				    "MCP server %s: its handover record is "
-				    "corrupt: killed, started afresh", name);
-			continue;
-		}
-		session_mcp_defs(sv);
-		if ((uint64_t)json_integer_value(json_object_get(o,
-		    "nextRequest")) > s->mcp->next_request)
-			s->mcp->next_request = (uint64_t)json_integer_value(
-			    json_object_get(o, "nextRequest"));
-		json_array_foreach(json_object_get(o, "pending"), i, v) {
-			id = json_string_value(json_object_get(v, "id"));
-			if (id == NULL || strlen(id) >= sizeof q->id ||
-			    json_object_get(v, "serverId") == NULL ||
-			    s->mcp->npending >= SESSION_MCP_PENDING_MAX)
+static void
+session_mcp_shared_tools(struct mcp_server *srv)
+{
+	session_mcp_shared_each(srv, session_mcp_refresh);
+}
+
+/*
+ * A shared server's sampling or elicitation request goes to the session
+ * whose call is in flight when there is exactly one such call; else the
+ * server is told, in words, why nobody is asked.
+ */
+static void
+session_mcp_shared_request(struct mcp_server *srv, const json_t *id,
+    const char *method, const json_t *params)
+{
+	struct mcp_srv *sv, *to = NULL;
+	struct mcp_run *r;
+	struct session *s;
+	size_t i, n = 0;
+	bool sampling = strcmp(method, "sampling/createMessage") == 0;
+	char why[256];
+
+	for (s = session_list; s != NULL; s = s->next)
+		for (i = 0; !s->closing && s->mcp != NULL && i < s->mcp->n;
+		    i++) {
+			sv = &s->mcp->srvs[i];
+			if (!sv->shared || sv->srv != srv)
 				continue;
-			q = xcalloc(1, sizeof *q);
-			snprintf(q->id, sizeof q->id, "%s", id);
-			q->sv = sv;
-			q->server_id = json_deep_copy(json_object_get(v,
-			    "serverId"));
-			q->next = s->mcp->pending;
-			s->mcp->pending = q;
-			s->mcp->npending++;
+			for (r = sv->runs; r != NULL; r = r->next)
+				if (r->call != NULL) {
+					n++;
+					to = sv;
+				}
 		}
+	if (n != 1) {
+		snprintf(why, sizeof why, "%s: this MCP server is shared by "
+		    "every session (scope daemon) and %zu calls are in flight "
+		    "on it: only a request made during exactly one call goes "
+		    "to that call's session", method, n);
+		mcp_server_respond(srv, id, NULL, why);
+		return;
 	}
-	for (i = 0; s->mcp != NULL && i < s->mcp->n; i++) {
-		sv = &s->mcp->srvs[i];
-		if (sv->srv != NULL)
+	if (!(sampling ? to->m->sampling : to->m->elicitation)) {
+		snprintf(why, sizeof why, "%s: no client of the session whose "
+		    "call is in flight answers %s requests", method, sampling ?
+		    "sampling" : "elicitation");
+		mcp_server_respond(srv, id, NULL, why);
+		return;
+	}
+	session_mcp_request(to, srv, id, method, params);
+}
+
+/* Closing sessions too: no call of any session may outlive the server. */
+static void
+session_mcp_shared_release(struct mcp_server *srv)
+{
+	struct session *s;
+	size_t i;
+
+	for (s = session_list; s != NULL; s = s->next)
+		for (i = 0; s->mcp != NULL && i < s->mcp->n; i++)
+			if (s->mcp->srvs[i].shared &&
+			    s->mcp->srvs[i].srv == srv)
+				session_mcp_release(&s->mcp->srvs[i],
+				    !s->closing);
+}
+
+/*
+ * A session lets go of a shared server: its calls cancelled (end: their
+ * results come as for an abort, the session living on), its requests from
+ * it answered.
+ */
+static void
+session_mcp_release(struct mcp_srv *sv, bool end)
+{
+	struct mcp_run *r;
+
+	for (r = sv->runs; r != NULL; r = r->next)
+		if (r->call != NULL) {
+			mcp_call_cancel(r->call, "the session let go of the "
+			    "shared server");
+			r->call = NULL;
+			if (end && r->end == EXEC_END_EXITED) {
+				r->end = EXEC_END_KILLED;
+				evtimer_del(r->timeout);
+				event_active(r->now, EV_TIMEOUT, 0);
+			}
+		}
+	session_mcp_unanswer(sv->m, sv);
+	sv->srv = NULL;
+}
+
+/* The server's requests the session's client never answered: refused. */
+static void
+session_mcp_unanswer(struct session_mcp *m, struct mcp_srv *sv)
+{
+	struct mcp_pending **pp = &m->pending, *p;
+
+	while ((p = *pp) != NULL) {
+		if (p->sv != sv) {
+			pp = &p->next;
 			continue;
-		session_mcp_params(sv, &p);
-		sv->srv = mcp_server_start(session_mcp_cfg.client.base, &p,
-		    &session_mcp_ops, sv);
+		}
+		*pp = p->next;
+		m->npending--;
+		if (sv->srv != NULL)
+			mcp_server_respond(sv->srv, p->server_id, NULL, "the "
+			    "session that was asked closed");
+		json_decref(p->server_id);
+		free(p);
 	}
+}
+
+/*
+ * A live reload (doc/design.md §7, Reload): a server of the session's own
+ * goes on in the next image, with its proxy, when it is carriable; the
+ * others are killed now, and started afresh there.
+ */
+static bool
+session_mcp_carried_srv(const struct mcp_srv *sv)
+{
+	return sv->srv != NULL && mcp_server_carriable(sv->srv);
 }
 
 bool
 session_mcp_carried(const struct mcp_run *r)
 {
-	return r->end == EXEC_END_EXITED && r->call != NULL &&
-	    mcp_call_id(r->call) != 0 && r->sv != NULL && r->sv->srv != NULL &&
-	    r->sv->proxy == NULL && mcp_server_carried(r->sv->srv);
+	return r->sv != NULL && r->call != NULL && r->end == EXEC_END_EXITED &&
+	    session_mcp_carried_srv(r->sv);
 }
 
 void
 session_mcp_save(const struct mcp_run *r, json_t *o)
 {
 	json_object_set_new(o, "mcp", json_pack("{s:s, s:I, s:I, s:I, s:I}",
-	    "server", r->sv->cfg->name, "call", (json_int_t)mcp_call_id(
-	    r->call), "startedMs", (json_int_t)r->started_ms, "deadlineMs",
-	    (json_int_t)r->deadline_ms, "maxResult", (json_int_t)
-	    r->max_result));
+	    "server", r->sv->cfg->name, "id", (json_int_t)mcp_call_id(r->call),
+	    "startedMs", (json_int_t)r->started_ms, "timeoutMs",
+	    (json_int_t)r->timeout_ms, "maxResult", (json_int_t)r->max_result));
 }
 
-/* The server a tool's record names, if it runs. */
-static struct mcp_srv *
-session_mcp_named(struct session *s, const json_t *o)
+void
+session_mcp_handover(struct session *s)
 {
-	const char *name = json_string_value(json_object_get(o, "server"));
+	struct session_mcp *m = s->mcp;
+	struct handover_rec r;
+	struct mcp_pending *p;
+	struct buf out = { 0 };
+	struct mcp_srv *sv;
 	size_t i;
+	int pid;
 
-	for (i = 0; name != NULL && s->mcp != NULL && i < s->mcp->n; i++)
-		if (strcmp(s->mcp->srvs[i].cfg->name, name) == 0)
-			return s->mcp->srvs[i].srv != NULL ? &s->mcp->srvs[i] :
-			    NULL;
-	return NULL;
+	if (m == NULL)
+		return;
+	/* Its requests are not carried: refused, the server may ask again. */
+	while ((p = m->pending) != NULL) {
+		m->pending = p->next;
+		if (p->sv->srv != NULL && !p->sv->shared)
+			mcp_server_respond(p->sv->srv, p->server_id, NULL, "the "
+			    "daemon reloaded before the session's client "
+			    "answered");
+		json_decref(p->server_id);
+		free(p);
+	}
+	m->npending = 0;
+	for (i = 0; i < m->n; i++) {
+		sv = &m->srvs[i];
+		if (sv->shared)
+			continue;   /* mcp_shared_handover's */
+		if (session_mcp_carried_srv(sv)) {
+			r.json = json_pack("{s:s, s:s}", "s", s->id, "name",
+			    sv->cfg->name);
+			memset(&r.bytes, 0, sizeof r.bytes);
+			mcp_server_save(sv->srv, &r, r.json);
+			if (sv->proxy != NULL) {
+				json_object_set_new(r.json, "proxy",
+				    proxy_tool_save(sv->proxy, &r));
+				handover_keep_fd(sv->netns);
+				json_object_set_new(r.json, "netns",
+				    json_integer(sv->netns));
+			}
+			out.len = 0;
+			handover_encode(&r, &out);
+			journal_append(JOURNAL_MCP, out.data, out.len, NULL, 0);
+		} else if (sv->srv != NULL && (pid = mcp_server_pid(sv->srv)) >
+		    0)
+			kill(-pid, SIGKILL);
+	}
+	buf_free(&out);
 }
 
-bool
-session_mcp_claimable(struct session *s, const json_t *o)
+void
+session_mcp_restored(struct session *s, const struct handover_in *recs,
+    size_t n)
 {
-	struct mcp_srv *sv = session_mcp_named(s, o);
+	static const struct proc_ops none = { 0 };
+	struct session_mcp *m = s->mcp;
+	const char *name;
+	size_t i, k;
+	bool taken;
 
-	return sv != NULL && mcp_server_claim(sv->srv, json_integer_value(
-	    json_object_get(o, "call")), NULL, NULL) != NULL;
+	for (k = 0; k < n; k++) {
+		name = json_string_value(json_object_get(recs[k].json, "name"));
+		taken = false;
+		for (i = 0; m != NULL && name != NULL && i < m->n; i++)
+			if (!m->srvs[i].shared && m->srvs[i].srv == NULL &&
+			    strcmp(m->srvs[i].cfg->name, name) == 0) {
+				session_mcp_launch(&m->srvs[i], &recs[k],
+				    recs[k].json);
+				taken = m->srvs[i].srv != NULL &&
+				    mcp_server_state(m->srvs[i].srv) ==
+				    MCP_READY;
+				break;
+			}
+		if (!taken && json_object_get(recs[k].json, "proc") != NULL) {
+			log_about(LOG_LEVEL_WARN, s->id, NULL, NULL, "a reload "
+			    "handed over MCP server %s, which the session no "
+			    "longer has or whose record does not serve: "
+			    "killed", name != NULL ? name : "?");
+			proc_kill(proc_adopt(&recs[k], json_object_get(
+			    recs[k].json, "proc"), &none, NULL));
+		}
+	}
+	/* The rest start afresh, as after a crash; shared ones are back. */
+	for (i = 0; m != NULL && i < m->n; i++)
+		if (!m->srvs[i].shared && m->srvs[i].srv == NULL)
+			session_mcp_launch(&m->srvs[i], NULL, NULL);
+		else if (m->srvs[i].shared && m->srvs[i].srv == NULL &&
+		    (m->srvs[i].srv = mcp_shared_find(m->srvs[i].cfg->name)) !=
+		    NULL && mcp_server_state(m->srvs[i].srv) == MCP_READY)
+			session_mcp_tools(&m->srvs[i], m->srvs[i].srv);
 }
 
 struct mcp_run *
 session_mcp_adopt(struct session *s, struct exec_tool *t, const json_t *o)
 {
 	struct mcp_run *r = xcalloc(1, sizeof *r);
-	uint64_t now = metrics_now() / 1000000;
-	struct timeval tv;
+	const char *name = json_string_value(json_object_get(o, "server"));
+	struct mcp_srv *sv = session_mcp_srv(s, exec_tool_name(t));
 	int64_t left;
+	struct timeval tv;
 
 	r->s = s;
 	r->t = t;
-	r->sv = session_mcp_named(s, o);
+	r->sv = sv;
 	r->end = EXEC_END_EXITED;
-	r->max_result = (size_t)json_integer_value(json_object_get(o,
-	    "maxResult"));
-	if (r->max_result == 0)
-		r->max_result = tooldef_max_result_bytes(exec_tool_def(t));
 	r->started_ms = (uint64_t)json_integer_value(json_object_get(o,
 	    "startedMs"));
-	r->deadline_ms = (uint64_t)json_integer_value(json_object_get(o,
-	    "deadlineMs"));
+	r->timeout_ms = json_integer_value(json_object_get(o, "timeoutMs"));
+	r->max_result = (size_t)json_integer_value(json_object_get(o,
+	    "maxResult"));
 	r->timeout = evtimer_new(session_mcp_cfg.client.base,
 	    session_mcp_timeout_cb, r);
 	r->now = evtimer_new(session_mcp_cfg.client.base, session_mcp_now_cb, r);
-	if (r->sv != NULL)
-		r->call = mcp_server_claim(r->sv->srv, json_integer_value(
-		    json_object_get(o, "call")), &session_mcp_call_ops, r);
-	if (r->call == NULL) {
-		/* Its server was not carried: the call is lost, it ends. */
+	if (sv == NULL || sv->srv == NULL || name == NULL ||
+	    strcmp(name, sv->cfg->name) != 0 || (r->call = mcp_call_adopt(
+	    sv->srv, json_integer_value(json_object_get(o, "id")),
+	    &session_mcp_call_ops, r)) == NULL) {
+		/* Its server was not handed over: as after a crash (S10). */
+		r->sv = NULL;
 		r->end = EXEC_END_KILLED;
 		event_active(r->now, EV_TIMEOUT, 0);
 		return r;
 	}
-	if (r->deadline_ms > 0) {
-		left = r->deadline_ms > now ? (int64_t)(r->deadline_ms - now) : 1;
+	if (r->timeout_ms > 0) {
+		left = r->timeout_ms - (int64_t)(metrics_now() / 1000000 -
+		    r->started_ms);
+		if (left < 0)
+			left = 0;
 		tv.tv_sec = (time_t)(left / 1000);
 		tv.tv_usec = (suseconds_t)(left % 1000) * 1000;
 		evtimer_add(r->timeout, &tv);
 	}
+	if ((r->next = sv->runs) != NULL)
+		sv->runs->prev = r;
+	sv->runs = r;
 	return r;
 }
 
@@ -1227,6 +1453,6 @@ session_mcp_adopted(struct session *s)
 	size_t i;
 
 	for (i = 0; s->mcp != NULL && i < s->mcp->n; i++)
-		if (s->mcp->srvs[i].srv != NULL)
-			mcp_server_claimed(s->mcp->srvs[i].srv);
+		if (!s->mcp->srvs[i].shared && s->mcp->srvs[i].srv != NULL)
+			mcp_server_adopted(s->mcp->srvs[i].srv);
 }

@@ -60,6 +60,8 @@ struct spawn_req {
 	int cgroup_fd;           /* a cgroup v2 directory to start in; -1 */
 	int join[SPAWN_MAX_JOIN]; /* cgroup.procs files (v1) to write "0" to */
 	size_t njoin;
+	bool joins_kept;         /* the caller keeps them open until the child
+	                            is reaped (spawn_launch may take them) */
 	struct spawn_rlimit rlimits[SPAWN_MAX_RLIMITS];
 	size_t nrlimits;
 	const struct spawn_ns *ns; /* NULL: the daemon's mounts */
@@ -87,8 +89,8 @@ pid_t spawn_start(const struct spawn_req *, const char **step);
  * takes its steps, most often on another CPU, instead of being suspended
  * until its exec (then usually taking its CPU from it: the exec wakes us).
  * Where clone3 is wired, for a request without a mount namespace, a
- * terminal or cgroup files to join; else -1 with ENOSYS, and spawn_start
- * does it. The request is copied with its path and groups, but its argv
+ * terminal or cgroup files to join that close when the call returns
+ * (joins_kept false); else -1 with ENOSYS, and spawn_start does it. The request is copied with its path and groups, but its argv
  * and envp must live until the child is reaped or spawn_run_state says it
  * exec'd, and so must *run: then spawn_run_error says whether the child
  * failed before its exec (an errno, and the step), and spawn_run_free lets

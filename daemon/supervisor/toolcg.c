@@ -104,7 +104,7 @@ static char *toolcg_v1_dir[CTL_N];   /* <hierarchy>/<ours>/stexecd-PID */
 static bool toolcg_memsw;            /* v1 memory.memsw.* exists */
 
 static char *toolcg_v1_find(const char *);
-static bool toolcg_meter_take(struct toolcg *, bool, struct spawn_req *);
+static bool toolcg_meter_take(struct toolcg *, struct spawn_req *);
 static bool toolcg_meter_put(struct toolcg *);
 static void toolcg_meter_close(int *);
 static bool toolcg_read_num(int, uint64_t *);
@@ -460,8 +460,8 @@ toolcg_value(const struct toolcg_limits *l, enum toolcg_ctl c, bool v2,
 
 /*
  * The v1 group of one controller, its limit set (value NULL: a memory
- * group that only measures), joined by the child; or (move) moved into
- * once started (toolcg_started), so that a launch need not wait for it.
+ * group that only measures), joined by the child. move: a measuring group
+ * for a launched child, whose join descriptor outlives the spawn.
  */
 static int
 toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
@@ -488,12 +488,22 @@ toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
 	if (c == CTL_MEMORY && value != NULL && toolcg_memsw &&
 	    toolcg_write(dir, "memory.memsw.limit_in_bytes", value) != 0)
 		return -1;
-	/* Only measuring, for a launched child: moved in (toolcg.h). */
+	xasprintf(&procs, "%s/cgroup.procs", dir);
+	/*
+	 * Only measuring, for a launched child: its cgroup.procs is kept
+	 * open with the group (as a pooled one's is), so the child joins it
+	 * itself; moved in by toolcg_started only when that cannot be.
+	 */
 	if (move) {
-		cg->v1_move = true;
+		if (req->njoin == 0 && (cg->meterfd[METER_PROCS] = open(procs,
+		    O_RDWR | O_CLOEXEC)) != -1) {
+			req->join[req->njoin++] = cg->meterfd[METER_PROCS];
+			req->joins_kept = true;
+		} else
+			cg->v1_move = true;
+		free(procs);
 		return 0;
 	}
-	xasprintf(&procs, "%s/cgroup.procs", dir);
 	fd = open(procs, O_WRONLY | O_CLOEXEC);
 	free(procs);
 	if (fd == -1 || req->njoin == SPAWN_MAX_JOIN) {
@@ -502,6 +512,8 @@ toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
 		return -1;
 	}
 	req->join[req->njoin++] = fd;
+	/* Closed once the spawn returns: not for a launched child. */
+	req->joins_kept = false;
 	cg->joins++;
 	return 0;
 }
@@ -562,7 +574,7 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
 			 * tool that cannot have one runs unmeasured.
 			 */
 			if (c == CTL_MEMORY && toolcg_via[c] == VIA_V1 &&
-			    !toolcg_meter_take(cg, launch, req) &&
+			    !toolcg_meter_take(cg, req) &&
 			    toolcg_v1_new(cg, c, name, NULL, launch, req) != 0 &&
 			    cg->v1[c] != NULL) {
 				rmdir(cg->v1[c]);
@@ -848,7 +860,7 @@ toolcg_load(const json_t *o)
 
 /* A pooled measuring group for a tool without a memory limit, if any. */
 static bool
-toolcg_meter_take(struct toolcg *cg, bool launch, struct spawn_req *req)
+toolcg_meter_take(struct toolcg *cg, struct spawn_req *req)
 {
 	struct toolcg_meter *m;
 
@@ -859,14 +871,18 @@ toolcg_meter_take(struct toolcg *cg, bool launch, struct spawn_req *req)
 	memcpy(cg->meterfd, m->fd, sizeof cg->meterfd);
 	cg->meter_base = m->base;
 	/*
-	 * Joined by the child as a new group is (toolcg_v1_new), or moved.
-	 * The pool keeps the descriptor: it is not counted in joins, which
-	 * toolcg_spawned closes from the end, and it comes before them (the
-	 * memory group is the first a tool gets).
+	 * Joined by the child, even a launched one: the pool's descriptor
+	 * stays open with cg, past the child's exec, so the child pays for
+	 * the move and the loop does not (a v1 migration waits for an RCU
+	 * grace period). It is not counted in joins, which toolcg_spawned
+	 * closes from the end, and it comes before them (the memory group is
+	 * the first a tool gets); a later join that closes makes the spawn
+	 * a waited one.
 	 */
-	if (!launch && req->njoin == 0)
+	if (req->njoin == 0) {
 		req->join[req->njoin++] = m->fd[METER_PROCS];
-	else
+		req->joins_kept = true;
+	} else
 		cg->v1_move = true;
 	return true;
 }

@@ -4,7 +4,8 @@ MCP servers from the npm registry run by the real stexecd:
 @modelcontextprotocol/server-everything (listing with annotations, echo,
 progress, a tiny image, structured content, resource links, roots,
 sampling and elicitation answered by this test, safety from annotations,
-an abort of a long call) and @modelcontextprotocol/server-filesystem:
+an abort of a long call, a long call across a live reload) and
+@modelcontextprotocol/server-filesystem:
 started with no directory, it learns its roots from the daemon; when the
 session's cwd moves, notifications/roots/list_changed makes it ask again;
 and a server that allows a write its sandbox does not (its workspace is
@@ -21,6 +22,7 @@ registry it says "not run" (exit 77).
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,6 +35,7 @@ import pydaemon  # noqa: E402
 from pydaemon import Checks  # noqa: E402
 import mcp_peer  # noqa: E402
 from mcp_peer import add, result, text  # noqa: E402
+from peer import new_image  # noqa: E402
 
 T = Checks()
 PKG = os.path.join(HERE, "mcp")
@@ -179,6 +182,29 @@ def everything(d):
     c.ok("drain", sessionId=sid)
     add(c, sid, "e2", "mcp__everything__echo", {"message": "after"})
     T.eq(text(result(c, "e2")), "Echo: after", "served after the abort")
+
+    # A live reload hands the real server and its call in flight over.
+    def pid():
+        return {s["name"]: s for s in c.ok(
+            "listTools", sessionId=sid)["mcpServers"]}["everything"].get(
+            "pid")
+    before_pid = pid()
+    steps = int(pydaemon.scaled(4))
+    add(c, sid, "h1", "mcp__everything__trigger-long-running-operation",
+        {"duration": steps, "steps": steps})
+    c.note("progress", lambda p: p["toolUseId"] == "h1")
+    before = c.ok("initialize")["server"].get("instance")
+    d.proc.send_signal(signal.SIGHUP)
+    new_image(d, before)
+    T.eq(pid(), before_pid, "the same server process after the reload")
+    r = result(c, "h1")
+    T.check("Long running operation completed" in text(r) and
+            r["meta"].get("reason") != "daemon_restarted",
+            "a long call across a reload delivers its result: %r" %
+            text(r)[:200])
+    T.check(not any(n.get("method") == "tool_result" and
+                    n["params"]["toolUseId"] == "h1" for n in c.notes),
+            "once")
     c.ok("closeSession", sessionId=sid)
     c.close()
 

@@ -4,7 +4,8 @@ MCP servers from the npm registry run by the real stexecd:
 @modelcontextprotocol/server-everything (listing with annotations, echo,
 progress, a tiny image, structured content, resource links, roots,
 sampling and elicitation answered by this test, safety from annotations,
-an abort of a long call, a long call across a live reload) and @modelcontextprotocol/server-filesystem:
+an abort of a long call, a long call across a live reload) and
+@modelcontextprotocol/server-filesystem:
 started with no directory, it learns its roots from the daemon; when the
 session's cwd moves, notifications/roots/list_changed makes it ask again;
 and a server that allows a write its sandbox does not (its workspace is
@@ -182,7 +183,7 @@ def everything(d):
     add(c, sid, "e2", "mcp__everything__echo", {"message": "after"})
     T.eq(text(result(c, "e2")), "Echo: after", "served after the abort")
 
-    # A live reload hands the server and its call in flight over.
+    # A live reload hands the real server and its call in flight over.
     def pid():
         return {s["name"]: s for s in c.ok(
             "listTools", sessionId=sid)["mcpServers"]}["everything"].get(

@@ -648,24 +648,22 @@ Test(mcp_server, close_with_calls_in_flight)
 }
 
 /*
- * A reload's record of a server that is corrupt (an unknown revision, its
- * tools or its process missing or not what they should be): no server,
- * never a crash; the caller kills the process it names (session_mcp.c).
+ * A reload's record of a server that does not serve (an unknown revision,
+ * no tools, no process object): no server, and the process it names is
+ * killed, its group with it; never a crash. One naming pid 0 kills nothing
+ * (kill(0) would be the daemon's own group).
  */
-Test(mcp_server, corrupt_handover_record_gives_no_server)
+Test(mcp_server, a_bad_handover_record_gives_no_server_and_kills_its_process)
 {
 	static const char *const bad[] = {
-	    "{\"proc\": {}, \"nextId\": 3, \"version\": \"1999-01-01\", "
-	    "\"tools\": []}",
-	    "{\"proc\": {}, \"nextId\": 3, \"version\": \"2025-11-25\"}",
-	    "{\"proc\": {}, \"version\": \"2025-11-25\", \"tools\": {}}",
-	    "{\"nextId\": 3, \"version\": \"2025-11-25\", \"tools\": []}",
-	    "{\"proc\": 7, \"version\": 5, \"tools\": []}",
-	    "[]",
+	    "{\"nextId\": 3, \"version\": \"1999-01-01\", \"tools\": []}",
+	    "{\"nextId\": 3, \"version\": \"2025-11-25\"}",
+	    "{\"nextId\": 3, \"version\": \"2025-11-25\", \"tools\": {}}",
 	    NULL };
 	struct mcp_server_params p = { 0 };
 	struct handover_in in = { 0 };
 	json_t *o;
+	pid_t pid;
 	size_t i;
 
 	start_loop();
@@ -673,13 +671,32 @@ Test(mcp_server, corrupt_handover_record_gives_no_server)
 	cfg.argv = xcalloc(2, sizeof *cfg.argv);
 	cfg.argv[0] = "true";
 	p.cfg = &cfg;
+	in.bytes = "";
 	for (i = 0; bad[i] != NULL; i++) {
-		cr_assert_not_null(o = json_loads(bad[i], 0, NULL));
+		pid = fork();
+		cr_assert_neq(pid, -1);
+		if (pid == 0) {
+			setpgid(0, 0);
+			for (;;)
+				pause();
+		}
+		setpgid(pid, pid);
+		o = json_loads(bad[i], 0, NULL);
+		cr_assert_not_null(o);
+		json_object_set_new(o, "proc", json_pack("{s:i, s:i, s:[i, i, "
+		    "i], s:i, s:s}", "pid", (int)pid, "pgid", (int)pid,
+		    "pipes", -1, -1, -1, "inFd", -1, "name", "fake"));
 		in.json = o;
-		in.bytes = "";
-		cr_expect_null(mcp_server_adopt(base, &p, &ops, &rec, &in, o),
+		cr_assert_null(mcp_server_adopt(base, &p, &ops, &rec, &in, o),
 		    "record %zu", i);
+		cr_assert(run_until(no_children, NULL), "record %zu: its "
+		    "process was not killed", i);
 		json_decref(o);
 	}
-	cr_expect_eq(count_children(), 0);
+	o = json_pack("{s:s, s:[], s:{s:i, s:i, s:[]}}", "version",
+	    "1999-01-01", "tools", "proc", "pid", 0, "pgid", 0, "pipes");
+	in.json = o;
+	cr_assert_null(mcp_server_adopt(base, &p, &ops, &rec, &in, o));
+	json_decref(o);
+	finish();
 }

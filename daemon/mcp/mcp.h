@@ -215,11 +215,13 @@ void mcp_server_save(struct mcp_server *, struct handover_rec *, json_t *o);
 /*
  * The next image: the server back from its record, ready, with no second
  * initialize; its calls in flight wait for mcp_call_adopt. NULL when the
- * record does not serve (the caller kills what it names).
+ * record does not serve: its process is then killed (mcp_server_discard).
  */
 struct mcp_server *mcp_server_adopt(struct event_base *,
     const struct mcp_server_params *, const struct mcp_server_ops *,
     void *arg, const struct handover_in *, const json_t *o);
+/* A record's process that no server takes back: killed (its group). */
+void mcp_server_discard(const struct handover_in *, const json_t *o);
 /* A call handed over, by its request id, given its ops again; or NULL. */
 struct mcp_call *mcp_call_adopt(struct mcp_server *, int64_t id,
     const struct mcp_call_ops *, void *arg);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -1426,8 +1427,10 @@ mcp_server_adopt(struct event_base *base, const struct mcp_server_params *p,
 			break;
 	if (version == NULL || i == nitems(mcp_versions) ||
 	    !json_is_array(tools) || json_array_size(tools) > MCP_TOOLS_MAX ||
-	    !json_is_object(json_object_get(o, "proc")))
+	    !json_is_object(json_object_get(o, "proc"))) {
+		mcp_server_discard(in, o);
 		return NULL;
+	}
 	s = mcp_server_new(base, p, ops, arg);
 	s->version = mcp_versions[i];
 	s->tools = json_deep_copy(tools);
@@ -1458,6 +1461,29 @@ mcp_server_adopt(struct event_base *base, const struct mcp_server_params *p,
 	s->proc = proc_adopt(in, json_object_get(o, "proc"),
 	    &mcp_server_proc_ops, s);
 	return s;
+}
+
+/*
+ * Read no further than its group and descriptors: a record that does not
+ * serve may not hold what proc_adopt needs. The reaper reaps the process.
+ */
+void
+mcp_server_discard(const struct handover_in *in, const json_t *o)
+{
+	const json_t *proc = json_object_get(o, "proc"), *v;
+	json_int_t pgid = json_integer_value(json_object_get(proc, "pgid"));
+	size_t i;
+	int fd;
+
+	(void)in;
+	/* Never 0 or 1, nor our own group: only a group of its own. */
+	if (pgid > 1 && pgid != (json_int_t)getpgrp())
+		(void)kill(-(pid_t)pgid, SIGKILL);
+	if ((fd = handover_take_fd(json_object_get(proc, "inFd"))) != -1)
+		close(fd);
+	json_array_foreach(json_object_get(proc, "pipes"), i, v)
+		if ((fd = handover_take_fd(v)) != -1)
+			close(fd);
 }
 
 struct mcp_call *

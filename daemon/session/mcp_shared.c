@@ -65,7 +65,6 @@ static void	mcp_shared_gone_cb(void *);
 static void	mcp_shared_deadline_cb(evutil_socket_t, short, void *);
 static void	mcp_shared_free(void);
 static void	mcp_shared_launch(struct mcp_shared_srv *);
-static void	mcp_shared_kill_record(const struct handover_in *);
 
 static const struct mcp_server_ops mcp_shared_ops = {
 	.prepare = mcp_shared_prepare,
@@ -144,35 +143,23 @@ mcp_shared_launch(struct mcp_shared_srv *sh)
 		if (sh->quota == NULL)
 			sh->quota = proxy_quota_new();
 		if (sh->netns == -1 || (sh->proxy = proxy_tool_adopt(&sh->in,
-		    v, sh->quota, "daemon", id, sh->cfg->name)) == NULL)
+		    v, sh->quota, "daemon", id, sh->cfg->name)) == NULL) {
+			mcp_server_discard(&sh->in, sh->in.json);
 			in = false;
+		}
 	}
 	if (in && (sh->srv = mcp_server_adopt(mcp_shared_cfg.base, &p,
 	    &mcp_shared_ops, sh, &sh->in, sh->in.json)) != NULL)
 		log_info("MCP server %s (scope daemon, pid %d) handed over by "
 		    "the reload", sh->cfg->name, mcp_server_pid(sh->srv));
-	else {
-		if (sh->raw != NULL)
-			mcp_shared_kill_record(&sh->in);
+	else
 		sh->srv = mcp_server_start(mcp_shared_cfg.base, &p,
 		    &mcp_shared_ops, sh);
-	}
 	if (sh->raw != NULL) {
 		json_decref(sh->in.json);
 		free(sh->raw);
 		sh->raw = NULL;
 	}
-}
-
-/* A record's process that no server takes back: killed, reaped later. */
-static void
-mcp_shared_kill_record(const struct handover_in *in)
-{
-	static const struct proc_ops none = { 0 };
-
-	if (json_is_object(json_object_get(in->json, "proc")))
-		proc_kill(proc_adopt(in, json_object_get(in->json, "proc"),
-		    &none, NULL));
 }
 
 void
@@ -193,7 +180,7 @@ mcp_shared_restore(const struct handover_in *in, char *raw)
 	log_warn("a reload handed over shared MCP server %s, which this "
 	    "daemon's configuration does not have: killed", name != NULL ?
 	    name : "?");
-	mcp_shared_kill_record(in);
+	mcp_server_discard(in, in->json);
 	json_decref(in->json);
 	free(raw);
 }

@@ -347,8 +347,10 @@ session_mcp_launch(struct mcp_srv *sv, const struct handover_in *in,
 			m->s->net_quota = proxy_quota_new();
 		snprintf(id, sizeof id, "mcp-%s", cfg->name);
 		if (sv->netns == -1 || (sv->proxy = proxy_tool_adopt(in, v,
-		    m->s->net_quota, m->s->id, id, cfg->name)) == NULL)
+		    m->s->net_quota, m->s->id, id, cfg->name)) == NULL) {
+			mcp_server_discard(in, rec);
 			in = NULL;
+		}
 	}
 	if (in != NULL && (sv->srv = mcp_server_adopt(
 	    session_mcp_cfg.client.base, &p, &session_mcp_ops, sv, in,
@@ -1363,33 +1365,24 @@ void
 session_mcp_restored(struct session *s, const struct handover_in *recs,
     size_t n)
 {
-	static const struct proc_ops none = { 0 };
 	struct session_mcp *m = s->mcp;
 	const char *name;
 	size_t i, k;
-	bool taken;
 
 	for (k = 0; k < n; k++) {
 		name = json_string_value(json_object_get(recs[k].json, "name"));
-		taken = false;
 		for (i = 0; m != NULL && name != NULL && i < m->n; i++)
 			if (!m->srvs[i].shared && m->srvs[i].srv == NULL &&
-			    strcmp(m->srvs[i].cfg->name, name) == 0) {
-				session_mcp_launch(&m->srvs[i], &recs[k],
-				    recs[k].json);
-				taken = m->srvs[i].srv != NULL &&
-				    mcp_server_state(m->srvs[i].srv) ==
-				    MCP_READY;
+			    strcmp(m->srvs[i].cfg->name, name) == 0)
 				break;
-			}
-		if (!taken && json_object_get(recs[k].json, "proc") != NULL) {
-			log_about(LOG_LEVEL_WARN, s->id, NULL, NULL, "a reload "
-			    "handed over MCP server %s, which the session no "
-			    "longer has or whose record does not serve: "
-			    "killed", name != NULL ? name : "?");
-			proc_kill(proc_adopt(&recs[k], json_object_get(
-			    recs[k].json, "proc"), &none, NULL));
+		if (m != NULL && name != NULL && i < m->n) {
+			session_mcp_launch(&m->srvs[i], &recs[k], recs[k].json);
+			continue;
 		}
+		log_about(LOG_LEVEL_WARN, s->id, NULL, NULL, "a reload handed "
+		    "over MCP server %s, which the session no longer has: "
+		    "killed", name != NULL ? name : "?");
+		mcp_server_discard(&recs[k], recs[k].json);
 	}
 	/* The rest start afresh, as after a crash; shared ones are back. */
 	for (i = 0; m != NULL && i < m->n; i++)

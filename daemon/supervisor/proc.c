@@ -997,7 +997,11 @@ proc_signal_group(struct proc *p, int sig)
 {
 	if (sig == SIGKILL)
 		toolcg_kill(p->cg);
-	if (p->pgid <= 0)
+	/*
+	 * A tool's group is its own: never 0, 1 or the daemon's, whatever a
+	 * corrupt handover record may name (kill(-1) reaches every process).
+	 */
+	if (p->pgid <= 1 || p->pgid == getpgrp())
 		return;
 	if (kill(-p->pgid, sig) == -1 && errno == ESRCH)
 		proc_forget_group(p);

@@ -115,7 +115,8 @@ Test(stall, a_ceiling_size_result_holds_nobody_up,
 	    "\"maxResultBytes\":16777216}")));
 	const char *s = json_string_value(sid), *content;
 	struct pinger p = { .d = d };
-	long long base, peak, t0, took, bound;
+	long long base, peak, t0, took, parse, bound;
+	char *line;
 	json_t *msg, *v;
 	pthread_t th;
 	size_t len, i;
@@ -139,9 +140,21 @@ Test(stall, a_ceiling_size_result_holds_nobody_up,
 	atomic_store(&p.stop, true);
 	pthread_join(th, NULL);
 	peak = status_bytes(d->pid, "VmHWM");
-	cr_log_info("16 MiB of control bytes: result in %lld ms, %u pings, "
-	    "slowest %lld ms, peak +%lld KiB (%.2fx)", took, p.pings, p.worst,
-	    (peak - base) / 1024, (double)(peak - base) / CEILING);
+	/*
+	 * Delivery is the daemon's: this client's own parse of the 96 MiB
+	 * line (jansson, about a second) is timed again here and taken off.
+	 */
+	line = json_dumps(msg, JSON_COMPACT | JSON_ALLOW_NUL);
+	cr_assert_not_null(line);
+	t0 = e2e_now_ms();
+	json_decref(json_loads(line, JSON_ALLOW_NUL, NULL));
+	parse = e2e_now_ms() - t0;
+	free(line);
+	cr_log_info("16 MiB of control bytes: result in %lld ms (%lld of them "
+	    "this client's parse), %u pings, slowest %lld ms, peak +%lld KiB "
+	    "(%.2fx)", took, parse, p.pings, p.worst, (peak - base) / 1024,
+	    (double)(peak - base) / CEILING);
+	took -= parse;
 
 	v = json_object_get(json_object_get(json_object_get(msg, "params"),
 	    "result"), "content");

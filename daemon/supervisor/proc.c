@@ -862,8 +862,8 @@ proc_start(struct proc *p)
 	else if (p->sandbox.profile != SANDBOX_NONE &&
 	    (msg = proc_confine(p, &req, &prep)) != NULL)
 		;
-	else if ((p->cg = toolcg_new(p->token, &p->limits, &req,
-	    &msg)) == NULL && msg != NULL)
+	else if ((p->cg = toolcg_new(p->token, &p->limits,
+	    proc_launches(), &req, &msg)) == NULL && msg != NULL)
 		;
 	else if ((error = proc_pipes(p, req.fds)) != 0)
 		xasprintf(&msg, "cannot create a pipe: %s", strerror(error));

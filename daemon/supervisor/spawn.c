@@ -542,7 +542,7 @@ spawn_launch(const struct spawn_req *req, struct spawn_run **out,
 
 	*out = NULL;
 	*step = "cannot start a process";
-	if (req->ns != NULL || req->tty) {
+	if (req->ns != NULL || req->tty || req->njoin > 0) {
 		errno = ENOSYS;
 		return -1;
 	}

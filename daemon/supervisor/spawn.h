@@ -86,9 +86,9 @@ pid_t spawn_start(const struct spawn_req *, const char **step);
  * The same without waiting for the child's execve: we go on while it
  * takes its steps, most often on another CPU, instead of being suspended
  * until its exec (then usually taking its CPU from it: the exec wakes us).
- * Where clone3 is wired, for a request without a mount namespace or a
- * terminal; else -1 with ENOSYS, and spawn_start does it. v1 cgroup files
- * to join are written by the child (it has its own copy of our fds). The request is copied with its path and groups, but its argv
+ * Where clone3 is wired, for a request without a mount namespace, a
+ * terminal or cgroup files to join; else -1 with ENOSYS, and spawn_start
+ * does it. The request is copied with its path and groups, but its argv
  * and envp must live until the child is reaped or spawn_run_state says it
  * exec'd, and so must *run: then spawn_run_error says whether the child
  * failed before its exec (an errno, and the step), and spawn_run_free lets

@@ -104,7 +104,7 @@ static char *toolcg_v1_dir[CTL_N];   /* <hierarchy>/<ours>/stexecd-PID */
 static bool toolcg_memsw;            /* v1 memory.memsw.* exists */
 
 static char *toolcg_v1_find(const char *);
-static bool toolcg_meter_take(struct toolcg *, struct spawn_req *);
+static bool toolcg_meter_take(struct toolcg *, bool, struct spawn_req *);
 static bool toolcg_meter_put(struct toolcg *);
 static void toolcg_meter_close(int *);
 static bool toolcg_read_num(int, uint64_t *);
@@ -460,13 +460,12 @@ toolcg_value(const struct toolcg_limits *l, enum toolcg_ctl c, bool v2,
 
 /*
  * The v1 group of one controller, its limit set (value NULL: a memory
- * group that only measures), joined by the child before its exec, a
- * launched one too: a v1 move holds the writer for 20-40 ms now and
- * then, which is the child's wait then, not the loop's.
+ * group that only measures), joined by the child; or (move) moved into
+ * once started (toolcg_started), so that a launch need not wait for it.
  */
 static int
 toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
-    const char *value, struct spawn_req *req)
+    const char *value, bool move, struct spawn_req *req)
 {
 	static const char *const files[CTL_N] = {
 		"memory.limit_in_bytes", "pids.max", "cpu.cfs_quota_us",
@@ -489,6 +488,11 @@ toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
 	if (c == CTL_MEMORY && value != NULL && toolcg_memsw &&
 	    toolcg_write(dir, "memory.memsw.limit_in_bytes", value) != 0)
 		return -1;
+	/* Only measuring, for a launched child: moved in (toolcg.h). */
+	if (move) {
+		cg->v1_move = true;
+		return 0;
+	}
 	xasprintf(&procs, "%s/cgroup.procs", dir);
 	fd = open(procs, O_WRONLY | O_CLOEXEC);
 	free(procs);
@@ -503,7 +507,7 @@ toolcg_v1_new(struct toolcg *cg, enum toolcg_ctl c, const char *name,
 }
 
 struct toolcg *
-toolcg_new(uint64_t token, const struct toolcg_limits *l,
+toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
     struct spawn_req *req, char **msg)
 {
 	static const char *const v2files[CTL_N] = {
@@ -558,8 +562,8 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l,
 			 * tool that cannot have one runs unmeasured.
 			 */
 			if (c == CTL_MEMORY && toolcg_via[c] == VIA_V1 &&
-			    !toolcg_meter_take(cg, req) &&
-			    toolcg_v1_new(cg, c, name, NULL, req) != 0 &&
+			    !toolcg_meter_take(cg, launch, req) &&
+			    toolcg_v1_new(cg, c, name, NULL, launch, req) != 0 &&
 			    cg->v1[c] != NULL) {
 				rmdir(cg->v1[c]);
 				free(cg->v1[c]);
@@ -576,7 +580,7 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l,
 				toolcg_writeat(cg->v2fd, "memory.swap.max", "0");
 			break;
 		case VIA_V1:
-			if (toolcg_v1_new(cg, c, name, value, req) != 0)
+			if (toolcg_v1_new(cg, c, name, value, false, req) != 0)
 				goto fail_limit;
 			break;
 		case VIA_RLIMIT:
@@ -844,7 +848,7 @@ toolcg_load(const json_t *o)
 
 /* A pooled measuring group for a tool without a memory limit, if any. */
 static bool
-toolcg_meter_take(struct toolcg *cg, struct spawn_req *req)
+toolcg_meter_take(struct toolcg *cg, bool launch, struct spawn_req *req)
 {
 	struct toolcg_meter *m;
 
@@ -860,7 +864,7 @@ toolcg_meter_take(struct toolcg *cg, struct spawn_req *req)
 	 * toolcg_spawned closes from the end, and it comes before them (the
 	 * memory group is the first a tool gets).
 	 */
-	if (req->njoin == 0)
+	if (!launch && req->njoin == 0)
 		req->join[req->njoin++] = m->fd[METER_PROCS];
 	else
 		cg->v1_move = true;

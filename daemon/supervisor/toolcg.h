@@ -54,10 +54,11 @@ bool toolcg_supervises(void);
  * The groups of one tool, with its limits written; fills req's cgroup_fd,
  * join fds and rlimits. NULL with *msg when a limit cannot be set up. A
  * tool without limits on a host without a v2 subtree needs none: NULL,
- * *msg NULL. The child joins its v1 groups itself, launched or not.
+ * *msg NULL. launch: the child will be launched (spawn_launch), which joins
+ * no group; a group that only measures is then entered by toolcg_started.
  */
 struct toolcg *toolcg_new(uint64_t token, const struct toolcg_limits *,
-    struct spawn_req *, char **msg);
+    bool launch, struct spawn_req *, char **msg);
 /* The child has started (or failed): close what only it needed. */
 void toolcg_spawned(struct toolcg *, struct spawn_req *);
 /* The child is pid: into the groups it did not join itself. */

@@ -474,9 +474,9 @@ Test(results, a_ceiling_size_result_arrives_whole_in_order,
 	cr_log_info("16 MiB of control bytes: result in %lld ms, slowest ping "
 	    "%lld ms", total, worst);
 	/*
-	 * How long the pings waited is a figure, not a pass mark (timings are
-	 * for benchmarks: bench_result's result-stall); here other clients are
-	 * served throughout, and the result is whole and in order.
+	 * How long the pings waited is a figure here, not a pass mark: its
+	 * bound is test_e2e_stall.c's subject; here other clients are served
+	 * throughout, and the result is whole and in order.
 	 */
 	msg = json_object_get(json_object_get(json_object_get(result,
 	    "params"), "result"), "content");

@@ -1,10 +1,12 @@
 /*
  * The crash journal's file (daemon/journal.c): records come back as
  * written, damage costs only the damaged record, a torn append is told
- * apart, compaction replaces the file, and a second daemon is locked out.
+ * apart, a large record written in slices is whole or absent, compaction
+ * replaces the file, and a second daemon is locked out.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +131,82 @@ Test(journal, a_torn_append_is_told_apart)
 	s = reload(&got);
 	cr_assert_eq(s.n, 2);
 	cr_assert_str_eq(s.text[1], "after");
+}
+
+/* A large record, a slice at a time: whole, and in order with the rest. */
+Test(journal, a_large_record_in_slices_comes_back_whole_and_in_order)
+{
+	size_t blen = 300000, i;
+	char *b = malloc(blen);
+	struct journal_big *jb;
+	struct journal_loaded got;
+	struct seen s;
+	unsigned steps = 0;
+
+	cr_assert_not_null(b);
+	for (i = 0; i < blen; i++)
+		b[i] = (char)('a' + i % 26);
+	journal_append('A', "before", 6, NULL, 0);
+	jb = journal_big_new('N', "s-1 7 ", 6, b, blen);
+	while (!journal_big_step(jb, 4096))
+		steps++;
+	/* The CRC's slices, then the writes'. */
+	cr_assert_gt(steps, 2 * blen / 4096 - 2);
+	journal_big_free(jb);
+	/* One cut short by another record, after its CRC: finished first. */
+	jb = journal_big_new('N', "s-1 8 ", 6, b, blen);
+	for (i = 0; i < 100; i++)
+		cr_assert(!journal_big_step(jb, 4096));
+	journal_append('A', "after", 5, NULL, 0);
+	cr_assert(journal_big_step(jb, 1), "the append did not finish it");
+	journal_big_free(jb);
+	s = reload(&got);
+	cr_assert_eq(got.records, 4);
+	cr_assert_eq(got.dropped, 0);
+	cr_assert(!got.torn);
+	cr_assert_str_eq(s.text[0], "before");
+	cr_assert_eq(strncmp(s.text[1], "s-1 7 abcdef", 12), 0);
+	cr_assert_eq(strncmp(s.text[2], "s-1 8 abcdef", 12), 0);
+	cr_assert_str_eq(s.text[3], "after");
+	free(b);
+}
+
+/* Killed between its slices: the record is absent, the rest whole. */
+Test(journal, a_large_record_cut_short_by_a_kill_is_absent)
+{
+	size_t blen = 300000;
+	char *b = malloc(blen);
+	struct journal_big *jb;
+	struct journal_loaded got;
+	struct seen s;
+	struct stat st;
+	int status, i;
+	pid_t pid;
+
+	cr_assert_not_null(b);
+	memset(b, 'x', blen);
+	journal_append('A', "whole", 5, NULL, 0);
+	if ((pid = fork()) == 0) {
+		jb = journal_big_new('N', "s-1 2 ", 6, b, blen);
+		/* The CRC (75 slices), then some of the writes. */
+		for (i = 0; i < 100; i++)
+			journal_big_step(jb, 4096);
+		raise(SIGKILL);
+		_exit(0);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status));
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_gt(st.st_size, 20 * 4096, "no slice was written");
+	s = reload(&got);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(s.text[0], "whole");
+	cr_assert(got.torn);
+	journal_append('A', "after", 5, NULL, 0);
+	s = reload(&got);
+	cr_assert_eq(s.n, 2);
+	cr_assert_str_eq(s.text[1], "after");
+	free(b);
 }
 
 static void

@@ -40,10 +40,30 @@ static struct event *journal_flush_ev;
 static struct buf journal_pending; /* records not yet written */
 static const struct timeval journal_now = { 0, 0 };
 
+struct journal_big {
+	char head[64];   /* "K LEN CRC\n", once the CRC is known */
+	size_t hlen;     /* 0 until then */
+	char kind;
+	char *a;
+	size_t alen;
+	const char *b;
+	size_t blen;
+	uint32_t crc;
+	size_t crc_done; /* of a, then b */
+	size_t written;  /* of head, a, b, "\n" */
+	bool done;
+};
+/* The large record with bytes in the file, not yet all. */
+static struct journal_big *journal_big_cur;
+/* A compaction waits for it. */
+static bool journal_compact_wanted;
+
 static void journal_sync_cb(evutil_socket_t, short, void *);
 static void journal_compact_cb(evutil_socket_t, short, void *);
 static void journal_flush_cb(evutil_socket_t, short, void *);
 static void journal_write(const struct iovec *, int, size_t);
+static void journal_big_finish(void);
+static uint32_t journal_crc_more(uint32_t, const char *, size_t);
 static int journal_lock_open(const char *, int, char *, size_t);
 
 /*
@@ -288,6 +308,7 @@ journal_append(char kind, const char *a, size_t alen, const char *b,
 	    crc);
 	if ((size_t)hlen + alen + blen + 1 > JOURNAL_PENDING_MAX) {
 		/* What is pending goes first: the records stay in order. */
+		journal_big_finish();
 		journal_flush();
 		iov[0].iov_base = head;
 		iov[0].iov_len = (size_t)hlen;
@@ -317,6 +338,10 @@ journal_flush(void)
 {
 	struct iovec iov;
 
+	if (journal_pending.len == 0)
+		return;
+	/* Nothing between a large record's slices. */
+	journal_big_finish();
 	if (journal_pending.len == 0)
 		return;
 	iov.iov_base = journal_pending.data;
@@ -370,12 +395,125 @@ journal_flush_cb(evutil_socket_t fd, short events, void *arg)
 	journal_flush();
 }
 
+struct journal_big *
+journal_big_new(char kind, const char *a, size_t alen, const char *b,
+    size_t blen)
+{
+	struct journal_big *jb = xcalloc(1, sizeof *jb);
+
+	jb->kind = kind;
+	jb->a = xmalloc(alen + 1);
+	memcpy(jb->a, a, alen);
+	jb->alen = alen;
+	jb->b = b;
+	jb->blen = blen;
+	return jb;
+}
+
+bool
+journal_big_step(struct journal_big *jb, size_t max)
+{
+	struct iovec iov[4];
+	const char *part[4];
+	size_t len[4], at, n, want = 0, total;
+	int i, cnt = 0;
+
+	if (jb->done || journal_fd == -1) {
+		if (journal_big_cur == jb)
+			journal_big_cur = NULL;
+		jb->done = true;
+		return true;
+	}
+	total = jb->alen + jb->blen;
+	if (jb->hlen == 0) {
+		/* The CRC first: the header that carries it comes first. */
+		while (jb->crc_done < total && max > 0) {
+			at = jb->crc_done;
+			n = at < jb->alen ? jb->alen - at : total - at;
+			n = n < max ? n : max;
+			jb->crc = journal_crc_more(jb->crc, at < jb->alen ?
+			    jb->a + at : jb->b + (at - jb->alen), n);
+			jb->crc_done += n;
+			max -= n;
+		}
+		if (jb->crc_done < total)
+			return false;
+		jb->hlen = (size_t)snprintf(jb->head, sizeof jb->head,
+		    "%c %zu %lx\n", jb->kind, total, (unsigned long)jb->crc);
+	}
+	if (journal_big_cur != jb) {
+		if (journal_big_cur != NULL) {
+			/* One at a time; at shutdown (no limit) finish it. */
+			if (max != SIZE_MAX)
+				return false;
+			journal_big_finish();
+		}
+		/* What is pending goes first: the records stay in order. */
+		journal_flush();
+		if (journal_fd == -1)
+			return journal_big_step(jb, 0);
+		journal_big_cur = jb;
+	}
+	part[0] = jb->head;
+	len[0] = jb->hlen;
+	part[1] = jb->a;
+	len[1] = jb->alen;
+	part[2] = jb->b;
+	len[2] = jb->blen;
+	part[3] = "\n";
+	len[3] = 1;
+	for (at = jb->written, i = 0; i < 4 && want < max; i++) {
+		if (at >= len[i]) {
+			at -= len[i];
+			continue;
+		}
+		n = len[i] - at < max - want ? len[i] - at : max - want;
+		iov[cnt].iov_base = (void *)(part[i] + at);
+		iov[cnt++].iov_len = n;
+		want += n;
+		at = 0;
+	}
+	if (cnt > 0)
+		journal_write(iov, cnt, want);
+	jb->written += want;
+	if (journal_fd != -1 && jb->written < jb->hlen + total + 1)
+		return false;
+	jb->done = true;
+	journal_big_cur = NULL;
+	if (journal_compact_wanted && journal_fd != -1) {
+		journal_compact_wanted = false;
+		journal_compact_soon();
+	}
+	return true;
+}
+
+void
+journal_big_free(struct journal_big *jb)
+{
+	if (jb == NULL)
+		return;
+	/* Cut short (the journal closed under it): its torn end is cut at load. */
+	if (journal_big_cur == jb)
+		journal_big_cur = NULL;
+	free(jb->a);
+	free(jb);
+}
+
+/* The large record being written, whole now: another record follows. */
+static void
+journal_big_finish(void)
+{
+	if (journal_big_cur != NULL)
+		journal_big_step(journal_big_cur, SIZE_MAX);
+}
+
 int
 journal_redirect(int fd)
 {
 	int old = journal_fd;
 
 	/* What is pending belongs to the journal, not to fd. */
+	journal_big_finish();
 	journal_flush();
 	/* No compaction meanwhile; a write error closes only fd. */
 	journal_fd = fd;
@@ -406,6 +544,11 @@ journal_compact(void)
 
 	if (journal_fd == -1 || journal_snapshot == NULL)
 		return;
+	/* Not under a large record's slices: it would go with the old file. */
+	if (journal_big_cur != NULL) {
+		journal_compact_wanted = true;
+		return;
+	}
 	journal_flush();
 	if (journal_fd == -1)
 		return;
@@ -489,6 +632,8 @@ journal_close(void)
 		close(journal_fd);
 	}
 	journal_fd = -1;
+	/* A large record cut short: journal_load cuts its torn end off. */
+	journal_big_cur = NULL;
 	if (journal_compacting)
 		return;
 	if (journal_sync_ev != NULL)

@@ -86,6 +86,22 @@ void journal_append(char kind, const char *a, size_t alen, const char *b,
     size_t blen);
 void journal_flush(void);
 /*
+ * A record too large for one loop pass (a large result's note), in
+ * journal_append's layout: journal_big_new copies a (short) and keeps b,
+ * which must outlive it; each journal_big_step does at most max bytes of
+ * its work, the CRC and then the writes, and is true once the record is in
+ * the file (or there is no journal). One is written at a time with nothing
+ * between its slices: a record pending behind it, a compaction or a
+ * redirect waits for it (finishes it first). A SIGKILL between slices
+ * leaves a torn end, which journal_load cuts off: the record is whole or
+ * absent, and what it records must not reach a client before it is true.
+ */
+struct journal_big;
+struct journal_big *journal_big_new(char kind, const char *a, size_t alen,
+    const char *b, size_t blen);
+bool journal_big_step(struct journal_big *, size_t max);
+void journal_big_free(struct journal_big *);
+/*
  * Compaction writes the live state through journal_append from this
  * callback (set once): into a new file that replaces the journal.
  */

@@ -30,6 +30,7 @@
 #include "session/outdir.h"
 #include "supervisor/proc.h"
 #include "hooks/hooks.h"
+#include "session/journal.h"
 #include "session/readonce.h"
 #include "session/registry.h"
 #include "stexec/protocol.h"
@@ -40,6 +41,8 @@
 #define SESSION_RESUME_LAG (256 * 1024)
 /* A result text longer than this is encoded this much per loop pass. */
 #define SESSION_SLICE (256 * 1024)
+/* Bytes of a large line's journal record (CRC, then writes) a pass. */
+#define SESSION_JOURNAL_SLICE (2 * 1024 * 1024)
 
 /* A long line shared by the log and the sockets' buffers, not copied. */
 struct shared {
@@ -55,6 +58,8 @@ struct slicer {
 	size_t done;
 	struct buf out;   /* the line so far */
 	struct buf tail;  /* what follows the content */
+	bool encoded;     /* out is the whole line */
+	struct journal_big *jb; /* its record, being journaled */
 	struct slicer *next;
 };
 
@@ -1794,9 +1799,11 @@ session_slice(struct session *s, size_t max)
 	struct slicer *sl = s->slicers;
 	const char *text = readonce_data(sl->text);
 	size_t len = readonce_len(sl->text), n = len - sl->done;
-	struct note *n0, *nt;
+	struct note *n0, *nt, as;
 	uint64_t seq;
 
+	if (sl->encoded)
+		goto journal;
 	if (n > max) {
 		/* Cut at a character boundary: the text is valid UTF-8. */
 		n = max;
@@ -1812,13 +1819,34 @@ session_slice(struct session *s, size_t max)
 		return;
 	}
 	buf_add(&sl->out, sl->tail.data, sl->tail.len);
+	sl->encoded = true;
+	if (session_hooks != NULL && session_hooks->logged_big != NULL) {
+		as = *session_note_at(s, sl->seq);
+		as.line = sl->out.data;
+		as.len = sl->out.len;
+		sl->jb = session_hooks->logged_big(s, &as);
+	}
+	if (sl->jb != NULL && max != SIZE_MAX) {
+		session_slice_queue(s);
+		return;
+	}
+journal:
+	/*
+	 * Journaled before any subscriber can be sent it (doc/design.md §7,
+	 * Restart), in slices: the loop never holds a 96 MiB write.
+	 */
+	if (sl->jb != NULL && !journal_big_step(sl->jb, max == SIZE_MAX ?
+	    SIZE_MAX : SESSION_JOURNAL_SLICE)) {
+		session_slice_queue(s);
+		return;
+	}
 	n0 = session_note_at(s, sl->seq);
 	n0->line = sl->out.data;
 	n0->len = sl->out.len;
 	n0->shared = xmalloc(sizeof *n0->shared);
 	n0->shared->data = sl->out.data;
 	n0->shared->refs = 1;
-	if (session_hooks != NULL)
+	if (session_hooks != NULL && session_hooks->logged_big == NULL)
 		session_hooks->logged(s, n0);
 	/* Every note from this one on ends that much later. */
 	s->bytes_end += sl->out.len;
@@ -1830,6 +1858,7 @@ session_slice(struct session *s, size_t max)
 		s->slicers_tail = &s->slicers;
 	buf_free(&sl->tail);
 	readonce_free(sl->text);
+	journal_big_free(sl->jb);
 	free(sl);
 	session_logged(s);
 	session_wake(s);

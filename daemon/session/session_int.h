@@ -125,6 +125,8 @@ void session_idle_update(struct session *);
  * journaling: whether notes are kept at all, so that a chunk's elided copy
  * is built only then.
  */
+struct journal_big;
+
 struct session_hooks {
 	void (*created)(struct session *, struct tooldef **, size_t,
 	    unsigned max_parallel, const char *cwd, const json_t *env);
@@ -136,6 +138,9 @@ struct session_hooks {
 	void (*contexted)(struct session *); /* its cwd or env changed */
 	bool (*journaling)(void);
 	void (*remade)(struct session *);  /* its record (s->journal) grew */
+	/* logged, for a line too long for one pass: written in slices */
+	struct journal_big *(*logged_big)(struct session *,
+	    const struct note *);
 };
 
 /*

@@ -52,6 +52,8 @@ static bool	session_restore_keep(const char *, size_t,
 static void	session_restore_adopt(struct restoring *);
 static void	session_journal_session(struct session *);
 static void	session_journal_note(struct session *, const struct note *);
+static struct journal_big *session_journal_note_big(struct session *,
+		    const struct note *);
 static void	session_journal_add(struct session *, uint64_t, const char *,
 		    const char *);
 static void	session_journal_contexted(struct session *);
@@ -102,6 +104,21 @@ session_journal_note(struct session *s, const struct note *n)
 	len = snprintf(head, sizeof head, "%s %llu ", s->id,
 	    (unsigned long long)n->seq);
 	journal_append(JOURNAL_NOTE, head, (size_t)len, n->line, n->len);
+}
+
+/* A note too long for one pass, in slices (journal.h); NULL: none. */
+static struct journal_big *
+session_journal_note_big(struct session *s, const struct note *n)
+{
+	char head[64];
+	int len;
+
+	if (!journal_active() || session_stopping || session_journal_restoring)
+		return NULL;
+	len = snprintf(head, sizeof head, "%s %llu ", s->id,
+	    (unsigned long long)n->seq);
+	return journal_big_new(JOURNAL_NOTE, head, (size_t)len, n->line,
+	    n->len);
 }
 
 /*
@@ -199,7 +216,7 @@ static const struct session_hooks session_journal_hooks = {
 	session_journal_created, session_journal_note, session_journal_add,
 	session_journal_closed, session_journal_idled,
 	session_journal_contexted, session_journal_journaling,
-	session_journal_session,
+	session_journal_session, session_journal_note_big,
 };
 
 void

@@ -438,6 +438,13 @@ capture_assemble(struct capture *c)
 {
 	buf_reset(&c->head);
 	buf_reset(&c->tail);
+	if (c->total <= c->max && c->err.len == 0 && !c->out.spilled) {
+		/* stdout alone, whole: its buffer is the head, not a copy. */
+		buf_free(&c->head);
+		c->head = c->out.mem;
+		memset(&c->out.mem, 0, sizeof c->out.mem);
+		return;
+	}
 	if (c->total <= c->max) {
 		capture_range(c, 0, (size_t)c->total, &c->head);
 		return;

@@ -917,6 +917,40 @@ d_connect_as(struct daemon *d, uid_t uid)
 	return fd;
 }
 
+/* A field of /proc/PID/status given in kB (VmRSS, VmHWM), in bytes. */
+long long
+d_status_bytes(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	size_t n = strlen(field);
+	long long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	cr_assert_not_null(f = fopen(path, "r"), "%s: %s", path,
+	    strerror(errno));
+	while (fgets(line, sizeof line, f) != NULL)
+		if (strncmp(line, field, n) == 0 && line[n] == ':')
+			kib = atoll(line + n + 1);
+	fclose(f);
+	cr_assert_geq(kib, 0, "%s has no %s", path, field);
+	return kib * 1024;
+}
+
+/* VmHWM is the peak since now (proc(5), clear_refs). */
+void
+d_reset_peak(pid_t pid)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof path, "/proc/%ld/clear_refs", (long)pid);
+	cr_assert_neq(fd = open(path, O_WRONLY), -1, "%s: %s", path,
+	    strerror(errno));
+	cr_assert_eq(write(fd, "5", 1), 1, "%s: %s", path, strerror(errno));
+	close(fd);
+}
+
 long long
 c_rss(struct client *c)
 {

@@ -122,6 +122,11 @@ json_t *c_until(struct client *, const char *method, int timeout_ms);
 json_t *c_until_only(struct client *, const char *method, const char *want,
     int timeout_ms);
 
+/* A field of /proc/PID/status given in kB (VmRSS, VmHWM), in bytes. */
+long long d_status_bytes(pid_t, const char *field);
+/* VmHWM counts from now (proc(5), clear_refs). */
+void d_reset_peak(pid_t);
+
 /* Helpers for the common shapes. */
 /* The daemon's resident memory (stats.rssBytes), > 0. */
 long long c_rss(struct client *);

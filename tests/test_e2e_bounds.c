@@ -314,40 +314,6 @@ Test(results, max_result_bytes_past_the_ceiling_is_refused)
 /* A ceiling of 4 MiB keeps the test quick; the shape is the 16 MiB one. */
 #define CEILING (4 * 1024 * 1024)
 
-/* A field of /proc/PID/status given in kB (VmRSS, VmHWM), in bytes. */
-static long long
-status_bytes(pid_t pid, const char *field)
-{
-	char path[64], line[256];
-	size_t n = strlen(field);
-	long long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
-	cr_assert_not_null(f = fopen(path, "r"), "%s: %s", path,
-	    strerror(errno));
-	while (fgets(line, sizeof line, f) != NULL)
-		if (strncmp(line, field, n) == 0 && line[n] == ':')
-			kib = atoll(line + n + 1);
-	fclose(f);
-	cr_assert_geq(kib, 0, "%s has no %s", path, field);
-	return kib * 1024;
-}
-
-/* VmHWM is the peak since now (proc(5), clear_refs). */
-static void
-reset_peak(pid_t pid)
-{
-	char path[64];
-	int fd;
-
-	snprintf(path, sizeof path, "/proc/%ld/clear_refs", (long)pid);
-	cr_assert_neq(fd = open(path, O_WRONLY), -1, "%s: %s", path,
-	    strerror(errno));
-	cr_assert_eq(write(fd, "5", 1), 1, "%s: %s", path, strerror(errno));
-	close(fd);
-}
-
 /*
  * The largest result a ceiling allows, of the worst bytes (each control
  * byte is 6 in JSON): the content arrives whole and the daemon's peak
@@ -370,10 +336,10 @@ Test(results, a_ceiling_size_result_of_control_bytes_is_bounded)
 	json_t *msg = NULL, *v;
 	size_t len, i;
 
-	reset_peak(d->pid);
+	d_reset_peak(d->pid);
 	/* A round trip: the daemon is idle when its base is read. */
 	json_decref(c_call(c, "ping", NULL));
-	base = status_bytes(d->pid, "VmRSS");
+	base = d_status_bytes(d->pid, "VmRSS");
 	json_decref(c_add(c, s, "t", "ctl", NULL));
 	t0 = e2e_now_ms();
 	for (;;) {
@@ -384,7 +350,7 @@ Test(results, a_ceiling_size_result_of_control_bytes_is_bounded)
 		c_drop(c, msg);
 		cr_assert(e2e_now_ms() - t0 < e2e_ms(4 * SLOW), "no result");
 	}
-	peak = status_bytes(d->pid, "VmHWM");
+	peak = d_status_bytes(d->pid, "VmHWM");
 	cr_log_info("4 MiB of control bytes: result in %lld ms, rss %lld KiB, "
 	    "peak +%lld KiB (%.2fx)", e2e_now_ms() - t0, base / 1024,
 	    (peak - base) / 1024, (double)(peak - base) / CEILING);

@@ -45,8 +45,6 @@ struct pinger {
 };
 
 static void *pinger_run(void *);
-static long long status_bytes(pid_t, const char *);
-static void reset_peak(pid_t);
 
 /* The other client: a ping every PING_EVERY_MS until told to stop. */
 static void *
@@ -70,40 +68,6 @@ pinger_run(void *arg)
 	return NULL;
 }
 
-/* A field of /proc/PID/status given in kB (VmRSS, VmHWM), in bytes. */
-static long long
-status_bytes(pid_t pid, const char *field)
-{
-	char path[64], line[256];
-	size_t n = strlen(field);
-	long long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
-	cr_assert_not_null(f = fopen(path, "r"), "%s: %s", path,
-	    strerror(errno));
-	while (fgets(line, sizeof line, f) != NULL)
-		if (strncmp(line, field, n) == 0 && line[n] == ':')
-			kib = atoll(line + n + 1);
-	fclose(f);
-	cr_assert_geq(kib, 0, "%s has no %s", path, field);
-	return kib * 1024;
-}
-
-/* VmHWM is the peak since now (proc(5), clear_refs). */
-static void
-reset_peak(pid_t pid)
-{
-	char path[64];
-	int fd;
-
-	snprintf(path, sizeof path, "/proc/%ld/clear_refs", (long)pid);
-	cr_assert_neq(fd = open(path, O_WRONLY), -1, "%s: %s", path,
-	    strerror(errno));
-	cr_assert_eq(write(fd, "5", 1), 1, "%s: %s", path, strerror(errno));
-	close(fd);
-}
-
 Test(stall, a_ceiling_size_result_holds_nobody_up,
     .timeout = 600 * STEXEC_TEST_BUILD_SCALE)
 {
@@ -121,10 +85,10 @@ Test(stall, a_ceiling_size_result_holds_nobody_up,
 	pthread_t th;
 	size_t len, i;
 
-	reset_peak(d->pid);
+	d_reset_peak(d->pid);
 	/* A round trip: the daemon is idle when its base is read. */
 	json_decref(c_call(c, "ping", NULL));
-	base = status_bytes(d->pid, "VmRSS");
+	base = d_status_bytes(d->pid, "VmRSS");
 	cr_assert_eq(pthread_create(&th, NULL, pinger_run, &p), 0);
 	json_decref(c_add(c, s, "t", "ctl", NULL));
 	t0 = e2e_now_ms();
@@ -139,7 +103,7 @@ Test(stall, a_ceiling_size_result_holds_nobody_up,
 	took = e2e_now_ms() - t0;
 	atomic_store(&p.stop, true);
 	pthread_join(th, NULL);
-	peak = status_bytes(d->pid, "VmHWM");
+	peak = d_status_bytes(d->pid, "VmHWM");
 	/*
 	 * Delivery is the daemon's: this client's own parse of the 96 MiB
 	 * line (jansson, about a second) is timed again here and taken off.

@@ -92,14 +92,7 @@ Test(stall, a_ceiling_size_result_holds_nobody_up,
 	cr_assert_eq(pthread_create(&th, NULL, pinger_run, &p), 0);
 	json_decref(c_add(c, s, "t", "ctl", NULL));
 	t0 = e2e_now_ms();
-	for (;;) {
-		msg = c_read(c, 20);
-		if (msg != NULL && strcmp(json_string_value(json_object_get(msg,
-		    "method")) ?: "", "tool_result") == 0)
-			break;
-		c_drop(c, msg);
-		cr_assert(e2e_now_ms() - t0 < e2e_ms(4 * SLOW), "no result");
-	}
+	msg = c_wait(c, "tool_result", 4 * SLOW);
 	took = e2e_now_ms() - t0;
 	atomic_store(&p.stop, true);
 	pthread_join(th, NULL);

@@ -28,21 +28,21 @@ Test(mcp_config, claude_code_shape)
 	char err[256] = "";
 	struct mcp_config *c = parse("{\"mcpServers\": {\"fs\": {\"type\": "
 	    "\"stdio\", \"command\": \"npx\", \"args\": [\"-y\", \"srv\"], "
-	    "\"env\": {\"A\": \"1\"}}, \"git\": {\"command\": \"/bin/git-mcp\", "
+	    "\"env\": {\"A\": \"1\"}}, \"vcs\": {\"command\": \"/bin/vcs-mcp\", "
 	    "\"cwd\": \"/tmp\", \"timeoutMs\": 5000, \"startTimeoutMs\": 90000, "
 	    "\"sandbox\": {\"mode\": "
 	    "\"workspace-write\", \"network\": {\"allow\": [\"api.example.com\"]}}, "
 	    "\"limits\": {\"memoryBytes\": 100000000}, \"concurrencySafe\": "
 	    "{\"log\": true, \"push\": false}, \"interruptBehavior\": {\"push\": "
 	    "\"cancel\"}}}}", false, err, sizeof err);
-	const struct mcp_server_config *fs, *git;
+	const struct mcp_server_config *fs, *vcs;
 
 	cr_assert_not_null(c, "%s", err);
 	cr_assert_eq(c->n, 2);
 	fs = mcp_config_find(c, "fs");
-	git = mcp_config_find(c, "git");
+	vcs = mcp_config_find(c, "vcs");
 	cr_assert_not_null(fs);
-	cr_assert_not_null(git);
+	cr_assert_not_null(vcs);
 	cr_assert_str_eq(fs->argv[0], "npx");
 	cr_assert_str_eq(fs->argv[2], "srv");
 	cr_assert_null(fs->argv[3]);
@@ -50,19 +50,19 @@ Test(mcp_config, claude_code_shape)
 	cr_assert_null(fs->cwd);
 	cr_assert_not(fs->has_sandbox);
 	cr_assert_eq(fs->scope, MCP_SCOPE_SESSION);
-	cr_assert_str_eq(git->cwd, "/tmp");
-	cr_assert_eq(git->timeout_ms, 5000);
-	cr_assert_eq(git->start_timeout_ms, 90000);
+	cr_assert_str_eq(vcs->cwd, "/tmp");
+	cr_assert_eq(vcs->timeout_ms, 5000);
+	cr_assert_eq(vcs->start_timeout_ms, 90000);
 	cr_assert_eq(fs->start_timeout_ms, 0);
-	cr_assert(git->has_sandbox);
-	cr_assert_eq(git->sandbox.mode, TOOLDEF_SANDBOX_WORKSPACE_WRITE);
-	cr_assert_eq(git->sandbox.network, TOOLDEF_NETWORK_RULES);
-	cr_assert_eq(git->limits.memory_bytes, 100000000);
-	cr_assert_eq(mcp_config_safe(git, "log"), 1);
-	cr_assert_eq(mcp_config_safe(git, "push"), 0);
-	cr_assert_eq(mcp_config_safe(git, "other"), -1);
-	cr_assert_eq(mcp_config_cancel(git, "push"), 1);
-	cr_assert_eq(mcp_config_cancel(git, "log"), -1);
+	cr_assert(vcs->has_sandbox);
+	cr_assert_eq(vcs->sandbox.mode, TOOLDEF_SANDBOX_WORKSPACE_WRITE);
+	cr_assert_eq(vcs->sandbox.network, TOOLDEF_NETWORK_RULES);
+	cr_assert_eq(vcs->limits.memory_bytes, 100000000);
+	cr_assert_eq(mcp_config_safe(vcs, "log"), 1);
+	cr_assert_eq(mcp_config_safe(vcs, "push"), 0);
+	cr_assert_eq(mcp_config_safe(vcs, "other"), -1);
+	cr_assert_eq(mcp_config_cancel(vcs, "push"), 1);
+	cr_assert_eq(mcp_config_cancel(vcs, "log"), -1);
 	mcp_config_free(c);
 }
 

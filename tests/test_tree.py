@@ -58,10 +58,10 @@ def tracked():
 
 
 def tree_files():
-    """Every file of the tree as git ls-files lists it in a clean checkout,
-    found without git: .git, build directories (a meson build directory,
-    wherever it is, holds meson-private/) and what .gitignore names are
-    left out."""
+    """Every file of the tree as a clean checkout holds it, found by
+    walking the directories: the repository's own folder, build
+    directories (a meson build directory, wherever it is, holds
+    meson-private/) and what .gitignore names are left out."""
     stack = [("", [])]
     while stack:
         rel, rules = stack.pop()

@@ -1452,7 +1452,7 @@ mcp_server_adopt(struct event_base *base, const struct mcp_server_params *p,
 	/* Its calls in flight wait for their tools to take them back. */
 	json_array_foreach(json_object_get(o, "calls"), i, v) {
 		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-		    json_integer_value(v) >= s->next_id || i >= MCP_CANCELLED_KEPT)
+		    json_integer_value(v) >= s->next_id)
 			continue;
 		c = mcp_server_call(s, "", NULL, &none, NULL);
 		c->id = json_integer_value(v);

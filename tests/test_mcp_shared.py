@@ -64,15 +64,6 @@ def pgid(pid):
     return int(stat[stat.rindex(b")") + 2:].split()[2])
 
 
-def joined(d, **extra):
-    """A session subscribed from its first note: a shared server ready
-    before it was made is its first mcp_server note."""
-    c = mcp_peer.Peer(d.sock)
-    sid = c.ok("createSession", cwd=AREA, **extra)["sessionId"]
-    c.ok("subscribe", sessionId=sid, since=0)
-    return c, sid
-
-
 def state(c, sid, name):
     return {s["name"]: s for s in
             c.ok("listTools", sessionId=sid)["mcpServers"]}.get(name, {})
@@ -215,7 +206,7 @@ def shared(d):
     c2.close()
     T.check(pid is not None and alive(pid), "closing every session leaves "
             "the shared server running")
-    c3, s3 = joined(d)
+    c3, s3 = mcp_peer.session(d, AREA)
     ready(c3, "shared")
     add(c3, s3, "e1", "mcp__shared__echo", {"text": "later"})
     T.eq(text(result(c3, "e1")), "echo: later", "a later session uses it")
@@ -238,7 +229,7 @@ def sandboxed(d):
         print("a shared server's sandbox: not run (this host cannot "
               "sandbox: %r)" % sb.get("whyNot"))
         return
-    c, sid = joined(d, sandbox="none")
+    c, sid = mcp_peer.session(d, AREA, sandbox="none")
     ready(c, "ws")
     own = os.path.join(d.tmp, "state", "mcp-ws", "mine.txt")
     add(c, sid, "w1", "mcp__ws__touch", {"path": own})
@@ -273,11 +264,11 @@ def reloaded(d, pid):
     the same processes (one with network rules, its proxy with it), and
     the calls two sessions had in flight each deliver the server's own
     answer, once."""
-    c, sid = joined(d)
+    c, sid = mcp_peer.session(d, AREA)
     ready(c, "shared")
     ready(c, "ws")
     ws = state(c, sid, "ws").get("pid")
-    c2, sid2 = joined(d)
+    c2, sid2 = mcp_peer.session(d, AREA)
     add(c, sid, "r1", "mcp__shared__slow", {"ms": 100, "steps": 20})
     add(c2, sid2, "r2", "mcp__shared__slow", {"ms": 100, "steps": 25})
     c.note("progress", lambda p: p["toolUseId"] == "r1")

@@ -83,6 +83,7 @@ struct options {
 	unsigned max_tools_per_turn;
 	int idle_exit_s;
 	bool no_cgroup;
+	bool measure_memory;
 	unsigned max_conns;
 	unsigned max_conns_per_uid;
 	unsigned session_idle_s;
@@ -106,6 +107,7 @@ struct options {
 #define MAIN_OPT_HOOKS 0x100
 #define MAIN_OPT_HOOK_TIMEOUT 0x101
 #define MAIN_OPT_MCP_START_TIMEOUT 0x102
+#define MAIN_OPT_MEASURE_MEMORY 0x103
 
 /* Descriptors the daemon holds besides connections and tools. */
 #define MAIN_FDS_BASE 32
@@ -243,6 +245,10 @@ usage(FILE *f, int status)
 "                           limits.maxProcesses\n"
 "  --cpu-percent N          per tool (100: one CPU), for ToolDefs without\n"
 "                           limits.cpuPercent (default: none of the three)\n"
+"  --measure-memory         where cgroup v1 holds the memory controller,\n"
+"                           measure every tool's peak memory, not only\n"
+"                           those with a memory limit (costs each spawn a\n"
+"                           cgroup move that holds up forks and exits)\n"
 "  --network-deny RULE      no tool with network rules reaches RULE's\n"
 "                           hosts, and sessions may not ask for network:\n"
 "                           true (repeatable; a host, *.domain, address\n"
@@ -318,6 +324,8 @@ parse_options(int argc, char **argv, struct options *o)
 		{ "max-tools-per-turn", required_argument, NULL, 'T' },
 		{ "idle-exit", required_argument, NULL, 'I' },
 		{ "no-cgroup", no_argument, NULL, 'G' },
+		{ "measure-memory", no_argument, NULL,
+		    MAIN_OPT_MEASURE_MEMORY },
 		{ "max-connections", required_argument, NULL, 'C' },
 		{ "max-connections-per-uid", required_argument, NULL, 'U' },
 		{ "session-idle-timeout", required_argument, NULL, 'E' },
@@ -407,6 +415,9 @@ parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'Q':
 			o->mcp_config = optarg;
+			break;
+		case MAIN_OPT_MEASURE_MEMORY:
+			o->measure_memory = true;
 			break;
 		case MAIN_OPT_MCP_START_TIMEOUT:
 			o->mcp_start_timeout_ms = parse_number(
@@ -1412,6 +1423,7 @@ main(int argc, char **argv)
 	pcfg.output_dir = outdir;
 	pcfg.guard = true;
 	pcfg.no_cgroup = o.no_cgroup;
+	pcfg.measure_memory = o.measure_memory;
 	pcfg.output_file_max = o.output_budget;
 	pcfg.handover = supervisor;
 	outdir_init(main_base, outdir, o.output_budget);

@@ -414,6 +414,74 @@ Test(limits, initialize_reports_what_is_enforced)
 	d_stop(d);
 }
 
+/* enforcement.peakMemory, or "none" when it is null. */
+static char *
+peak_memory(struct client *c)
+{
+	json_t *caps = c_call(c, "initialize", json_object());
+	const char *who = e2e_str(json_object_get(json_object_get(caps,
+	    "capabilities"), "enforcement"), "peakMemory");
+	char *copy = strdup(who != NULL ? who : "none");
+
+	json_decref(caps);
+	return copy;
+}
+
+/* Whether a tool touching 16 MiB got a peak of at least that. */
+static bool
+peak_reported(struct client *c, json_t *sid, const char *tool)
+{
+	json_t *r = run(c, sid, tool, "exec python3 -c 'b = bytearray(16 << "
+	    "20); print(len(b))'"), *meta = json_object_get(r, "meta");
+	bool has = json_object_get(meta, "peakMemoryBytes") != NULL;
+
+	cr_assert(!e2e_is_error(r), "%s", e2e_content(r));
+	if (has)
+		cr_assert_geq(e2e_int(meta, "peakMemoryBytes"), 16LL << 20);
+	json_decref(r);
+	return has;
+}
+
+/*
+ * Whose peak memory is measured is what initialize says: every tool's on
+ * cgroup v2 and with --measure-memory; on cgroup v1 without it, only a
+ * tool's with a memory limit.
+ */
+Test(limits, peak_memory_is_reported_as_initialize_says)
+{
+	const char *flags[] = { NULL, "--measure-memory" };
+	struct daemon *d;
+	struct client *c;
+	json_t *sid;
+	char *who, *via;
+	size_t i;
+
+	for (i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+		d = d_start(flags[i], NULL);
+		c = c_open(d);
+		sid = session(c);
+		who = peak_memory(c);
+		via = limit_via(c, "memoryBytes");
+		if (strcmp(via, "cgroup1") == 0)
+			cr_assert_str_eq(who, i == 0 ? "limited" : "all");
+		else if (strcmp(via, "cgroup2") == 0)
+			cr_assert_str_eq(who, "all");
+		else
+			cr_assert_str_eq(who, "none");
+		cr_assert_eq(peak_reported(c, sid, "unsafe"),
+		    strcmp(who, "all") == 0, "no limit, %s: %s",
+		    flags[i] != NULL ? flags[i] : "no flag", who);
+		cr_assert_eq(peak_reported(c, sid, "mem"),
+		    strcmp(who, "none") != 0, "a memory limit, %s: %s",
+		    flags[i] != NULL ? flags[i] : "no flag", who);
+		free(who);
+		free(via);
+		json_decref(sid);
+		c_close(c);
+		d_stop(d);
+	}
+}
+
 Test(limits, a_tool_over_its_memory_limit_is_killed_and_says_so)
 {
 	struct daemon *d = d_start(NULL);

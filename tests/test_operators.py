@@ -321,12 +321,16 @@ def top(d):
                 "cut to the terminal's width: %r" % queued[-1:])
         st = r.call("status", sessionId=sid)["tools"][0]
         T.eq(st.get("input"), {"command": nap}, "status: the input")
-        # Measured wherever a memory controller is, v1 (hybrid) or v2.
-        how = r.call("initialize")["capabilities"]["enforcement"][
-            "limits"]["memoryBytes"]
-        if how in ("cgroup1", "cgroup2"):
+        # Measured wherever a memory controller is, v1 (hybrid, with
+        # --measure-memory) or v2.
+        how = r.call("initialize")["capabilities"]["enforcement"]
+        T.eq(how.get("peakMemory"), "all" if how["limits"]["memoryBytes"] in
+             ("cgroup1", "cgroup2") else None, "with --measure-memory, "
+             "every tool's peak memory where a memory controller is")
+        if how.get("peakMemory") == "all":
             T.check("peakMemoryBytes" in st, "status: peak memory with "
-                    "the memory controller on %s, no limit: %r" % (how, st))
+                    "the memory controller on %s, no limit: %r" % (
+                        how["limits"]["memoryBytes"], st))
         if seen is not None and "peakMemoryBytes" in st:
             T.check(re.match(r"\d+(\.\d)?[BKMGT]$", seen[1][3]) is not None,
                     "top shows its peak memory: %r" % (seen[2],))
@@ -522,7 +526,7 @@ def main():
         reload(d)
 
     # No --memory-limit: memory is measured without a limit too.
-    rc = pydaemon.run(T, body)
+    rc = pydaemon.run(T, body, ["--measure-memory"])
     if rc != 0:
         return rc
     journal_fields()

@@ -213,6 +213,7 @@ gauges_info(const json_t *e)
 	    "maxProcesses"));
 	gauges_label(labels, "cpu_limit", json_object_get(limits,
 	    "cpuPercent"));
+	gauges_label(labels, "peak_memory", json_object_get(e, "peakMemory"));
 	json_array_foreach(json_object_get(sb, "profiles"), i, v)
 		snprintf(profiles + strlen(profiles), sizeof profiles -
 		    strlen(profiles), "%s%s", i > 0 ? "," : "",

@@ -277,7 +277,7 @@ proc_init(struct event_base *base, const struct proc_config *cfg, char *err,
 		proc_output_dir = NULL;
 		return -1;
 	}
-	toolcg_init();
+	toolcg_init(proc_cfg.measure_memory);
 	/* Its worker is the first thread: after every fork above. */
 	tmpdir_init(proc_output_dir, proc_instance);
 	tmpdir_resume(proc_tmpdirs);

@@ -140,6 +140,7 @@ struct proc_config {
 	bool guard;            /* start a sentinel (sentinel.h): tools die
 	                          with the daemon, however it dies */
 	bool no_cgroup;        /* guard without a cgroup v2 subtree */
+	bool measure_memory;   /* a v1 memory group for every tool */
 	uint64_t output_file_max; /* no output file beyond this; 0: no cap */
 	const char *handover;  /* a reload's proc_handover_env: this image
 	                          goes on with the one before's tokens,

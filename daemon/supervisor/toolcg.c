@@ -102,6 +102,15 @@ static size_t toolcg_nspares;
 static enum toolcg_via toolcg_via[CTL_N];
 static char *toolcg_v1_dir[CTL_N];   /* <hierarchy>/<ours>/stexecd-PID */
 static bool toolcg_memsw;            /* v1 memory.memsw.* exists */
+/*
+ * A v1 memory group for every tool, not only those with a limit
+ * (--measure-memory). Off by default: joining a v1 group is a write to its
+ * cgroup.procs, which takes the kernel's cgroup lock and its thread-group
+ * semaphore for writing, so every fork and exit on the host waits for it;
+ * with 10 tools in flight on a hybrid host it cost 10-15% of throughput.
+ * On v2 the group a tool is born into measures it for free.
+ */
+static bool toolcg_meter_all;
 
 static char *toolcg_v1_find(const char *);
 static bool toolcg_meter_take(struct toolcg *, struct spawn_req *);
@@ -312,11 +321,12 @@ toolcg_v2_enable(void)
 }
 
 void
-toolcg_init(void)
+toolcg_init(bool meter_all)
 {
 	enum toolcg_ctl c;
 	char *dir, *path;
 
+	toolcg_meter_all = meter_all;
 	if (cgroup_path() != NULL) {
 		toolcg_v2_dir = xstrdup(cgroup_path());
 		toolcg_v2_enable();
@@ -412,15 +422,22 @@ toolcg_remove_stale(long pid)
 json_t *
 toolcg_capabilities(void)
 {
-	const char *via[CTL_N];
+	const char *via[CTL_N], *peak = NULL;
 	enum toolcg_ctl c;
 
 	for (c = 0; c < CTL_N; c++)
 		via[c] = toolcg_via_names[toolcg_via[c]];
-	return json_pack("{s:s, s:{s:s?, s:s?, s:s?}}", "supervision",
+	/* Whose peak memory a memory group accounts: every tool's, or only
+	 * those with a memory limit's. */
+	if (toolcg_via[CTL_MEMORY] == VIA_V2 || (toolcg_via[CTL_MEMORY] ==
+	    VIA_V1 && toolcg_meter_all))
+		peak = "all";
+	else if (toolcg_via[CTL_MEMORY] == VIA_V1)
+		peak = "limited";
+	return json_pack("{s:s, s:{s:s?, s:s?, s:s?}, s:s?}", "supervision",
 	    toolcg_v2_dir != NULL ? "cgroup" : "process-group", "limits",
 	    "memoryBytes", via[CTL_MEMORY], "maxProcesses", via[CTL_PIDS],
-	    "cpuPercent", via[CTL_CPU]);
+	    "cpuPercent", via[CTL_CPU], "peakMemory", peak);
 }
 
 bool
@@ -534,8 +551,8 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
 	*msg = NULL;
 	for (c = 0; c < CTL_N; c++)
 		any |= toolcg_value(l, c, false, value, sizeof value);
-	/* Where v1 holds the memory controller, it measures every tool. */
-	any |= toolcg_via[CTL_MEMORY] == VIA_V1;
+	/* Where v1 holds the memory controller, it may measure every tool. */
+	any |= toolcg_via[CTL_MEMORY] == VIA_V1 && toolcg_meter_all;
 	if (toolcg_v2_dir == NULL && !any)
 		return NULL;
 	cg = xcalloc(1, sizeof *cg);
@@ -574,7 +591,7 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
 			 * tool that cannot have one runs unmeasured.
 			 */
 			if (c == CTL_MEMORY && toolcg_via[c] == VIA_V1 &&
-			    !toolcg_meter_take(cg, req) &&
+			    toolcg_meter_all && !toolcg_meter_take(cg, req) &&
 			    toolcg_v1_new(cg, c, name, NULL, launch, req) != 0 &&
 			    cg->v1[c] != NULL) {
 				rmdir(cg->v1[c]);

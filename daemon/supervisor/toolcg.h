@@ -39,8 +39,10 @@ enum toolcg_hit {
 /*
  * Find what this host offers, after the daemon's v2 subtree is set up (or
  * known to be absent). v1 groups go under stexecd-PID in each hierarchy.
+ * meter_all: where v1 holds the memory controller, every tool gets a
+ * memory group there to measure it, not only those with a memory limit.
  */
-void toolcg_init(void);
+void toolcg_init(bool meter_all);
 /* Remove the v1 groups (their processes must be dead). */
 void toolcg_shutdown(void);
 /* Remove the v1 groups a dead daemon of that pid left (empty by now). */

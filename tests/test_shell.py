@@ -5,7 +5,9 @@ The built-in bash as a session's shell, against the real stexecd
 carries from call to call (and to the session's other tools), goes back to
 the session's cwd outside the allowed directories or once removed, holds in
 the sandboxed profiles, after `exit 3` and across a reload, and not after a
-timeout; an env file is sourced before each command; keepEnv carries what a
+timeout, through a sourced file, an eval, BASH_ENV and an exported
+function; a command that cannot move it runs its program in the shell's
+place; an env file is sourced before each command; keepEnv carries what a
 command exports and unsets. Raw JSON-RPC, so that it tests the daemon.
 
   STEXEC_DAEMON=build/daemon/stexecd python3 tests/test_shell.py
@@ -134,6 +136,38 @@ def removed_cwd(d):
     T.check(content.endswith("Shell cwd was reset to %s" % root),
             "...and says where it ran: %r" % content)
     c.ok("closeSession", sessionId=sid)
+    c.close()
+
+
+def hidden_moves(d):
+    """A command that names no cd runs its last program in place of its
+    shell (no EXIT trap to fork for), and one that moves the cwd through
+    code not in its text still carries: a file it sources (. or source),
+    a string it evals, BASH_ENV and a function from the session's env."""
+    c = Conn(d.sock)
+    root = root_of("hidden")
+    with open(os.path.join(root, "go.sh"), "w") as f:
+        f.write("cd sub\n")
+    sid = c.ok("createSession", cwd=root)["sessionId"]
+    T.eq(sh(c, sid, "sh -c 'echo $PPID'"), ("%d\n" % d.proc.pid, "ok"),
+         "a command without cd: its program is the shell's exec, a child "
+         "of the daemon")
+    content, reason = sh(c, sid, "cd .; sh -c 'echo $PPID'")
+    T.check(reason == "ok" and content != "%d\n" % d.proc.pid,
+            "with a cd, the shell stays to report the cwd: %r" % content)
+    for how in (". ./go.sh", "source go.sh", 'eval "$(cat go.sh)"'):
+        T.eq(sh(c, sid, how), ("", "ok"), how)
+        T.eq(sh(c, sid, "pwd"), (root + "/sub\n", "ok"),
+             "the cwd carries after %r" % how)
+        T.eq(sh(c, sid, "cd .."), ("", "ok"), "back up")
+    c.ok("closeSession", sessionId=sid)
+    for env, command in (({"BASH_ENV": os.path.join(root, "go.sh")}, "true"),
+                         ({"BASH_FUNC_go%%": "() { cd sub; }"}, "go")):
+        sid = c.ok("createSession", cwd=root, env=env)["sessionId"]
+        T.eq(sh(c, sid, command), ("", "ok"), "%s with %r" % (command, env))
+        T.eq(sh(c, sid, "pwd"), (root + "/sub\n", "ok"),
+             "the cwd carries after %s with %r" % (command, env))
+        c.ok("closeSession", sessionId=sid)
     c.close()
 
 
@@ -295,6 +329,7 @@ def plain_body(d):
         time.sleep(0.05)
     keeps_cwd(d, "-plain")
     odd_cwd(d, "-plain")
+    hidden_moves(d)
     c = Conn(d.sock)
     sid = c.ok("createSession", cwd=root_of("lines"))["sessionId"]
     T.eq(sh(c, sid, "echo $LINENO\necho $LINENO $#"),

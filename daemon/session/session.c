@@ -991,7 +991,7 @@ session_spawn(struct session *s, struct exec_tool *t,
 	    0);
 	input = json_dumps(req->input, JSON_COMPACT);
 	session_context_moved(s);
-	wrapped = session_shell_argv(s, t, req);
+	wrapped = session_shell_argv(s, t, req, envp);
 	spec.argv = wrapped != NULL ? wrapped : req->argv;
 	spec.envp = envp;
 	spec.cwd = req->cwd;

@@ -182,12 +182,12 @@ void session_set_hooks(const struct session_hooks *);
 
 /*
  * The built-in bash (session_shell.c): the argv that wraps its command for
- * this session (free the array only), or NULL to run it as it is; and the
- * executor's cwd_check.
+ * this session, run with envp (free the array only), or NULL to run it as
+ * it is; and the executor's cwd_check.
  */
 struct exec_spawn;
 char **session_shell_argv(struct session *, struct exec_tool *,
-    const struct exec_spawn *);
+    const struct exec_spawn *, char *const *envp);
 const char *session_shell_cwd_check(void *, struct exec_tool *,
     const char *cwd, bool moved);
 

@@ -61,7 +61,8 @@ def tree_files():
     """Every file of the tree as a clean checkout holds it, found by
     walking the directories: the repository's own folder, build
     directories (a meson build directory, wherever it is, holds
-    meson-private/) and what .gitignore names are left out."""
+    meson-private/) and what the ignore files name (ignore_rules) are
+    left out."""
     stack = [("", [])]
     while stack:
         rel, rules = stack.pop()

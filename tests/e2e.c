@@ -951,6 +951,32 @@ d_reset_peak(pid_t pid)
 	close(fd);
 }
 
+void
+e2e_assert_content_bytes(const json_t *msg, size_t n, char b)
+{
+	const json_t *v = json_object_get(json_object_get(json_object_get(msg,
+	    "params"), "result"), "content");
+	const char *content = json_string_value(v);
+	size_t len = json_string_length(v), i;
+
+	cr_assert_eq(len, n);
+	for (i = 0; i < len && content[i] == b; i++)
+		;
+	cr_assert_eq(i, len, "byte %zu is %d", i, content[i]);
+}
+
+void
+e2e_expect_growth(long long base, long long peak, size_t n)
+{
+	long long bound = 8LL * (long long)n;
+
+	/* ASan's quarantine keeps up to 256 MiB of freed blocks resident. */
+	if (strstr(getenv("STEXEC_SANITIZE") ?: "", "address") != NULL)
+		bound += 256LL << 20;
+	cr_expect_leq(peak - base, bound, "the daemon grew by %.2fx the "
+	    "result", (double)(peak - base) / (double)n);
+}
+
 long long
 c_rss(struct client *c)
 {

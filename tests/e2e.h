@@ -126,6 +126,13 @@ json_t *c_until_only(struct client *, const char *method, const char *want,
 long long d_status_bytes(pid_t, const char *field);
 /* VmHWM counts from now (proc(5), clear_refs). */
 void d_reset_peak(pid_t);
+/*
+ * A tool_result of a ceiling-size result: its content is n bytes, each b;
+ * and the daemon's peak over base grew by at most 8x n (ASan's quarantine
+ * added under ASan).
+ */
+void e2e_assert_content_bytes(const json_t *msg, size_t n, char b);
+void e2e_expect_growth(long long base, long long peak, size_t n);
 
 /* Helpers for the common shapes. */
 /* The daemon's resident memory (stats.rssBytes), > 0. */

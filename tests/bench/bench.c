@@ -83,6 +83,18 @@ bench_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+double
+bench_cpu_us(pid_t pid)
+{
+	struct timespec ts;
+	clockid_t clk;
+
+	if (clock_getcpuclockid(pid, &clk) != 0 ||
+	    clock_gettime(clk, &ts) != 0)
+		bench_fail("no CPU clock for pid %ld", (long)pid);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
 long
 bench_env_long(const char *name, long def, long min, long max)
 {

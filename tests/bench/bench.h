@@ -121,6 +121,12 @@ bool	bench_is_error(const char *line);
 pid_t	bench_spawn_piped(char *const argv[], int *in_fd, int *out_fd);
 
 int64_t	bench_now_ns(void);
+/*
+ * pid's CPU time so far (user + system, all its threads), in us: its
+ * process CPU clock, to the nanosecond, not /proc's 10 ms ticks, so that
+ * a round of a thousand tools gives the daemon's CPU per tool to 0.1 us.
+ */
+double	bench_cpu_us(pid_t);
 long	bench_env_long(const char *name, long def, long min, long max);
 int	bench_reps(void);
 long	bench_n(long def, long min, long max);

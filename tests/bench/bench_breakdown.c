@@ -62,25 +62,6 @@ bd_stamp(void)
 	return write(1, out, (size_t)n) == n ? 0 : 1;
 }
 
-/* The daemon's user + system CPU time so far, in clock ticks. */
-static long long
-bd_cpu_ticks(pid_t pid)
-{
-	unsigned long long ut = 0, st = 0;
-	char path[64], buf[1024], *p;
-	FILE *f;
-
-	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-	if ((f = fopen(path, "re")) == NULL)
-		return 0;
-	if (fgets(buf, sizeof buf, f) != NULL &&
-	    (p = strrchr(buf, ')')) != NULL)
-		sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
-		    "%llu %llu", &ut, &st);
-	fclose(f);
-	return (long long)(ut + st);
-}
-
 /* One tool: the three intervals in microseconds. */
 static void
 bd_one(struct bench_conn *c, const char *sid, int k, double out[3])
@@ -229,7 +210,7 @@ main(int argc, char **argv)
 	struct bench_daemon d;
 	struct bench_conn *c;
 	char self[4000], sid[64];
-	long long cpu0;
+	double cpu0;
 	ssize_t len;
 
 	if (argc > 1 && strcmp(argv[1], "--stamp") == 0)
@@ -258,18 +239,17 @@ main(int argc, char **argv)
 		bd_session(c, self, bd_modes[m].sandbox, sid, sizeof sid);
 		for (i = 0; i < 50; i++)
 			bd_one(c, sid, 100000 + i, t);
-		cpu0 = bd_cpu_ticks(d.pid);
+		cpu0 = bench_cpu_us(d.pid);
 		for (i = 0; i < n; i++) {
 			bd_one(c, sid, i, t);
 			for (k = 0; k < 3; k++)
 				v[k][i] = t[k];
 		}
-		cpu0 = bd_cpu_ticks(d.pid) - cpu0;
+		cpu0 = bench_cpu_us(d.pid) - cpu0;
 		for (k = 0; k < 3; k++)
 			bench_summarize(v[k], n, &s[k]);
 		printf("%-16s %8.1f | %8.1f | %8.1f | %6.1f\n", bd_modes[m].name,
-		    s[0].med, s[1].med, s[2].med, (double)cpu0 * 1e6 /
-		    (double)sysconf(_SC_CLK_TCK) / n);
+		    s[0].med, s[1].med, s[2].med, cpu0 / n);
 		bd_strace(c, sid, d.pid, 200000);
 		bench_conn_close(c);
 		bench_daemon_stop(&d);

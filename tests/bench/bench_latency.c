@@ -29,6 +29,12 @@
  * A `true` ToolDef (no stdin read, no output) beside the cat gives one
  * more row, judged like the cat's against the same limit.
  *
+ * The daemon's CPU time per tool over those rounds (its process CPU
+ * clock, user + system) is one more row, without a target: a cut in the
+ * daemon's own work shows there to a tenth of a microsecond, where the
+ * round trip's noise would hide it; the floor daemon's CPU per call is
+ * beside it.
+ *
  * STEXEC_BENCH_N: tools per repetition (default 1000). STEXEC_BENCH_PLAIN=1:
  * only the unsandboxed tools and their limit, no floors (tests/bench/ab,
  * which compares two daemons, not a daemon with its floors).
@@ -158,7 +164,12 @@ main(void)
 	struct lat_row lim, tool[LAT_NTOOLS];
 	/* The floors' rounds: a limit and the floor daemon; the spawns. */
 	struct lat_row flim, fdaemon, spawn[LAT_NSPAWNS];
-	struct bench_sum ls, ds[LAT_NTOOLS], fls, fds, ss[LAT_NSPAWNS];
+	struct bench_sum ls, ds[LAT_NTOOLS], fls, fds, ss[LAT_NSPAWNS], cs;
+	/* The daemon's CPU per tool, a round's worth (its tools only). */
+	double *cpu = bench_alloc((size_t)reps * sizeof *cpu), cpu0;
+	double *fcpu = bench_alloc((size_t)reps * sizeof *fcpu);
+	struct bench_sum fcs;
+	int ntools = 0;
 	struct bench_daemon d;
 	struct floor_daemon fd;
 	struct bench_conn *c;
@@ -207,7 +218,10 @@ main(void)
 	}
 	json_decref(bench_call(c, "drain", params));
 
+	for (t = 0; t < LAT_NTOOLS; t++)
+		ntools += tool[t].can;
 	for (r = 0; r < reps; r++) {
+		cpu0 = bench_cpu_us(d.pid);
 		for (i = 0; i < n; i++) {
 			lim.samp[i] = lat_limit_one();
 			for (t = 0; t < LAT_NTOOLS; t++)
@@ -217,10 +231,15 @@ main(void)
 					    lat_outputs[t], i * LAT_NTOOLS + t);
 		}
 		json_decref(bench_call(c, "drain", params));
+		cpu[r] = (bench_cpu_us(d.pid) - cpu0) / (n * ntools);
+		if (!plain)
+			cpu0 = bench_cpu_us(fd.pid);
 		for (i = 0; i < n && !plain; i++) {
 			flim.samp[i] = lat_limit_one();
 			fdaemon.samp[i] = floor_daemon_one(&fd);
 		}
+		if (!plain)
+			fcpu[r] = (bench_cpu_us(fd.pid) - cpu0) / n;
 		for (i = 0; i < n; i++)
 			for (t = 0; t < LAT_NSPAWNS; t++)
 				if (spawn[t].can) {
@@ -248,6 +267,8 @@ main(void)
 	floor_spawn_done();
 
 	bench_summarize(lim.med, reps, &ls);
+	bench_summarize(cpu, reps, &cs);
+	bench_summarize(fcpu, reps, &fcs);
 	bench_summarize(flim.med, reps, &fls);
 	bench_summarize(fdaemon.med, reps, &fds);
 	for (t = 0; t < LAT_NTOOLS; t++)
@@ -266,9 +287,17 @@ main(void)
 	    ds[LAT_TRUE].med - ls.med, LAT_TARGET_US);
 	bench_report("latency, true", "us", &ds[LAT_TRUE], limit, cmp,
 	    ds[LAT_TRUE].med - ls.med <= LAT_TARGET_US);
-	if (!plain)
+	/* No target: what the daemon spends, beside what the caller waits. */
+	printf("latency, daemon CPU median %.1f us  min %.1f  max %.1f | per "
+	    "tool, user + system, over the rounds above\n", cs.med, cs.min,
+	    cs.max);
+	if (!plain) {
 		lat_floor_report("latency, the floor of any daemon", &fds,
 		    "limit", fls.med, "a minimal daemon over the bare spawn");
+		printf("latency, the floor's CPU median %.1f us  min %.1f  "
+		    "max %.1f | per call, the minimal daemon's\n", fcs.med,
+		    fcs.min, fcs.max);
+	}
 	for (t = 1; t < LAT_TRUE && !plain; t++) {
 		snprintf(name, sizeof name, "latency, %s", t == 1 ?
 		    "read-only" : "workspace-write");
@@ -284,6 +313,8 @@ main(void)
 		lat_floor_report(name, &ss[t], "bare spawn", ss[0].med,
 		    "the confinement itself, no daemon");
 	}
+	free(cpu);
+	free(fcpu);
 	lat_row_free(&lim);
 	lat_row_free(&flim);
 	lat_row_free(&fdaemon);

@@ -31,7 +31,7 @@ struct event_base;
 #define JOURNAL_INSTANCE 'I' /* a daemon started: its token prefix, cgroup */
 #define JOURNAL_SESSION 'S'  /* createSession: JSON */
 #define JOURNAL_CLOSE 'C'    /* closeSession: the id */
-#define JOURNAL_ADD 'A'      /* addTool: "SID TURN ID NAME" */
+#define JOURNAL_ADD 'A'      /* addTool: JSON {s, t, id, name} */
 #define JOURNAL_NOTE 'N'     /* a notification: "SID SEQ " then its line */
 #define JOURNAL_IDLE 'T'     /* idle since: "SID MS" (wall clock; 0: not) */
 #define JOURNAL_CONTEXT 'X'  /* a session's cwd and env (S14): JSON */

@@ -3,11 +3,14 @@
  * it (its creation, its notifications; an added tool is written by
  * session_add), what compaction rewrites, and the restore at start.
  */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/executor.h"
+#include "buf.h"
 #include "handover.h"
+#include "jsonrpc.h"
 #include "session/journal.h"
 #include "session/mcp_shared.h"
 #include "log.h"
@@ -151,21 +154,27 @@ session_journal_elided(struct session *s, const struct note *n)
 	json_decref(line);
 }
 
+/*
+ * Written straight, not through json_pack and json_dumps: one per tool, on
+ * the way to its spawn; the strings are UTF-8 (they came in as JSON).
+ */
 static void
 session_journal_add(struct session *s, uint64_t turn, const char *id,
     const char *name)
 {
-	json_t *rec;
-	char *text;
+	struct buf rec = { 0 };
 
-	if (!journal_active() || session_journal_restoring ||
-	    (rec = json_pack("{s:s, s:I, s:s, s:s}", "s", s->id, "t",
-	    (json_int_t)turn, "id", id, "name", name)) == NULL)
+	if (!journal_active() || session_journal_restoring)
 		return;
-	if ((text = json_dumps(rec, JSON_COMPACT)) != NULL)
-		journal_append(JOURNAL_ADD, text, strlen(text), NULL, 0);
-	free(text);
-	json_decref(rec);
+	buf_addstr(&rec, "{\"s\":");
+	jsonrpc_add_string_repaired(&rec, s->id, strlen(s->id));
+	buf_printf(&rec, ",\"t\":%" PRIu64 ",\"id\":", turn);
+	jsonrpc_add_string_repaired(&rec, id, strlen(id));
+	buf_addstr(&rec, ",\"name\":");
+	jsonrpc_add_string_repaired(&rec, name, strlen(name));
+	buf_addstr(&rec, "}");
+	journal_append(JOURNAL_ADD, rec.data, rec.len, NULL, 0);
+	buf_free(&rec);
 }
 
 /* Not at shutdown: sessions outlive a restart, closeSession ends them. */

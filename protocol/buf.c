@@ -47,6 +47,35 @@ buf_addstr(struct buf *b, const char *s)
 	buf_add(b, s, strlen(s));
 }
 
+size_t
+buf_fmt_u64(char *out, uint64_t v, unsigned base)
+{
+	char tmp[BUF_U64_MAX];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = "0123456789abcdef"[v % base];
+		v /= base;
+	} while (v != 0);
+	for (i = 0; i < n; i++)
+		out[i] = tmp[n - 1 - i];
+	return n;
+}
+
+void
+buf_add_int(struct buf *b, long long v)
+{
+	char num[BUF_U64_MAX + 1];
+	size_t n = 0;
+
+	if (v < 0)
+		num[n++] = '-';
+	/* -(v + 1) + 1: LLONG_MIN has no positive counterpart. */
+	n += buf_fmt_u64(num + n, v < 0 ? (uint64_t)-(v + 1) + 1 :
+	    (uint64_t)v, 10);
+	buf_add(b, num, n);
+}
+
 void
 buf_printf(struct buf *b, const char *fmt, ...)
 {

@@ -7,6 +7,7 @@
 #define STEXEC_BUF_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct buf {
 	char *data;
@@ -20,6 +21,15 @@ void buf_add(struct buf *, const void *, size_t);
 void buf_addstr(struct buf *, const char *);
 void buf_printf(struct buf *, const char *, ...)
     __attribute__((format(printf, 2, 3)));
+/*
+ * v in base 10 or 16 (lower case) at out, not NUL-terminated; its length,
+ * at most BUF_U64_MAX. The JSON encoder and the journal write a number per
+ * field of every note: snprintf's cost is many times a digit loop's.
+ */
+#define BUF_U64_MAX 20
+size_t buf_fmt_u64(char *out, uint64_t v, unsigned base);
+/* A signed integer in decimal, appended. */
+void buf_add_int(struct buf *, long long);
 void buf_reset(struct buf *);
 void buf_free(struct buf *);
 

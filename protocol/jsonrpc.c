@@ -221,7 +221,6 @@ jsonrpc_add_value(struct buf *out, const json_t *v)
 static int
 jsonrpc_add_json(struct buf *out, const json_t *v, int depth)
 {
-	char num[64];
 	const char *key;
 	json_t *item;
 	size_t i, n;
@@ -262,9 +261,7 @@ jsonrpc_add_json(struct buf *out, const json_t *v, int depth)
 		return jsonrpc_add_stringn(out, json_string_value(v),
 		    json_string_length(v));
 	case JSON_INTEGER:
-		n = (size_t)snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT,
-		    json_integer_value(v));
-		buf_add(out, num, n);
+		buf_add_int(out, json_integer_value(v));
 		return 0;
 	case JSON_REAL:
 		return jsonrpc_add_real(out, json_real_value(v));

@@ -1,5 +1,6 @@
 /* The codec shared by daemon and client: NDJSON framing and JSON-RPC 2.0. */
 #include <criterion/criterion.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdint.h>
@@ -1356,4 +1357,37 @@ Test(encode, escapes_at_every_offset)
 	cr_assert_str_eq(out.data,
 	    "\"abcdefgh\xef\xbf\xbdijklmnop\xef\xbf\xbd\"");
 	buf_free(&out);
+}
+
+/* The digit loop that replaces snprintf on the hot paths writes as it does. */
+Test(buf, numbers_as_printf)
+{
+	static const uint64_t values[] = {
+		0, 1, 9, 10, 15, 16, 255, 4096, 99999, 4294967295u,
+		4294967296u, 9223372036854775807u, 9223372036854775808u,
+		18446744073709551615u,
+	};
+	char got[BUF_U64_MAX + 1], want[32];
+	struct buf b = { 0 };
+	size_t i, n;
+
+	for (i = 0; i < sizeof values / sizeof *values; i++) {
+		n = buf_fmt_u64(got, values[i], 10);
+		got[n] = '\0';
+		snprintf(want, sizeof want, "%" PRIu64, values[i]);
+		cr_assert_str_eq(got, want);
+		n = buf_fmt_u64(got, values[i], 16);
+		got[n] = '\0';
+		snprintf(want, sizeof want, "%" PRIx64, values[i]);
+		cr_assert_str_eq(got, want);
+		b.len = 0;
+		buf_add_int(&b, (long long)values[i]);
+		snprintf(want, sizeof want, "%lld", (long long)values[i]);
+		cr_assert_str_eq(b.data, want);
+		b.len = 0;
+		buf_add_int(&b, -(long long)(values[i] >> 1));
+		snprintf(want, sizeof want, "%lld", -(long long)(values[i] >> 1));
+		cr_assert_str_eq(b.data, want);
+	}
+	buf_free(&b);
 }

@@ -304,8 +304,13 @@ journal_append(char kind, const char *a, size_t alen, const char *b,
 	if (journal_fd == -1)
 		return;
 	crc = journal_crc_more(journal_crc_more(0, a, alen), b, blen);
-	hlen = snprintf(head, sizeof head, "%c %zu %lx\n", kind, alen + blen,
-	    crc);
+	/* "%c %zu %lx\n", without snprintf: a record per note. */
+	head[0] = kind;
+	head[1] = ' ';
+	hlen = 2 + (int)buf_fmt_u64(head + 2, alen + blen, 10);
+	head[hlen++] = ' ';
+	hlen += (int)buf_fmt_u64(head + hlen, crc, 16);
+	head[hlen++] = '\n';
 	if ((size_t)hlen + alen + blen + 1 > JOURNAL_PENDING_MAX) {
 		/* What is pending goes first: the records stay in order. */
 		journal_big_finish();

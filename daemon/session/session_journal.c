@@ -99,14 +99,17 @@ session_journal_session(struct session *s)
 static void
 session_journal_note(struct session *s, const struct note *n)
 {
-	char head[64];
-	int len;
+	char head[sizeof s->id + BUF_U64_MAX + 2];
+	size_t len = strlen(s->id);
 
 	if (!journal_active() || session_stopping || session_journal_restoring)
 		return;
-	len = snprintf(head, sizeof head, "%s %llu ", s->id,
-	    (unsigned long long)n->seq);
-	journal_append(JOURNAL_NOTE, head, (size_t)len, n->line, n->len);
+	/* "%s %llu ", without snprintf: a record per note. */
+	memcpy(head, s->id, len);
+	head[len++] = ' ';
+	len += buf_fmt_u64(head + len, n->seq, 10);
+	head[len++] = ' ';
+	journal_append(JOURNAL_NOTE, head, len, n->line, n->len);
 }
 
 /* A note too long for one pass, in slices (journal.h); NULL: none. */

@@ -31,8 +31,9 @@ buf_grow(struct buf *b, size_t n)
 	b->cap = cap;
 }
 
+/* buf_add when it must grow first. */
 void
-buf_add(struct buf *b, const void *p, size_t n)
+buf_add_grown(struct buf *b, const void *p, size_t n)
 {
 	buf_grow(b, n);
 	if (n > 0)

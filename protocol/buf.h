@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct buf {
 	char *data;
@@ -17,7 +18,25 @@ struct buf {
 
 /* Make room for n more bytes and the NUL. */
 void buf_grow(struct buf *, size_t n);
-void buf_add(struct buf *, const void *, size_t);
+void buf_add_grown(struct buf *, const void *, size_t);
+
+/*
+ * Inline when it fits: the JSON encoder appends a token at a time (a
+ * brace, a comma, a key), several hundred per tool, and a call to grow and
+ * one to memcpy cost more than the bytes.
+ */
+static inline void
+buf_add(struct buf *b, const void *p, size_t n)
+{
+	if (n >= b->cap - b->len) {
+		buf_add_grown(b, p, n);
+		return;
+	}
+	if (n > 0)
+		memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+}
 void buf_addstr(struct buf *, const char *);
 void buf_printf(struct buf *, const char *, ...)
     __attribute__((format(printf, 2, 3)));

@@ -548,6 +548,7 @@ static void
 methods_add_tool(struct call *call)
 {
 	const json_t *use = json_object_get(call->params, "toolUse"), *input;
+	json_t *reply;
 	struct session *s;
 	struct exec_added added;
 	const char *id, *name;
@@ -592,9 +593,16 @@ methods_add_tool(struct call *call)
 		    "in this turn: %s", id);
 		return;
 	}
-	conn_reply(call->c, call->id, json_pack("{s:s, s:I, s:s, s:b}",
-	    "toolUseId", id, "turn", (json_int_t)added.turn, "status",
-	    exec_status_name(added.status), "concurrencySafe", added.safe));
+	/* Key by key, not json_pack (which parses its format): every addTool. */
+	reply = json_object();
+	json_object_set_new_nocheck(reply, "toolUseId", json_string(id));
+	json_object_set_new_nocheck(reply, "turn",
+	    json_integer((json_int_t)added.turn));
+	json_object_set_new_nocheck(reply, "status",
+	    json_string(exec_status_name(added.status)));
+	json_object_set_new_nocheck(reply, "concurrencySafe",
+	    json_boolean(added.safe));
+	conn_reply(call->c, call->id, reply);
 }
 
 static void

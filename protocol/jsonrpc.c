@@ -536,6 +536,26 @@ jsonrpc_notification(struct buf *out, const char *method,
 }
 
 int
+jsonrpc_notification_with(struct buf *out, const char *method,
+    const json_t *params, const char *more, size_t morelen)
+{
+	size_t	 mark = out->len;
+
+	if (!json_is_object(params) || morelen == 0 || more[0] != ',' ||
+	    jsonrpc_notification(out, method, params) != 0)
+		return jsonrpc_fail(out, mark);
+	/* Back over "}}\n"; an empty params takes more without its comma. */
+	out->len -= 3;
+	if (out->data[out->len - 1] == '{') {
+		more++;
+		morelen--;
+	}
+	buf_add(out, more, morelen);
+	buf_add(out, "}}\n", 3);
+	return 0;
+}
+
+int
 jsonrpc_result(struct buf *out, const json_t *id, const json_t *result)
 {
 	size_t	 mark = out->len;

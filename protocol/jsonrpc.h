@@ -57,6 +57,14 @@ int jsonrpc_request(struct buf *, const json_t *id, const char *method,
     const json_t *params);
 int jsonrpc_notification(struct buf *, const char *method,
     const json_t *params);
+/*
+ * A notification whose params object ends with more members, written as
+ * given: more is their JSON text, each member preceded by a comma
+ * (",\"seq\":4"). For the fields every note of a session carries, which
+ * would otherwise be set into params, two values and two keys a note.
+ */
+int jsonrpc_notification_with(struct buf *, const char *method,
+    const json_t *params, const char *more, size_t morelen);
 int jsonrpc_result(struct buf *, const json_t *id, const json_t *result);
 /* id NULL encodes "id": null. data may be NULL. */
 int jsonrpc_error(struct buf *, const json_t *id, int code,

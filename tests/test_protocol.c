@@ -980,6 +980,42 @@ Test(encode, notification)
 	buf_free(&out);
 }
 
+/* Members appended to params come out as if they had been set into it. */
+Test(encode, notification_with)
+{
+	static const char more[] = ",\"sessionId\":\"s1\",\"seq\":3";
+	struct buf	 out = { 0 }, want = { 0 };
+	json_t		*params = json_pack("{s:I,s:{s:[]}}", "turn", 1, "x",
+	    "y"), *set = json_deep_copy(params), *empty = json_object();
+
+	cr_assert_eq(jsonrpc_notification_with(&out, "tool_status", params,
+	    more, strlen(more)), 0);
+	json_object_set_new(set, "sessionId", json_string("s1"));
+	json_object_set_new(set, "seq", json_integer(3));
+	cr_assert_eq(jsonrpc_notification(&want, "tool_status", set), 0);
+	cr_assert_str_eq(out.data, want.data);
+	out.len = 0;
+	cr_assert_eq(jsonrpc_notification_with(&out, "state", empty, more,
+	    strlen(more)), 0);
+	cr_assert_str_eq(out.data, "{\"jsonrpc\":\"2.0\",\"method\":"
+	    "\"state\",\"params\":{\"sessionId\":\"s1\",\"seq\":3}}\n");
+	/* Not an object, or more that is not members: nothing written. */
+	out.len = 0;
+	out.data[0] = '\0';
+	cr_assert_eq(jsonrpc_notification_with(&out, "m", NULL, more,
+	    strlen(more)), -1);
+	cr_assert_eq(jsonrpc_notification_with(&out, "m", params, "\"a\":1",
+	    5), -1);
+	cr_assert_eq(jsonrpc_notification_with(&out, "m", params, "", 0), -1);
+	cr_assert_eq(out.len, 0);
+	cr_assert_str_eq(out.data, "");
+	json_decref(params);
+	json_decref(set);
+	json_decref(empty);
+	buf_free(&out);
+	buf_free(&want);
+}
+
 Test(encode, result)
 {
 	struct buf	 out = { 0 };

@@ -1628,8 +1628,30 @@ session_keep_file(struct session *s, const char *path, uint64_t bytes,
 static void
 session_note(struct session *s, const char *method, json_t *params)
 {
-	struct buf out = { 0 };
+	struct buf out = { 0 }, more = { 0 };
+	char seq[BUF_U64_MAX];
+	int rc;
 
+	/*
+	 * The common case: sessionId and seq written after params' own
+	 * members, as setting them would place them, without setting them.
+	 */
+	if (json_object_get(params, "sessionId") == NULL &&
+	    json_object_get(params, "seq") == NULL &&
+	    session_big_text(params) == NULL) {
+		buf_addstr(&more, ",\"sessionId\":");
+		jsonrpc_add_string_repaired(&more, s->id, strlen(s->id));
+		buf_addstr(&more, ",\"seq\":");
+		buf_add(&more, seq, buf_fmt_u64(seq, s->last_seq + 1, 10));
+		rc = jsonrpc_notification_with(&out, method, params, more.data,
+		    more.len);
+		buf_free(&more);
+		if (rc == 0) {
+			session_log(s, &out, strcmp(method, "turn_end") == 0,
+			    NULL);
+			return;
+		}
+	}
 	json_object_set_new(params, "sessionId", json_string(s->id));
 	json_object_set_new(params, "seq", json_integer(
 	    (json_int_t)(s->last_seq + 1)));

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "jsonrpc.h"
+#include "jsonload.h"
 #include "utf8.h"
 
 /* Values are dumped compact; ids and params may be any JSON value. */
@@ -169,9 +170,14 @@ jsonrpc_decode(const char *line, size_t len, struct jsonrpc_msg *msg)
 	const char	*detail;
 
 	memset(msg, 0, sizeof *msg);
-	/* Values may hold NUL (file contents): \u0000 is valid JSON. */
-	msg->root = json_loadb(line, len, JSON_DECODE_ANY | JSON_ALLOW_NUL,
-	    &error);
+	/*
+	 * The fast path first (jsonload.h); what it declines, jansson
+	 * parses, or says why not. Values may hold NUL (file contents):
+	 * \u0000 is valid JSON.
+	 */
+	if ((msg->root = jsonload(line, len)) == NULL)
+		msg->root = json_loadb(line, len, JSON_DECODE_ANY |
+		    JSON_ALLOW_NUL, &error);
 	if (msg->root == NULL) {
 		jsonrpc_invalid(msg, STEXEC_ERR_PARSE, "%s at column %d",
 		    error.text, error.column);

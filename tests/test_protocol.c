@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonload.h"
 #include "jsonrpc.h"
 #include "ndjson.h"
 #include "stexec/protocol.h"
@@ -1426,4 +1427,151 @@ Test(buf, numbers_as_printf)
 		cr_assert_str_eq(b.data, want);
 	}
 	buf_free(&b);
+}
+
+/*
+ * jsonload (the fast path in front of json_loadb) gives what jansson gives
+ * for every line it takes, and declines the rest to jansson.
+ */
+static const char *const jsonload_lines[] = {
+	"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"addTool\",\"params\":"
+	"{\"sessionId\":\"s-0011223344556677\",\"toolUse\":{\"id\":\"t1\","
+	"\"name\":\"cat\",\"input\":{\"ping\":1}}}}",
+	"{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":\"ping\"}",
+	" {\"a\" : [ 1 , -2 , 3.5 , -0.0 , 1e3 , 2E-2 , 4e+1 , true , false ,"
+	" null , \"\" , { } , [ ] ] }\r\n",
+	"{\"s\":\"tab\\tnl\\nq\\\"bs\\\\sl\\/b\\bf\\fr\\r\"}",
+	"{\"u\":\"\\u0041\\u00e9\\u6f22\\u0000z\\u007f\\u0080\\u07ff\\u0800\"}",
+	"{\"raw\":\"é 漢 😀 \x7f\"}",
+	"{\"a\":1,\"a\":2,\"b\":3,\"a\":[4]}",
+	"{\"n\":[0,-0,123456789012345678,-123456789012345678]}",
+	"[1,[2,[3,[4,{\"x\":{\"y\":[]}}]]]]",
+	"\"top\"", "42", "-7", "0.25", "true", "false", "null", "[]", "{}",
+	"{\"k\\u0041\":1}", "{\"k\\u0000\":1}", "{\"\\u0000\":1}",
+	"{\"e\":\"\\ud83d\\ude00\"}", "{\"e\":\"\\ud83d\"}", "{\"e\":\"\\ude00\"}",
+	"{\"big\":1234567890123456789}", "{\"big\":9223372036854775807}",
+	"{\"big\":-9223372036854775808}", "{\"big\":9223372036854775808}",
+	"{\"r\":1e400}", "{\"r\":-1e400}", "{\"r\":1e-400}", "{\"r\":1.5e308}",
+	"{\"r\":0.1000000000000000055511151231257827}",
+	"{\"bad\":01}", "{\"bad\":-}", "{\"bad\":1.}", "{\"bad\":.5}",
+	"{\"bad\":1e}", "{\"bad\":+1}", "{\"bad\":tru}", "{\"bad\":nulll}",
+	"{\"bad\":\"\\x\"}", "{\"bad\":\"\\u12\"}", "{\"bad\":\"\\u12g4\"}",
+	"{\"bad\":\"a\tb\"}", "{\"bad\":\"\xff\"}", "{\"bad\":\"\xc3\"}",
+	"{\"bad\":\"\xed\xa0\x80\"}", "{\"bad\":\"\xc0\xaf\"}", "{\"\xff\":1}",
+	"{\"bad\":1,}", "{\"bad\":[1,]}", "{,}", "{\"a\"}", "{\"a\":}",
+	"{\"a\" 1}", "{1:2}", "[1 2]", "{\"a\":1}x", "{\"a\":1} {}", "",
+	"   ", "\xef\xbb\xbf{}", "{\"a\":1", "[", "\"open", "nul",
+	"{\"a\":\"b\"}\0", "\0", "{\"a\"\0:1}",
+};
+
+static void
+jsonload_check(const char *text, size_t len)
+{
+	json_t *fast = jsonload(text, len), *want;
+	json_error_t jerr;
+	char *a, *b;
+
+	if (fast == NULL)
+		return;
+	want = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+	cr_assert(want != NULL, "taken, jansson refuses (%s): %.*s", jerr.text,
+	    (int)len, text);
+	cr_assert(json_equal(fast, want), "differs: %.*s", (int)len, text);
+	a = json_dumps(fast, JSON_COMPACT | JSON_ENCODE_ANY);
+	b = json_dumps(want, JSON_COMPACT | JSON_ENCODE_ANY);
+	cr_assert_str_eq(a, b, "order differs: %.*s", (int)len, text);
+	free(a);
+	free(b);
+	json_decref(fast);
+	json_decref(want);
+}
+
+Test(jsonload, as_jansson)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof jsonload_lines / sizeof *jsonload_lines; i++)
+		jsonload_check(jsonload_lines[i], strlen(jsonload_lines[i]));
+	/* With the NUL bytes the literals above end in or hold. */
+	jsonload_check("{\"a\":\"b\"}\0", 10);
+	jsonload_check("\0", 1);
+	jsonload_check("{\"a\"\0:1}", 8);
+	jsonload_check("{\"a\":1}\0", 8);
+}
+
+/* What clients send is taken: the fast path is the path. */
+Test(jsonload, takes_the_common_lines)
+{
+	size_t i;
+	json_t *v;
+
+	for (i = 0; i < 12; i++) {
+		v = jsonload(jsonload_lines[i], strlen(jsonload_lines[i]));
+		cr_assert(v != NULL, "declined: %s", jsonload_lines[i]);
+		json_decref(v);
+	}
+}
+
+/* Whatever it is not sure of is jansson's: errors keep jansson's words. */
+Test(jsonload, declines_what_jansson_decides)
+{
+	static const char *const left[] = {
+		"{\"k\\u0041\":1}", "{\"e\":\"\\ud83d\\ude00\"}",
+		"{\"big\":1234567890123456789}", "{\"r\":1e400}", "{\"bad\":01}",
+		"{\"bad\":\"\xff\"}", "{\"a\":1}x", "", "{\"bad\":\"a\tb\"}",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof left / sizeof *left; i++)
+		cr_assert_null(jsonload(left[i], strlen(left[i])), "taken: %s",
+		    left[i]);
+	/* Deeper than its limit: declined, then jansson's value. */
+	{
+		char deep[2 * 100 + 1];
+
+		memset(deep, '[', 100);
+		memset(deep + 100, ']', 100);
+		cr_assert_null(jsonload(deep, 200));
+		jsonload_check(deep, 200);
+	}
+}
+
+/* Every line above with bytes changed, dropped and doubled, seeded. */
+Test(jsonload, mutations_as_jansson)
+{
+	static const char alphabet[] = "{}[]\":,\\ut0-1e.E+ \xc3\xa9\xff\x01";
+	char buf[512];
+	unsigned seed = 12345;
+	size_t i, k, len, at;
+	int round;
+
+	for (round = 0; round < 20000; round++) {
+		i = (size_t)round % (sizeof jsonload_lines /
+		    sizeof *jsonload_lines);
+		len = strlen(jsonload_lines[i]);
+		if (len == 0 || len > sizeof buf / 2)
+			continue;
+		memcpy(buf, jsonload_lines[i], len);
+		for (k = 0; k < 3; k++) {
+			seed = seed * 1103515245u + 12345u;
+			at = (seed >> 8) % len;
+			switch ((seed >> 4) % 3) {
+			case 0:
+				buf[at] = alphabet[(seed >> 16) %
+				    (sizeof alphabet - 1)];
+				break;
+			case 1:
+				memmove(buf + at, buf + at + 1, len - at - 1);
+				len--;
+				break;
+			default:
+				memmove(buf + at + 1, buf + at, len - at);
+				len++;
+				break;
+			}
+			if (len == 0)
+				break;
+		}
+		jsonload_check(buf, len);
+	}
 }

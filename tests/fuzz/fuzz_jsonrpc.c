@@ -5,7 +5,8 @@
  * and must decode to the same message; every value dump must be byte for
  * byte what jansson's json_dumps gives (the codec promises it); and the
  * bytes as tool output must become a JSON string that reads back as their
- * UTF-8 repair.
+ * UTF-8 repair. What the fast parser (jsonload.h) takes, jansson must parse
+ * to an equal value with the same member order.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "jsonload.h"
 #include "jsonrpc.h"
 #include "stexec/protocol.h"
 #include "utf8.h"
@@ -20,6 +22,30 @@
 static void	fuzz_jsonrpc_dump(const json_t *);
 static void	fuzz_jsonrpc_again(const struct jsonrpc_msg *);
 static void	fuzz_jsonrpc_repair(const uint8_t *, size_t);
+static void	fuzz_jsonrpc_fast(const uint8_t *, size_t);
+
+/* jsonload against json_loadb: a line it takes means what jansson reads. */
+static void
+fuzz_jsonrpc_fast(const uint8_t *data, size_t size)
+{
+	json_t *fast = jsonload((const char *)data, size), *want;
+	char *a, *b;
+
+	if (fast == NULL)
+		return;
+	want = json_loadb((const char *)data, size, JSON_DECODE_ANY |
+	    JSON_ALLOW_NUL, NULL);
+	FUZZ_CHECK(want != NULL, "jsonload took what jansson refuses");
+	FUZZ_CHECK(json_equal(fast, want), "jsonload's value differs");
+	a = json_dumps(fast, JSON_COMPACT | JSON_ENCODE_ANY);
+	b = json_dumps(want, JSON_COMPACT | JSON_ENCODE_ANY);
+	FUZZ_CHECK(a != NULL && b != NULL && strcmp(a, b) == 0,
+	    "jsonload's member order differs");
+	free(a);
+	free(b);
+	json_decref(fast);
+	json_decref(want);
+}
 
 /* jsonrpc_dump against json_dumps, for the whole parsed value. */
 static void
@@ -187,5 +213,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_jsonrpc_message(&m);
 	jsonrpc_msg_clear(&m);
 	fuzz_jsonrpc_repair(data, size);
+	fuzz_jsonrpc_fast(data, size);
 	return 0;
 }

@@ -623,9 +623,14 @@ def idle_expiry_kills(d):
         T.eq(meta["reason"], "background", "a job runs")
         c.close()
         # The event is the job's end; the guard only stops a hang. (A call
-        # naming the session would hold it open: none until then.)
+        # naming the session would hold it open: none until then.) Two
+        # empty scans in a row: the job's shell may be exec'ing its sleep
+        # at the first, and a process's environ reads empty across its
+        # exec, so one scan can miss a process that is there.
         guard = time.monotonic() + pydaemon.scaled(120)
-        while d2.leftovers() and time.monotonic() < guard:
+        empty = 0
+        while empty < 2 and time.monotonic() < guard:
+            empty = 0 if d2.leftovers() else empty + 1
             time.sleep(0.1)
         T.eq(d2.leftovers(), [], "the expired session's job is gone")
         c = Conn(d2.sock)

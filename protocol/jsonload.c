@@ -225,26 +225,50 @@ jsonload_word(struct jsonload *j, const char *word, size_t len, json_t *v)
 	return v;
 }
 
+/*
+ * After a member or an element: 1 past a comma (more follow), 0 past the
+ * closing bracket, -1 at anything else.
+ */
+static int
+jsonload_next(struct jsonload *j, char close)
+{
+	jsonload_space(j);
+	if (j->p < j->end && (*j->p == ',' || *j->p == close))
+		return *j->p++ == ',';
+	return -1;
+}
+
+/* Past the opening bracket: true if the closing one follows (empty). */
+static bool
+jsonload_empty(struct jsonload *j, char close)
+{
+	j->p++;
+	jsonload_space(j);
+	if (j->p < j->end && *j->p == close) {
+		j->p++;
+		return true;
+	}
+	return false;
+}
+
 static json_t *
 jsonload_object(struct jsonload *j, int depth)
 {
 	json_t *obj = json_object(), *v;
 	const char *key;
 	size_t klen;
+	int more = 1;
 	bool esc;
 
-	j->p++;
-	jsonload_space(j);
-	if (obj != NULL && j->p < j->end && *j->p == '}') {
-		j->p++;
+	if (jsonload_empty(j, '}'))
 		return obj;
-	}
-	while (obj != NULL) {
+	while (obj != NULL && more == 1) {
 		/*
 		 * A key with an escape would sit in the scratch buffer, which
 		 * the value's strings reuse: such keys (rare; \u0000 in one is
 		 * an error of jansson's) are left to jansson.
 		 */
+		jsonload_space(j);
 		if (j->p == j->end || *j->p != '"' ||
 		    !jsonload_string(j, &key, &klen, &esc) || esc)
 			break;
@@ -256,17 +280,8 @@ jsonload_object(struct jsonload *j, int depth)
 		if ((v = jsonload_value(j, depth + 1)) == NULL ||
 		    json_object_setn_new(obj, key, klen, v) != 0)
 			break;
-		jsonload_space(j);
-		if (j->p < j->end && *j->p == ',') {
-			j->p++;
-			jsonload_space(j);
-			continue;
-		}
-		if (j->p < j->end && *j->p == '}') {
-			j->p++;
+		if ((more = jsonload_next(j, '}')) == 0)
 			return obj;
-		}
-		break;
 	}
 	json_decref(obj);
 	return NULL;
@@ -276,27 +291,16 @@ static json_t *
 jsonload_array(struct jsonload *j, int depth)
 {
 	json_t *arr = json_array(), *v;
+	int more = 1;
 
-	j->p++;
-	jsonload_space(j);
-	if (arr != NULL && j->p < j->end && *j->p == ']') {
-		j->p++;
+	if (jsonload_empty(j, ']'))
 		return arr;
-	}
-	while (arr != NULL) {
+	while (arr != NULL && more == 1) {
 		if ((v = jsonload_value(j, depth + 1)) == NULL ||
 		    json_array_append_new(arr, v) != 0)
 			break;
-		jsonload_space(j);
-		if (j->p < j->end && *j->p == ',') {
-			j->p++;
-			continue;
-		}
-		if (j->p < j->end && *j->p == ']') {
-			j->p++;
+		if ((more = jsonload_next(j, ']')) == 0)
 			return arr;
-		}
-		break;
 	}
 	json_decref(arr);
 	return NULL;

@@ -1396,7 +1396,10 @@ Test(encode, escapes_at_every_offset)
 	buf_free(&out);
 }
 
-/* The digit loop that replaces snprintf on the hot paths writes as it does. */
+/*
+ * buf_fmt_u64 and buf_add_int, which replace snprintf on the hot paths,
+ * write what it writes.
+ */
 Test(buf, numbers_as_printf)
 {
 	static const uint64_t values[] = {
@@ -1433,6 +1436,8 @@ Test(buf, numbers_as_printf)
  * jsonload (the fast path in front of json_loadb) gives what jansson gives
  * for every line it takes, and declines the rest to jansson.
  */
+/* The first JSONLOAD_COMMON lines are what clients send: all taken. */
+#define JSONLOAD_COMMON 12
 static const char *const jsonload_lines[] = {
 	"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"addTool\",\"params\":"
 	"{\"sessionId\":\"s-0011223344556677\",\"toolUse\":{\"id\":\"t1\","
@@ -1505,7 +1510,7 @@ Test(jsonload, takes_the_common_lines)
 	size_t i;
 	json_t *v;
 
-	for (i = 0; i < 12; i++) {
+	for (i = 0; i < JSONLOAD_COMMON; i++) {
 		v = jsonload(jsonload_lines[i], strlen(jsonload_lines[i]));
 		cr_assert(v != NULL, "declined: %s", jsonload_lines[i]);
 		json_decref(v);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,7 @@ struct toolcg {
 	int v2fd;
 	int eventsfd;         /* its cgroup.events and cpu.stat, kept open */
 	int cpufd;            /* once read (-1: not yet) */
+	int procsfd;          /* its cgroup.procs, held (toolcg_pin) */
 	bool v2_limited;      /* limits written in it: not reusable */
 	uint64_t cpu_base;    /* cpu.stat usage_usec before it (reused) */
 	uint64_t cpu_last;    /* and at the last reading */
@@ -93,10 +95,12 @@ struct toolcg_spare {
 	int fd;
 	int eventsfd;
 	int cpufd;
+	int procsfd;
 	uint64_t cpu_base;
 };
 
 static char *toolcg_v2_dir;          /* the daemon's v2 subtree */
+static int toolcg_v2_procs = -1;     /* its cgroup.procs, held (toolcg_pin) */
 static struct toolcg_spare toolcg_spares[TOOLCG_SPARES];
 static size_t toolcg_nspares;
 static enum toolcg_via toolcg_via[CTL_N];
@@ -121,6 +125,7 @@ static int toolcg_write(const char *, const char *, const char *);
 static int toolcg_writeat(int, const char *, const char *);
 static bool toolcg_field_kept(int, int *, const char *, const char *,
     uint64_t *);
+static int toolcg_pin(int, const char *);
 static void toolcg_spare_close(struct toolcg_spare *);
 static bool toolcg_field(int, const char *, const char *, const char *,
     uint64_t *);
@@ -278,6 +283,23 @@ toolcg_field_kept(int dirfd, int *kept, const char *file, const char *key,
 	return false;
 }
 
+/*
+ * Hold a group's cgroup.procs: cloning into a group (CLONE_INTO_CGROUP)
+ * checks write access to the target's cgroup.procs and to that of the
+ * common ancestor with ours, and the kernel makes each one's inode afresh
+ * when nothing holds it (about 4 us of every spawn). -1 if it cannot.
+ */
+static int
+toolcg_pin(int dirfd, const char *dir)
+{
+	char path[PATH_MAX];
+
+	if ((size_t)snprintf(path, sizeof path, "%s/cgroup.procs", dir) >=
+	    sizeof path)
+		return -1;
+	return openat(dirfd, path, O_PATH | O_CLOEXEC);
+}
+
 static void
 toolcg_spare_close(struct toolcg_spare *sp)
 {
@@ -286,6 +308,8 @@ toolcg_spare_close(struct toolcg_spare *sp)
 		close(sp->eventsfd);
 	if (sp->cpufd != -1)
 		close(sp->cpufd);
+	if (sp->procsfd != -1)
+		close(sp->procsfd);
 	rmdir(sp->dir);
 	free(sp->dir);
 }
@@ -330,6 +354,7 @@ toolcg_init(bool meter_all)
 	if (cgroup_path() != NULL) {
 		toolcg_v2_dir = xstrdup(cgroup_path());
 		toolcg_v2_enable();
+		toolcg_v2_procs = toolcg_pin(AT_FDCWD, toolcg_v2_dir);
 	}
 	for (c = 0; c < CTL_N; c++) {
 		if (toolcg_via[c] == VIA_V2)
@@ -386,6 +411,9 @@ toolcg_shutdown(void)
 	}
 	free(toolcg_v2_dir);
 	toolcg_v2_dir = NULL;
+	if (toolcg_v2_procs != -1)
+		close(toolcg_v2_procs);
+	toolcg_v2_procs = -1;
 }
 
 void
@@ -557,7 +585,7 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
 		return NULL;
 	cg = xcalloc(1, sizeof *cg);
 	cg->limits = *l;
-	cg->v2fd = cg->eventsfd = cg->cpufd = -1;
+	cg->v2fd = cg->eventsfd = cg->cpufd = cg->procsfd = -1;
 	for (i = 0; i < METER_N; i++)
 		cg->meterfd[i] = -1;
 	snprintf(name, sizeof name, "tool-%" PRIu64, token);
@@ -571,6 +599,7 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
 		cg->v2fd = toolcg_spares[toolcg_nspares].fd;
 		cg->eventsfd = toolcg_spares[toolcg_nspares].eventsfd;
 		cg->cpufd = toolcg_spares[toolcg_nspares].cpufd;
+		cg->procsfd = toolcg_spares[toolcg_nspares].procsfd;
 		cg->cpu_base = toolcg_spares[toolcg_nspares].cpu_base;
 		req->cgroup_fd = cg->v2fd;
 	} else if (toolcg_v2_dir != NULL) {
@@ -581,6 +610,7 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
 			    cg->v2, strerror(errno));
 			goto fail;
 		}
+		cg->procsfd = toolcg_pin(cg->v2fd, ".");
 		req->cgroup_fd = cg->v2fd;
 	}
 	for (c = 0; c < CTL_N; c++) {
@@ -769,9 +799,10 @@ toolcg_free(struct toolcg *cg)
 		toolcg_spares[toolcg_nspares].fd = cg->v2fd;
 		toolcg_spares[toolcg_nspares].eventsfd = cg->eventsfd;
 		toolcg_spares[toolcg_nspares].cpufd = cg->cpufd;
+		toolcg_spares[toolcg_nspares].procsfd = cg->procsfd;
 		toolcg_spares[toolcg_nspares++].cpu_base = cg->cpu_last;
 		cg->v2 = NULL;
-		cg->v2fd = cg->eventsfd = cg->cpufd = -1;
+		cg->v2fd = cg->eventsfd = cg->cpufd = cg->procsfd = -1;
 	}
 	if (cg->v2fd != -1)
 		close(cg->v2fd);
@@ -779,6 +810,8 @@ toolcg_free(struct toolcg *cg)
 		close(cg->eventsfd);
 	if (cg->cpufd != -1)
 		close(cg->cpufd);
+	if (cg->procsfd != -1)
+		close(cg->procsfd);
 	/* Not empty at shutdown: cgroup_destroy takes the whole subtree. */
 	if (cg->v2 != NULL)
 		rmdir(cg->v2);
@@ -855,7 +888,7 @@ toolcg_load(const json_t *o)
 		cg->v2 = xstrdup(s);
 	fd = (int)json_integer_value(json_object_get(o, "v2fd"));
 	cg->v2fd = fd >= 0 && handover_claim_fd(fd) ? fd : -1;
-	cg->eventsfd = cg->cpufd = -1;
+	cg->eventsfd = cg->cpufd = cg->procsfd = -1;
 	for (i = 0; i < METER_N; i++)
 		cg->meterfd[i] = -1;
 	cg->meter_base = (uint64_t)json_integer_value(json_object_get(o,

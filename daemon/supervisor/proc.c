@@ -76,6 +76,8 @@ enum proc_state {
 struct proc_pipe {
 	struct proc *p;
 	int fd;             /* ours: the read end */
+	int spent;          /* the read end after EOF, closed after the
+	                       result (proc_pipe_ended) */
 	int which;          /* the child's fd: 1, 2 or 3 */
 	struct event *ev;
 };
@@ -185,6 +187,7 @@ static void proc_deliver(struct proc *, int, char *, size_t);
 static void proc_line_add(struct proc *, char *, size_t);
 static void proc_line(struct proc *, const char *, size_t);
 static void proc_close_pipe(struct proc_pipe *);
+static void proc_pipe_ended(struct proc_pipe *);
 static bool proc_pipes_closed(struct proc *);
 static void proc_timer_cb(evutil_socket_t, short, void *);
 static void proc_limit_cb(evutil_socket_t, short, void *);
@@ -198,6 +201,8 @@ static bool proc_alive(const struct proc *);
 static void proc_finish(struct proc *);
 static void proc_done_cb(evutil_socket_t, short, void *);
 static void proc_free(struct proc *, bool);
+static void proc_close_spent(int);
+static void proc_after_cb(evutil_socket_t, short, void *);
 static void proc_new_instance(void);
 static void proc_forget_group(struct proc *);
 static void proc_replay_groups(void);
@@ -208,6 +213,10 @@ static struct event_base *proc_base;
 static struct proc_config proc_cfg;
 static char *proc_output_dir;
 static struct event *proc_done_ev;
+/* What waits until this pass's results are out: spent pipe ends to close. */
+static struct event *proc_after_ev;
+static int *proc_spent;
+static size_t proc_nspent, proc_spent_cap;
 static struct proc_list proc_all = TAILQ_HEAD_INITIALIZER(proc_all);
 static struct proc_list proc_queue = TAILQ_HEAD_INITIALIZER(proc_queue);
 static struct proc_list proc_done = TAILQ_HEAD_INITIALIZER(proc_done);
@@ -282,7 +291,8 @@ proc_init(struct event_base *base, const struct proc_config *cfg, char *err,
 	tmpdir_init(proc_output_dir, proc_instance);
 	tmpdir_resume(proc_tmpdirs);
 	proc_done_ev = event_new(base, -1, 0, proc_done_cb, NULL);
-	if (proc_done_ev == NULL)
+	proc_after_ev = event_new(base, -1, 0, proc_after_cb, NULL);
+	if (proc_done_ev == NULL || proc_after_ev == NULL)
 		fatal("event_new failed");
 	proc_base = base;
 	proc_nrunning = proc_nslots = 0;
@@ -314,6 +324,12 @@ proc_shutdown(void)
 	TAILQ_INIT(&proc_done);
 	event_free(proc_done_ev);
 	proc_done_ev = NULL;
+	proc_after_cb(-1, 0, NULL);
+	event_free(proc_after_ev);
+	proc_after_ev = NULL;
+	free(proc_spent);
+	proc_spent = NULL;
+	proc_spent_cap = 0;
 	reaper_free();
 	sandbox_shutdown();
 	netns_shutdown();
@@ -382,7 +398,7 @@ proc_spawn(const struct proc_spec *spec, const struct proc_ops *ops,
 	p->in_fd = -1;
 	for (i = 0; i < nitems(p->pipes); i++) {
 		p->pipes[i].p = p;
-		p->pipes[i].fd = -1;
+		p->pipes[i].fd = p->pipes[i].spent = -1;
 		p->pipes[i].which = (int)i + 1;
 	}
 	proc_events(p);
@@ -1115,7 +1131,7 @@ proc_read(struct proc_pipe *pp, size_t limit, bool force)
 		if (n == -1 && errno == EAGAIN)
 			break;
 		if (n <= 0) {
-			proc_close_pipe(pp);
+			proc_pipe_ended(pp);
 			/* All EOF during the grace: no need to wait longer. */
 			if (p->state == PROC_GRACE && proc_pipes_closed(p))
 				proc_end_now(p);
@@ -1198,14 +1214,31 @@ proc_line(struct proc *p, const char *line, size_t len)
 static void
 proc_close_pipe(struct proc_pipe *pp)
 {
+	int fd = pp->fd;
+
+	if (fd == -1)
+		return;
+	proc_pipe_ended(pp);
+	close(fd);
+	pp->spent = -1;
+}
+
+/*
+ * No more to read: no writer is left (EOF), or we stop. The descriptor is
+ * kept until the result is out (proc_close_spent): closing a pipe frees its
+ * buffers and inode, a few microseconds of each tool's way to its result.
+ */
+static void
+proc_pipe_ended(struct proc_pipe *pp)
+{
 	struct proc *p = pp->p;
 
-	if (pp->fd == -1)
-		return;
 	if (pp->ev != NULL)
 		event_del(pp->ev);
-	close(pp->fd);
-	pp->fd = -1;
+	if (pp->fd != -1) {
+		pp->spent = pp->fd;
+		pp->fd = -1;
+	}
 	if (pp->which == 3 && p->line.len > 0) {
 		proc_line(p, p->line.data, p->line.len);
 		buf_free(&p->line);
@@ -1501,6 +1534,37 @@ proc_done_cb(evutil_socket_t fd, short events, void *arg)
 	}
 }
 
+/*
+ * Close a spent pipe end after the notes queued so far are written: the
+ * event runs behind the journal's and the connections' flushes, which the
+ * exit callback has just queued, so the result goes out first.
+ */
+static void
+proc_close_spent(int fd)
+{
+	if (proc_after_ev == NULL) {
+		close(fd);
+		return;
+	}
+	if (proc_nspent == proc_spent_cap) {
+		proc_spent_cap = proc_spent_cap != 0 ? 2 * proc_spent_cap : 16;
+		proc_spent = xreallocarray(proc_spent, proc_spent_cap,
+		    sizeof *proc_spent);
+	}
+	proc_spent[proc_nspent++] = fd;
+	event_active(proc_after_ev, EV_TIMEOUT, 1);
+}
+
+static void
+proc_after_cb(evutil_socket_t fd, short events, void *arg)
+{
+	(void)fd;
+	(void)events;
+	(void)arg;
+	while (proc_nspent > 0)
+		close(proc_spent[--proc_nspent]);
+}
+
 static void
 proc_free(struct proc *p, bool keep_file)
 {
@@ -1518,6 +1582,8 @@ proc_free(struct proc *p, bool keep_file)
 			event_free(p->pipes[i].ev);
 		if (p->pipes[i].fd != -1)
 			close(p->pipes[i].fd);
+		if (p->pipes[i].spent != -1)
+			proc_close_spent(p->pipes[i].spent);
 	}
 	event_free(p->timer);
 	event_free(p->end_timer);
@@ -2102,6 +2168,7 @@ proc_adopt(const struct handover_in *in, const json_t *o,
 	for (i = 0; i < nitems(p->pipes); i++) {
 		p->pipes[i].p = p;
 		p->pipes[i].which = (int)i + 1;
+		p->pipes[i].spent = -1;
 		p->pipes[i].fd = handover_take_fd(json_array_get(json_object_get(o,
 		    "pipes"), i));
 	}

@@ -23,6 +23,7 @@
 #include <event2/event.h>
 
 #include "e2e.h"
+#include "supervisor/pipes.h"
 #include "supervisor/proc.h"
 #include "util.h"
 
@@ -1361,6 +1362,86 @@ Test(proc, no_fds_leaked, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
 	result_free(&r);
 	result_free(&c);
 	finish();
+}
+
+/* A set as pipes.h has it: every end above 3, ours non-blocking but stdin's. */
+static void
+check_pipes(const struct pipes *ps)
+{
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		cr_assert_gt(ps->ours[i], 3);
+		cr_assert_gt(ps->child[i], 3);
+		cr_assert_eq(fcntl(ps->ours[i], F_GETFD) & FD_CLOEXEC,
+		    FD_CLOEXEC);
+		cr_assert_eq(fcntl(ps->child[i], F_GETFD) & FD_CLOEXEC,
+		    FD_CLOEXEC);
+		cr_assert_eq(fcntl(ps->ours[i], F_GETFL) & O_NONBLOCK,
+		    i == 0 ? 0 : O_NONBLOCK, "our end %d", i);
+		cr_assert_eq(fcntl(ps->child[i], F_GETFL) & O_NONBLOCK, 0,
+		    "the child's end %d", i);
+	}
+	/* Each pair is one pipe: stdin's from us to the child, the rest back. */
+	cr_assert_eq(write(ps->ours[0], "i", 1), 1);
+	cr_assert_eq(write(ps->child[3], "p", 1), 1);
+	{
+		char c = 0;
+
+		cr_assert_eq(read(ps->child[0], &c, 1), 1);
+		cr_assert_eq(c, 'i');
+		cr_assert_eq(read(ps->ours[3], &c, 1), 1);
+		cr_assert_eq(c, 'p');
+	}
+}
+
+/*
+ * Idle once a result is out, the supervisor makes the next tool's pipes
+ * ahead, and that tool, started alone, gets all four through them.
+ */
+Test(proc, pipes_made_ahead_serve_the_next_tool,
+    .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
+{
+	struct result a = { 0 }, b = { 0 };
+	struct proc_spec spec = sh_spec(&b, "cat; echo err >&2; echo line >&3");
+	struct pipes ps;
+
+	start(0, 0, 0);
+	cr_assert(!pipes_take(&ps), "a set before any tool has ended");
+	run_sh(&a, "true");
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	cr_assert(pipes_take(&ps), "no set made after the result");
+	check_pipes(&ps);
+	pipes_close(&ps);
+	cr_assert(!pipes_take(&ps));
+
+	pipes_fill();
+	spec.input = "in\n";
+	spec.input_len = 3;
+	spawn(&b, &spec);
+	/* Taken by the spawn: the next is made only once b has ended. */
+	cr_assert(!pipes_take(&ps));
+	cr_assert(run_until(&b.done, 5000));
+	cr_assert_eq(b.end, PROC_EXITED);
+	cr_assert_str_eq(b.head.data, "in\nerr\n");
+	cr_assert_eq(b.nlines, 1);
+	cr_assert_str_eq(b.lines[0], "line");
+	result_free(&a);
+	result_free(&b);
+	finish();
+}
+
+/* pipes_make's ends, and what pipes_drop leaves: nothing to take. */
+Test(proc, pipes_make_and_drop)
+{
+	struct pipes ps;
+
+	cr_assert_eq(pipes_make(&ps), 0);
+	check_pipes(&ps);
+	pipes_close(&ps);
+	pipes_fill();
+	pipes_drop();
+	cr_assert(!pipes_take(&ps));
 }
 
 Test(proc, env_exact, .timeout = 30 * STEXEC_TEST_BUILD_SCALE)

@@ -36,6 +36,7 @@
 #include "supervisor/sentinel.h"
 #include "supervisor/spawn.h"
 #include "supervisor/netns.h"
+#include "supervisor/pipes.h"
 #include "supervisor/tmpdir.h"
 #include "util.h"
 
@@ -163,7 +164,6 @@ static char **proc_copy_env(char *const *, uint64_t, const char *);
 static void proc_free_strv(char **);
 static const char *proc_getenv(char *const *, const char *);
 static int proc_resolve(struct proc *, int, char **);
-static int proc_highfd(int);
 static int proc_pty(struct proc *, int[4]);
 static void proc_events(struct proc *);
 static void proc_start(struct proc *);
@@ -213,7 +213,10 @@ static struct event_base *proc_base;
 static struct proc_config proc_cfg;
 static char *proc_output_dir;
 static struct event *proc_done_ev;
-/* What waits until this pass's results are out: spent pipe ends to close. */
+/*
+ * What waits until this pass's results are out: the spent pipe ends of
+ * freed procs to close; idle, the next tool's pipes to make (pipes.h).
+ */
 static struct event *proc_after_ev;
 static int *proc_spent;
 static size_t proc_nspent, proc_spent_cap;
@@ -325,6 +328,7 @@ proc_shutdown(void)
 	event_free(proc_done_ev);
 	proc_done_ev = NULL;
 	proc_after_cb(-1, 0, NULL);
+	pipes_drop();
 	event_free(proc_after_ev);
 	proc_after_ev = NULL;
 	free(proc_spent);
@@ -568,46 +572,29 @@ proc_resolve(struct proc *p, int dirfd, char **path)
 	return denied ? EACCES : ENOENT;
 }
 
-/* Child ends must not sit on 0-3, where the file actions dup2 to. */
-static int
-proc_highfd(int fd)
-{
-	int nfd, error;
-
-	if (fd > 3)
-		return fd;
-	nfd = fcntl(fd, F_DUPFD_CLOEXEC, 4);
-	error = errno;
-	close(fd);
-	errno = error;
-	return nfd;
-}
-
 /*
  * The four pipes of a tool (0: stdin, 1: stdout, 2: stderr, 3: progress):
  * our ends non-blocking in p (proc_spawn_failed closes them), the child's
  * above 3 in child[], so that its dup2s to 0..3 cannot clobber one another.
+ * A tool that starts alone takes the set made while the daemon was idle.
  * 0, or an errno.
  */
 static int
 proc_pipes(struct proc *p, int child[4])
 {
-	int fds[2], i;
+	struct pipes ps;
+	int error, i;
 
 	if (p->tty)
 		return proc_pty(p, child);
+	if ((proc_launches() || !pipes_take(&ps)) &&
+	    (error = pipes_make(&ps)) != 0)
+		return error;
+	p->in_fd = ps.ours[0];
 	for (i = 0; i < 4; i++) {
-		if (pipe2(fds, O_CLOEXEC) != 0)
-			return errno;
-		if (i == 0) {
-			child[0] = proc_highfd(fds[0]);
-			p->in_fd = fds[1];
-		} else {
-			child[i] = proc_highfd(fds[1]);
-			p->pipes[i - 1].fd = fds[0];
-		}
-		if (child[i] == -1)
-			return EMFILE;
+		if (i > 0)
+			p->pipes[i - 1].fd = ps.ours[i];
+		child[i] = ps.child[i];
 	}
 	/*
 	 * An input of at most PIPE_BUF bytes, followed by EOF, is written
@@ -616,8 +603,6 @@ proc_pipes(struct proc *p, int child[4])
 	 */
 	if (p->stdin_stream || p->input_len > PIPE_BUF)
 		fcntl(p->in_fd, F_SETFL, O_NONBLOCK);
-	for (i = 0; i < 3; i++)
-		fcntl(p->pipes[i].fd, F_SETFL, O_NONBLOCK);
 	return 0;
 }
 
@@ -657,13 +642,13 @@ proc_pty(struct proc *p, int child[4])
 		return errno;
 	}
 	for (i = 0; i < 3; i++)
-		if ((child[i] = proc_highfd(i == 0 ? slave : dup(slave))) == -1)
+		if ((child[i] = pipes_high(i == 0 ? slave : dup(slave))) == -1)
 			return EMFILE;
 	if ((p->in_fd = fcntl(master, F_DUPFD_CLOEXEC, 4)) == -1)
 		return errno;
 	if (pipe2(fds, O_CLOEXEC) != 0)
 		return errno;
-	if ((child[3] = proc_highfd(fds[1])) == -1)
+	if ((child[3] = pipes_high(fds[1])) == -1)
 		return EMFILE;
 	p->pipes[2].fd = fds[0];
 	fcntl(master, F_SETFL, O_NONBLOCK);
@@ -769,9 +754,13 @@ proc_spawn_child(struct proc *p, const struct spawn_req *req,
 {
 	pid_t pid;
 
-	if (proc_launches() && ((pid = spawn_launch(req, &p->run, step)) !=
-	    -1 || errno != ENOSYS))
-		return pid;
+	if (proc_launches()) {
+		/* It runs on while we do: it must not hold the next set. */
+		pipes_drop();
+		if ((pid = spawn_launch(req, &p->run, step)) != -1 ||
+		    errno != ENOSYS)
+			return pid;
+	}
 	return spawn_start(req, step);
 }
 
@@ -1529,6 +1518,8 @@ proc_done_cb(evutil_socket_t fd, short events, void *arg)
 		if (p->ops.exit != NULL)
 			p->ops.exit(p->arg, &e);
 		proc_free(p, true);
+		if (proc_nrunning == 0 && proc_after_ev != NULL)
+			event_active(proc_after_ev, EV_TIMEOUT, 1);
 		if (proc_base == NULL)
 			break;
 	}
@@ -1563,6 +1554,8 @@ proc_after_cb(evutil_socket_t fd, short events, void *arg)
 	(void)arg;
 	while (proc_nspent > 0)
 		close(proc_spent[--proc_nspent]);
+	if (proc_nrunning == 0 && proc_nlaunching == 0 && proc_base != NULL)
+		pipes_fill();
 }
 
 static void

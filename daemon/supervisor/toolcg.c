@@ -125,6 +125,7 @@ static int toolcg_write(const char *, const char *, const char *);
 static int toolcg_writeat(int, const char *, const char *);
 static bool toolcg_field_kept(int, int *, const char *, const char *,
     uint64_t *);
+static bool toolcg_value_of(const char *, const char *, uint64_t *);
 static int toolcg_pin(int, const char *);
 static void toolcg_spare_close(struct toolcg_spare *);
 static bool toolcg_field(int, const char *, const char *, const char *,
@@ -225,8 +226,7 @@ static bool
 toolcg_field(int dirfd, const char *dir, const char *file, const char *key,
     uint64_t *out)
 {
-	char buf[1024], *path, *line, *next;
-	size_t klen = key != NULL ? strlen(key) : 0;
+	char buf[1024], *path;
 	ssize_t n;
 	int fd;
 
@@ -244,15 +244,33 @@ toolcg_field(int dirfd, const char *dir, const char *file, const char *key,
 	if (n <= 0)
 		return false;
 	buf[n] = '\0';
-	for (line = buf; line != NULL; line = next) {
-		if ((next = strchr(line, '\n')) != NULL)
-			*next++ = '\0';
-		if (key == NULL)
-			return sscanf(line, "%" SCNu64, out) == 1;
-		if (strncmp(line, key, klen) == 0 && line[klen] == ' ')
-			return sscanf(line + klen + 1, "%" SCNu64, out) == 1;
+	return toolcg_value_of(buf, key, out);
+}
+
+/*
+ * The number in text (a cgroup file's, NUL-ended) after "key " at the start
+ * of a line; with no key, the one it starts with. By hand, not sscanf: at
+ * every tool's end.
+ */
+static bool
+toolcg_value_of(const char *text, const char *key, uint64_t *out)
+{
+	size_t klen = key != NULL ? strlen(key) : 0;
+	const char *line = text;
+
+	for (;;) {
+		if (key == NULL || (strncmp(line, key, klen) == 0 &&
+		    line[klen] == ' ')) {
+			line += key != NULL ? klen + 1 : 0;
+			if (*line < '0' || *line > '9')
+				return false;
+			*out = strtoull(line, NULL, 10);
+			return true;
+		}
+		if ((line = strchr(line, '\n')) == NULL)
+			return false;
+		line++;
 	}
-	return false;
 }
 
 /*
@@ -264,8 +282,7 @@ static bool
 toolcg_field_kept(int dirfd, int *kept, const char *file, const char *key,
     uint64_t *out)
 {
-	char buf[1024], *line, *next;
-	size_t klen = strlen(key);
+	char buf[1024];
 	ssize_t n;
 
 	if (*kept == -1 &&
@@ -274,13 +291,7 @@ toolcg_field_kept(int dirfd, int *kept, const char *file, const char *key,
 	if ((n = pread(*kept, buf, sizeof buf - 1, 0)) <= 0)
 		return false;
 	buf[n] = '\0';
-	for (line = buf; line != NULL; line = next) {
-		if ((next = strchr(line, '\n')) != NULL)
-			*next++ = '\0';
-		if (strncmp(line, key, klen) == 0 && line[klen] == ' ')
-			return sscanf(line + klen + 1, "%" SCNu64, out) == 1;
-	}
-	return false;
+	return toolcg_value_of(buf, key, out);
 }
 
 /*
@@ -995,12 +1006,11 @@ toolcg_meter_close(int *fd)
 static bool
 toolcg_read_num(int fd, uint64_t *out)
 {
-	char buf[64], *end;
+	char buf[64];
 	ssize_t n;
 
 	if ((n = pread(fd, buf, sizeof buf - 1, 0)) <= 0)
 		return false;
 	buf[n] = '\0';
-	*out = strtoull(buf, &end, 10);
-	return end != buf;
+	return toolcg_value_of(buf, NULL, out);
 }

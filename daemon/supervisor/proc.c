@@ -203,6 +203,7 @@ static void proc_done_cb(evutil_socket_t, short, void *);
 static void proc_free(struct proc *, bool);
 static void proc_close_spent(int);
 static void proc_after_cb(evutil_socket_t, short, void *);
+static void proc_close_spent_now(void);
 static void proc_new_instance(void);
 static void proc_forget_group(struct proc *);
 static void proc_replay_groups(void);
@@ -327,7 +328,7 @@ proc_shutdown(void)
 	TAILQ_INIT(&proc_done);
 	event_free(proc_done_ev);
 	proc_done_ev = NULL;
-	proc_after_cb(-1, 0, NULL);
+	proc_close_spent_now();
 	pipes_drop();
 	event_free(proc_after_ev);
 	proc_after_ev = NULL;
@@ -1552,10 +1553,16 @@ proc_after_cb(evutil_socket_t fd, short events, void *arg)
 	(void)fd;
 	(void)events;
 	(void)arg;
+	proc_close_spent_now();
+	if (proc_nrunning == 0 && proc_nlaunching == 0)
+		pipes_fill();
+}
+
+static void
+proc_close_spent_now(void)
+{
 	while (proc_nspent > 0)
 		close(proc_spent[--proc_nspent]);
-	if (proc_nrunning == 0 && proc_nlaunching == 0 && proc_base != NULL)
-		pipes_fill();
 }
 
 static void

@@ -16,7 +16,7 @@ none can be made, or when the daemon cannot enforce allow-lists).
   test): the server sees it closed once the tool's result is out;
 - five tools of one session at once, 64 tunnels each: 256 held, 64
   closed at once;
-- a daemon with 300 descriptors: the proxy holds 20 connections of all
+- a daemon with 306 descriptors: the proxy holds 20 connections of all
   tools (half of what --max-procs leaves, six a connection), closes the
   rest at once, and still serves clients.
 
@@ -454,19 +454,19 @@ def session_bound(d, fx):
 
 # --- the daemon's descriptors -----------------------------------------
 
-# 300 descriptors, 2 tools: 240 left (see connection_cap), half for the
+# 306 descriptors, 2 tools: 240 left (see connection_cap), half for the
 # proxy at six a connection.
-FEW_FDS = 300
+FEW_FDS = 306
 DAEMON_CAP = 20
 
 
 def daemon_bound(path, fx):
-    with case("300 descriptors: 20 connections of all tools, the rest "
+    with case("306 descriptors: 20 connections of all tools, the rest "
               "closed at once"):
         d = tn.start(path, ["--network-hosts", fx.hosts, "--max-procs",
                             "2"], ["prlimit", "--nofile=%d:%d" %
                                    (FEW_FDS, FEW_FDS), "--"])
-        T.check(d is not None, "the daemon starts with 300 descriptors")
+        T.check(d is not None, "the daemon starts with 306 descriptors")
         if d is None:
             return
         try:

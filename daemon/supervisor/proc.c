@@ -55,8 +55,13 @@
 /* Polls for the leftovers to be reaped; then the result goes anyway. */
 #define PROC_POLL_MS 5
 #define PROC_POLL_MAX 2000
-/* Held by a running tool: stdin, 3 pipes, output and spill files, cgroup. */
-#define PROC_FDS_PER_TOOL 7
+/*
+ * Held by a running tool: stdin, 3 pipes, output and spill files, and its
+ * cgroup's 4 (the group, cgroup.events, cpu.stat, cgroup.procs), which a
+ * pooled group keeps for the next tool (toolcg.c): a group exists only for
+ * a tool that runs or ran at once with the others.
+ */
+#define PROC_FDS_PER_TOOL 10
 /*
  * Held for a moment by a spawn: 4 child ends, the cwd, the /proc scans,
  * the sandbox's ruleset and its directory, the v1 cgroups to join.

@@ -298,7 +298,8 @@ toolcg_field_kept(int dirfd, int *kept, const char *file, const char *key,
  * Hold a group's cgroup.procs: cloning into a group (CLONE_INTO_CGROUP)
  * checks write access to the target's cgroup.procs and to that of the
  * common ancestor with ours, and the kernel makes each one's inode afresh
- * when nothing holds it (about 4 us of every spawn). -1 if it cannot.
+ * when nothing holds it (2.5% of the daemon's CPU in bench_latency, some
+ * 7 us of every spawn). -1 if it cannot.
  */
 static int
 toolcg_pin(int dirfd, const char *dir)

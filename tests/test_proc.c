@@ -1431,6 +1431,34 @@ Test(proc, pipes_made_ahead_serve_the_next_tool,
 	finish();
 }
 
+/*
+ * A tool started beside a running one is launched: its child runs on until
+ * its exec and would hold a made-ahead set's ends, so the set is closed
+ * before the launch, and the tool makes its own.
+ */
+Test(proc, pipes_made_ahead_dropped_before_a_launch,
+    .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
+{
+	struct result a = { 0 }, b = { 0 };
+	struct proc_spec aspec = sh_spec(&a, "sleep 100");
+	struct proc_spec bspec = sh_spec(&b, "echo b");
+	struct pipes ps;
+
+	start(0, 0, 0);
+	spawn(&a, &aspec);
+	pipes_fill();
+	spawn(&b, &bspec);
+	cr_assert(!pipes_take(&ps), "a set made ahead outlived a launch");
+	cr_assert(run_until(&b.done, 5000));
+	cr_assert_eq(b.end, PROC_EXITED);
+	cr_assert_str_eq(b.head.data, "b\n");
+	proc_kill(a.p);
+	cr_assert(run_until(&a.done, 5000));
+	result_free(&a);
+	result_free(&b);
+	finish();
+}
+
 /* pipes_make's ends, and what pipes_drop leaves: nothing to take. */
 Test(proc, pipes_make_and_drop)
 {

@@ -2,6 +2,7 @@
 #include "launch.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,19 +98,57 @@ launch_daemon(const char *const *wrapper, const char *sock, const char *out,
 	return pid;
 }
 
+/* Is pid the daemon launched as root, or a process it started (a wrapper's)? */
+static bool
+launch_is_ours(pid_t pid, pid_t root)
+{
+	char path[64], stat[512], *end;
+	int depth, fd;
+	ssize_t n;
+
+	for (depth = 0; depth < 8 && pid > 1; depth++) {
+		if (pid == root)
+			return true;
+		snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+			return false;
+		n = read(fd, stat, sizeof stat - 1);
+		close(fd);
+		if (n <= 0)
+			return false;
+		stat[n] = '\0';
+		/* "pid (comm) state ppid": comm may hold anything, even ") ". */
+		if ((end = strrchr(stat, ')')) == NULL)
+			return false;
+		pid = (pid_t)strtol(end + 3, NULL, 10);
+	}
+	return false;
+}
+
 int
 launch_wait_serving(pid_t pid, const char *sock, int timeout_ms, int *status)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	long long until = launch_now_ms() + timeout_ms;
+	struct ucred cred;
+	socklen_t len;
+	bool ours;
 	int fd, k;
 
 	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", sock);
 	for (;;) {
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		k = connect(fd, (struct sockaddr *)&sun, sizeof sun);
+		/*
+		 * The listener must be the one launched: a dead daemon's socket
+		 * may still take connections while a process it left holds the
+		 * socket open (until that one is killed too).
+		 */
+		len = sizeof cred;
+		ours = k == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred,
+		    &len) == 0 && launch_is_ours(cred.pid, pid);
 		close(fd);
-		if (k == 0)
+		if (ours)
 			return 0;
 		if (waitpid(pid, status, WNOHANG) == pid)
 			return -1;

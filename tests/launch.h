@@ -21,8 +21,9 @@ pid_t launch_daemon(const char *const *wrapper, const char *sock,
     const char *out, const char *log, const char *env_extra,
     const char *const *args, char *err, size_t errlen);
 /*
- * Wait until sock accepts a connection: 0; -1 when the daemon exited first
- * (its wait status in *status); -2 after timeout_ms.
+ * Wait until sock accepts a connection from the daemon launched as pid (or
+ * a process under it, behind a wrapper): 0; -1 when the daemon exited
+ * first (its wait status in *status); -2 after timeout_ms.
  */
 int launch_wait_serving(pid_t, const char *sock, int timeout_ms, int *status);
 /*

@@ -820,6 +820,68 @@ Test(lifecycle, a_stale_socket_is_replaced_on_restart)
 	d_stop(d);
 }
 
+/*
+ * A crashed daemon's socket held open by a process it left behind (as a
+ * child between its clone and its execve holds every descriptor): the
+ * path still takes connections, yet nobody will accept them. Here the
+ * listener is made by a child that then exits, leaving a grandchild that
+ * holds it; the restarted daemon must take the path over, not refuse it.
+ */
+Test(lifecycle, a_socket_a_dead_daemon_left_held_is_replaced)
+{
+	struct daemon *d = d_start(NULL);
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int hold[2], pids[2], fd, status;
+	struct client *c;
+	pid_t owner, holder = 0;
+	char *text, byte;
+
+	d_kill(d, SIGKILL);
+	cr_assert_eq(unlink(d->sock), 0);
+	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", d->sock);
+	cr_assert_eq(pipe(hold), 0);
+	cr_assert_eq(pipe(pids), 0);
+	if ((owner = fork()) == 0) {
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (fd == -1 || bind(fd, (struct sockaddr *)&sun,
+		    sizeof sun) != 0 || listen(fd, 8) != 0)
+			_exit(1);
+		if ((holder = fork()) == 0) {
+			/* The leftover: holds the socket until hold[1] closes. */
+			close(hold[1]);
+			while (read(hold[0], &byte, 1) == -1 && errno == EINTR)
+				;
+			_exit(0);
+		}
+		_exit(write(pids[1], &holder, sizeof holder) ==
+		    sizeof holder ? 0 : 1);
+	}
+	cr_assert_eq(waitpid(owner, &status, 0), owner);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cr_assert_eq(read(pids[0], &holder, sizeof holder), sizeof holder);
+	close(pids[0]);
+	close(pids[1]);
+	close(hold[0]);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sun, sizeof sun), 0,
+	    "the held socket does not take connections: nothing to test");
+	close(fd);
+
+	d_restart(d, NULL);
+	c = c_open(d);
+	c_ping(c);
+	text = e2e_read_file(d->log, NULL);
+	cr_assert(text != NULL && strstr(text, "is gone, a process it left "
+	    "holds it open") != NULL, "no word of the held socket: %s", text);
+	free(text);
+	c_close(c);
+	d_stop(d);
+	/* The leftover goes with its pipe; reaped here if we are its reaper. */
+	close(hold[1]);
+	while (waitpid(holder, NULL, 0) == -1 && errno == EINTR)
+		;
+}
+
 /* ------------------------------------------------------------------ */
 
 /* Pull every notification after since with events, max per page. */

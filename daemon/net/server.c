@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <event2/event.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include "net/conn.h"
 #include "log.h"
 #include "socket_path.h"
+#include "supervisor/reaper.h"
 #include "stexec/protocol.h"
 #include "util.h"
 
@@ -21,6 +24,7 @@ static int server_fd = -1;
 static struct event *server_ev, *server_retry;
 static char *server_path;
 
+static bool	server_owner_lives(int, pid_t *);
 static void	server_accept_cb(evutil_socket_t, short, void *);
 static void	server_retry_cb(evutil_socket_t, short, void *);
 static int	server_make_dir(const char *, mode_t, char *, size_t);
@@ -62,12 +66,42 @@ server_make_dir(const char *path, mode_t mode, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * Whether the process that listens on a connected socket still runs. A
+ * crashed daemon's socket still takes connections while a process it
+ * started holds it open, one not yet exec'd, say, in the moment before
+ * it is killed too; nobody will ever accept them. The credentials are
+ * the listen() caller's; when it cannot be named (another pid
+ * namespace), it is taken to live. *owner: its pid, when it is gone.
+ */
+static bool
+server_owner_lives(int fd, pid_t *owner)
+{
+	struct ucred cred;
+	socklen_t len = sizeof cred;
+	pid_t ppid, pgid;
+	char state;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+	    cred.pid <= 0)
+		return true;
+	/* A zombie has closed everything: the holder is someone else. */
+	if (kill(cred.pid, 0) == 0 || errno != ESRCH) {
+		if (reaper_stat(cred.pid, &ppid, &pgid, &state) != 0 ||
+		    (state != 'Z' && state != 'X'))
+			return true;
+	}
+	*owner = cred.pid;
+	return false;
+}
+
 int
 server_listen(const char *path, mode_t mode, char *err, size_t errlen)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct sockaddr_un tmp = { .sun_family = AF_UNIX };
 	struct stat st;
+	pid_t owner = 0;
 	mode_t old;
 	int fd, probe;
 
@@ -90,7 +124,7 @@ server_listen(const char *path, mode_t mode, char *err, size_t errlen)
 		/* A daemon that answers owns it; one that does not is gone. */
 		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (probe >= 0 && connect(probe, (struct sockaddr *)&sun,
-		    sizeof sun) == 0) {
+		    sizeof sun) == 0 && server_owner_lives(probe, &owner)) {
 			close(probe);
 			snprintf(err, errlen, "another stexecd is already "
 			    "serving %s", path);
@@ -98,7 +132,12 @@ server_listen(const char *path, mode_t mode, char *err, size_t errlen)
 		}
 		if (probe >= 0)
 			close(probe);
-		log_info("removing stale socket %s", path);
+		if (owner > 0)
+			log_info("removing stale socket %s: its daemon (pid "
+			    "%ld) is gone, a process it left holds it open",
+			    path, (long)owner);
+		else
+			log_info("removing stale socket %s", path);
 		unlink(path);
 	}
 

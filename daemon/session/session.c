@@ -952,11 +952,11 @@ session_spawn(struct session *s, struct exec_tool *t,
 	const char *roots[SANDBOX_MAX_ROOTS];
 	struct proc_spec spec = { 0 };
 	struct session_tool *st = xcalloc(1, sizeof *st);
-	struct buf vars = { 0 };
+	struct buf vars = { 0 }, input = { 0 };
 	struct netpolicy *policy;
 	struct timeval tv;
 	struct timespec start;
-	char **envp, **wrapped, *input;
+	char **envp, **wrapped;
 	uint16_t port = 0;
 
 	if (req->job->internal != TOOLDEF_INTERNAL_NONE) {
@@ -989,14 +989,20 @@ session_spawn(struct session *s, struct exec_tool *t,
 	}
 	envp = session_envp(s, t, req->env, &vars, st->proxy != NULL ? port :
 	    0);
-	input = json_dumps(req->input, JSON_COMPACT);
+	/*
+	 * Parsed JSON, within the parser's depth bound, always encodes; were
+	 * it ever not to, the tool gets no stdin and the log says so.
+	 */
+	if (jsonrpc_dump(&input, req->input) != 0)
+		log_about(LOG_LEVEL_ERROR, s->id, exec_tool_id(t), req->name,
+		    "cannot encode the input: the tool gets none");
 	session_context_moved(s);
 	wrapped = session_shell_argv(s, t, req, envp);
 	spec.argv = wrapped != NULL ? wrapped : req->argv;
 	spec.envp = envp;
 	spec.cwd = req->cwd;
-	spec.input = input;
-	spec.input_len = strlen(input);
+	spec.input = input.data != NULL ? input.data : "";
+	spec.input_len = input.len;
 	spec.timeout_ms = req->timeout_ms;
 	spec.max_output = req->max_output;
 	spec.stream_output = req->stream_output;
@@ -1026,7 +1032,7 @@ session_spawn(struct session *s, struct exec_tool *t,
 	if (s->paused)
 		proc_pause(st->proc, true);
 	free(wrapped);
-	free(input);
+	buf_free(&input);
 	free(envp);
 	buf_free(&vars);
 

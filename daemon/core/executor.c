@@ -347,7 +347,9 @@ exec_turn_append(struct exec *ex, const char *id, const char *name,
 	t->turn = turn->number;
 	t->id = xstrdup(id);
 	t->name = xstrdup(name);
-	t->input = input != NULL ? json_deep_copy(input) : json_object();
+	/* Kept by reference, not copied: nobody changes an input (exec_add). */
+	t->input = input != NULL ? json_incref((json_t *)input) :
+	    json_object();
 	t->warnings = json_array();
 	t->status = EXEC_QUEUED;
 	t->stamps[EXEC_STAMP_ADDED] = ex->add_stamp;

@@ -136,7 +136,8 @@ struct exec_added {
 /*
  * A tool_use block arrived. def is NULL when the session knows no tool of
  * that name (S1). Returns 0, or STEXEC_ERR_DUPLICATE_TOOL_USE. out may be
- * NULL.
+ * NULL. input is kept by reference: neither side may change it afterwards
+ * (whoever needs it changed works on a copy, as a hook's updatedInput).
  */
 int exec_add(struct exec *, const char *id, const char *name,
     struct tooldef *def, const json_t *input, struct exec_added *out);

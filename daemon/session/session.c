@@ -857,10 +857,14 @@ session_envp(struct session *s, struct exec_tool *t, const json_t *tenv,
 	    sizeof *offs);
 	for (i = 0; base[i] != NULL; i++) {
 		/* A variable the tool's definition sets or unsets is its. */
-		k = strcspn(base[i], "=");
-		json_object_foreach((json_t *)tenv, key, v)
-			if (strlen(key) == k && strncmp(key, base[i], k) == 0)
-				break;
+		key = NULL;
+		if (json_object_size(tenv) > 0) {
+			k = strcspn(base[i], "=");
+			json_object_foreach((json_t *)tenv, key, v)
+				if (strlen(key) == k &&
+				    strncmp(key, base[i], k) == 0)
+					break;
+		}
 		if (key == NULL && !session_proxy_var(base[i], proxy_port))
 			envp[n++] = base[i];
 	}
@@ -873,11 +877,11 @@ session_envp(struct session *s, struct exec_tool *t, const json_t *tenv,
 			buf_add(vars, "", 1);
 		}
 	offs[nvars++] = vars->len;
-	buf_printf(vars, "STEXEC_SESSION_ID=%s", s->id);
-	buf_add(vars, "", 1);
+	buf_addstr(vars, "STEXEC_SESSION_ID=");
+	buf_add(vars, s->id, strlen(s->id) + 1);
 	offs[nvars++] = vars->len;
-	buf_printf(vars, "STEXEC_TOOL_USE_ID=%s", exec_tool_id(t));
-	buf_add(vars, "", 1);
+	buf_addstr(vars, "STEXEC_TOOL_USE_ID=");
+	buf_add(vars, exec_tool_id(t), strlen(exec_tool_id(t)) + 1);
 	offs[nvars++] = vars->len;
 	buf_addstr(vars, "STEXEC_PROGRESS_FD=3");
 	/* NO_PROXY empty: localhost too goes through the proxy's rules. */

@@ -451,6 +451,13 @@ proc_start_queued(void)
 	proc_starting = false;
 }
 
+/* Every variable of every spawn is asked: the first byte decides most. */
+static inline bool
+proc_skip(const char *s, const char *skip, size_t slen)
+{
+	return slen > 0 && s[0] == skip[0] && strncmp(s, skip, slen) == 0;
+}
+
 /*
  * A NULL-ended vector copied into one allocation (pointers, then strings),
  * without the entries starting with skip ("NAME=") and with extra last:
@@ -459,11 +466,11 @@ proc_start_queued(void)
 static char **
 proc_pack(char *const *src, const char *skip, const char *extra)
 {
-	size_t n = 0, bytes = 0, slen = skip != NULL ? strlen(skip) : 0, i, len;
-	char **v, *p;
+	size_t n = 0, bytes = 0, slen = skip != NULL ? strlen(skip) : 0, i;
+	char **v, *p, *end;
 
 	for (i = 0; src != NULL && src[i] != NULL; i++) {
-		if (slen > 0 && strncmp(src[i], skip, slen) == 0)
+		if (proc_skip(src[i], skip, slen))
 			continue;
 		n++;
 		bytes += strlen(src[i]) + 1;
@@ -474,13 +481,13 @@ proc_pack(char *const *src, const char *skip, const char *extra)
 	}
 	v = xmalloc((n + 1) * sizeof *v + bytes);
 	p = (char *)(v + n + 1);
+	end = p + bytes;
 	n = 0;
 	for (i = 0; src != NULL && src[i] != NULL; i++) {
-		if (slen > 0 && strncmp(src[i], skip, slen) == 0)
+		if (proc_skip(src[i], skip, slen))
 			continue;
-		len = strlen(src[i]) + 1;
-		v[n++] = memcpy(p, src[i], len);
-		p += len;
+		v[n++] = p;
+		p = memccpy(p, src[i], '\0', (size_t)(end - p));
 	}
 	if (extra != NULL)
 		v[n++] = memcpy(p, extra, strlen(extra) + 1);

@@ -43,6 +43,7 @@ static const char *sim_text(struct sim *, const char *, size_t *);
 static struct sim_rec *sim_rec(struct sim *, const json_t *);
 static void	sim_leave(struct sim *, struct sim_rec *);
 static void	sim_effect(void *, const struct exec_effect *);
+static void	sim_effect_json(void *, const struct exec_effect *);
 static void	sim_check(struct sim *);
 static struct sim_rec *sim_pick_rec(struct sim *, bool);
 static void	sim_exit(struct sim *, struct sim_rec *);
@@ -104,7 +105,7 @@ sim_leave(struct sim *s, struct sim_rec *r)
 }
 
 static void
-sim_effect(void *arg, const struct exec_effect *e)
+sim_effect_json(void *arg, const struct exec_effect *e)
 {
 	struct sim *s = arg;
 	struct sim_rec *r;
@@ -227,6 +228,27 @@ sim_effect(void *arg, const struct exec_effect *e)
 		}
 		break;
 	}
+}
+
+/* Encoded params (tool_status, state) parsed back, as a client would. */
+static void
+sim_effect(void *arg, const struct exec_effect *e)
+{
+	struct exec_effect pe = *e;
+
+	if (e->params_text == NULL) {
+		sim_effect_json(arg, e);
+		return;
+	}
+	pe.params = json_loadb(e->params_text, e->params_len, 0, NULL);
+	if (pe.params == NULL) {
+		fprintf(stderr, "params that are not JSON: %.*s\n",
+		    (int)e->params_len, e->params_text);
+		abort();
+	}
+	pe.params_text = NULL;
+	sim_effect_json(arg, &pe);
+	json_decref(pe.params);
 }
 
 /* The current turn's queued tools, as status reports them. */

@@ -11,8 +11,10 @@
 #include <string.h>
 #include <sys/queue.h>
 
+#include "buf.h"
 #include "core/content.h"
 #include "idmap.h"
+#include "jsonrpc.h"
 #include "stexec/protocol.h"
 #include "utf8.h"
 #include "util.h"
@@ -138,6 +140,7 @@ static void	exec_tool_free(struct exec_tool *);
 static void	exec_set_status(struct exec_tool *, enum exec_status);
 static void	exec_emit(struct exec *, const struct exec_effect *);
 static void	exec_notify(struct exec *, const char *, json_t *);
+static void	exec_notify_text(struct exec *, const char *, struct buf *);
 static json_t	*exec_tool_params(const struct exec_tool *);
 static bool	exec_can_start(const struct exec *, const struct exec_tool *);
 static void	exec_schedule(struct exec *);
@@ -298,13 +301,37 @@ exec_tool_params(const struct exec_tool *t)
 	return p;
 }
 
+/* Send a notification whose params are already encoded; frees them. */
+static void
+exec_notify_text(struct exec *ex, const char *method, struct buf *params)
+{
+	struct exec_effect e = { .kind = EXEC_NOTIFY };
+
+	e.method = method;
+	e.params_text = params->data;
+	e.params_len = params->len;
+	exec_emit(ex, &e);
+	buf_free(params);
+}
+
+/*
+ * {"turn":N,"toolUseId":ID,"status":S}: the same bytes exec_tool_params
+ * and a "status" member would encode to, at a fraction of the cost (two
+ * of these a tool, at least).
+ */
 static void
 exec_notify_status(struct exec_tool *t, const char *status)
 {
-	json_t *p = exec_tool_params(t);
+	struct buf p = { 0 };
 
-	exec_set(p, "status", json_string(status));
-	exec_notify(t->ex, "tool_status", p);
+	buf_addstr(&p, "{\"turn\":");
+	buf_add_int(&p, (long long)t->turn);
+	buf_addstr(&p, ",\"toolUseId\":");
+	jsonrpc_add_string_repaired(&p, t->id, strlen(t->id));
+	buf_addstr(&p, ",\"status\":\"");
+	buf_addstr(&p, status);
+	buf_addstr(&p, "\"}");
+	exec_notify_text(t->ex, "tool_status", &p);
 }
 
 int
@@ -1556,19 +1583,24 @@ exec_flush_state(struct exec *ex)
 {
 	bool interruptible = exec_interruptible(ex);
 	struct exec_tool *t;
-	json_t *ids, *p;
+	struct buf p = { 0 };
+	const char *sep = "";
 
 	if (!ex->state_dirty && interruptible == ex->last_interruptible)
 		return;
 	ex->state_dirty = false;
 	ex->last_interruptible = interruptible;
-	ids = json_array();
-	TAILQ_FOREACH(t, &ex->progress, entry)
-		json_array_append_new(ids, json_string(t->id));
-	p = json_object();
-	exec_set(p, "interruptible", json_boolean(interruptible));
-	exec_set(p, "inProgress", ids);
-	exec_notify(ex, "state", p);
+	/* {"interruptible":B,"inProgress":[IDS]}, as exec_notify_status. */
+	buf_addstr(&p, interruptible ? "{\"interruptible\":true" :
+	    "{\"interruptible\":false");
+	buf_addstr(&p, ",\"inProgress\":[");
+	TAILQ_FOREACH(t, &ex->progress, entry) {
+		buf_addstr(&p, sep);
+		jsonrpc_add_string_repaired(&p, t->id, strlen(t->id));
+		sep = ",";
+	}
+	buf_addstr(&p, "]}");
+	exec_notify_text(ex, "state", &p);
 }
 
 /* What follows every event: deliver, start what may start, end, report. */

@@ -45,7 +45,8 @@ enum exec_status {
 enum exec_effect_kind {
 	EXEC_SPAWN,      /* start the tool's process as spawn says */
 	EXEC_KILL,       /* kill its process group; exec_exited follows */
-	EXEC_NOTIFY,     /* method + params; the session adds sessionId, seq */
+	EXEC_NOTIFY,     /* method + params (or params_text); the session
+	                    adds sessionId, seq */
 	EXEC_DRAIN_DONE, /* answer the drain with this cookie */
 	EXEC_OUTPUT,     /* send a streamOutput chunk as progress {stream,
 	                    text}: the session encodes the raw text itself */
@@ -79,7 +80,11 @@ struct exec_effect {
 	struct exec_tool *tool; /* SPAWN, KILL; NOTIFY of a tool_result */
 	const struct exec_spawn *spawn; /* SPAWN: valid during the call */
 	const char *method;     /* NOTIFY */
-	json_t *params;         /* NOTIFY: borrowed for the call */
+	json_t *params;         /* NOTIFY: borrowed for the call; NULL when */
+	const char *params_text; /* they come encoded (a compact JSON object,
+	                           borrowed): tool_status and state, several a
+	                           tool, are built without jansson objects */
+	size_t params_len;
 	void *cookie;           /* DRAIN_DONE */
 	uint64_t turn;          /* DRAIN_DONE: the drained turn */
 	unsigned results;       /* DRAIN_DONE: results that turn delivered */

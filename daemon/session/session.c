@@ -124,6 +124,8 @@ static void	session_limits(const struct tooldef_limits *,
 static void	session_log_result(struct session *, struct exec_tool *,
 		    const json_t *);
 static void	session_note(struct session *, const char *, json_t *);
+static void	session_note_text(struct session *, const char *, const char *,
+    size_t);
 static void	session_note_repaired(struct session *, struct buf *,
     const char *, const json_t *);
 static void	session_note_output(struct session *,
@@ -745,7 +747,11 @@ session_effect(void *arg, const struct exec_effect *e)
 			    e->tool, EXEC_STAMP_ENDED));
 			session_log_result(s, e->tool, e->params);
 		}
-		session_note(s, e->method, e->params);
+		if (e->params_text != NULL)
+			session_note_text(s, e->method, e->params_text,
+			    e->params_len);
+		else
+			session_note(s, e->method, e->params);
 		break;
 	case EXEC_OUTPUT:
 		session_note_output(s, e);
@@ -1669,6 +1675,30 @@ session_note(struct session *s, const char *method, json_t *params)
 		return;
 	if (jsonrpc_notification(&out, method, params) != 0)
 		session_note_repaired(s, &out, method, params);
+	session_log(s, &out, strcmp(method, "turn_end") == 0, NULL);
+}
+
+/*
+ * session_note for params already encoded (a compact JSON object): the
+ * same line, sessionId and seq written after the params' own members.
+ */
+static void
+session_note_text(struct session *s, const char *method, const char *params,
+    size_t len)
+{
+	struct buf out = { 0 };
+	char seq[BUF_U64_MAX];
+
+	buf_addstr(&out, "{\"jsonrpc\":\"2.0\",\"method\":");
+	jsonrpc_add_string_repaired(&out, method, strlen(method));
+	buf_addstr(&out, ",\"params\":");
+	/* Back over its "}"; an empty object takes no comma. */
+	buf_add(&out, params, len - 1);
+	buf_addstr(&out, len > 2 ? ",\"sessionId\":" : "\"sessionId\":");
+	jsonrpc_add_string_repaired(&out, s->id, strlen(s->id));
+	buf_addstr(&out, ",\"seq\":");
+	buf_add(&out, seq, buf_fmt_u64(seq, s->last_seq + 1, 10));
+	buf_addstr(&out, "}}\n");
 	session_log(s, &out, strcmp(method, "turn_end") == 0, NULL);
 }
 

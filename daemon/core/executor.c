@@ -324,6 +324,8 @@ exec_notify_status(struct exec_tool *t, const char *status)
 {
 	struct buf p = { 0 };
 
+	/* One allocation, not one per doubling: the size is known. */
+	buf_grow(&p, 64 + 6 * strlen(t->id));
 	buf_addstr(&p, "{\"turn\":");
 	buf_add_int(&p, (long long)t->turn);
 	buf_addstr(&p, ",\"toolUseId\":");
@@ -1591,6 +1593,7 @@ exec_flush_state(struct exec *ex)
 	ex->state_dirty = false;
 	ex->last_interruptible = interruptible;
 	/* {"interruptible":B,"inProgress":[IDS]}, as exec_notify_status. */
+	buf_grow(&p, 128);
 	buf_addstr(&p, interruptible ? "{\"interruptible\":true" :
 	    "{\"interruptible\":false");
 	buf_addstr(&p, ",\"inProgress\":[");

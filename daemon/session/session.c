@@ -1655,6 +1655,8 @@ session_note(struct session *s, const char *method, json_t *params)
 	if (json_object_get(params, "sessionId") == NULL &&
 	    json_object_get(params, "seq") == NULL &&
 	    session_big_text(params) == NULL) {
+		/* Most notes fit; from buf's 64 bytes it took three reallocs. */
+		buf_grow(&out, 256);
 		buf_addstr(&more, ",\"sessionId\":");
 		jsonrpc_add_string_repaired(&more, s->id, strlen(s->id));
 		buf_addstr(&more, ",\"seq\":");
@@ -1689,6 +1691,8 @@ session_note_text(struct session *s, const char *method, const char *params,
 	struct buf out = { 0 };
 	char seq[BUF_U64_MAX];
 
+	/* One allocation: the log keeps it, at the size it grew to. */
+	buf_grow(&out, 96 + len + strlen(s->id));
 	buf_addstr(&out, "{\"jsonrpc\":\"2.0\",\"method\":");
 	jsonrpc_add_string_repaired(&out, method, strlen(method));
 	buf_addstr(&out, ",\"params\":");

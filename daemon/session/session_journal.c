@@ -3,7 +3,6 @@
  * it (its creation, its notifications; an added tool is written by
  * session_add), what compaction rewrites, and the restore at start.
  */
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,12 +165,16 @@ session_journal_add(struct session *s, uint64_t turn, const char *id,
     const char *name)
 {
 	struct buf rec = { 0 };
+	char num[BUF_U64_MAX];
 
 	if (!journal_active() || session_journal_restoring)
 		return;
+	buf_grow(&rec, 64 + strlen(s->id) + 6 * (strlen(id) + strlen(name)));
 	buf_addstr(&rec, "{\"s\":");
 	jsonrpc_add_string_repaired(&rec, s->id, strlen(s->id));
-	buf_printf(&rec, ",\"t\":%" PRIu64 ",\"id\":", turn);
+	buf_addstr(&rec, ",\"t\":");
+	buf_add(&rec, num, buf_fmt_u64(num, turn, 10));
+	buf_addstr(&rec, ",\"id\":");
 	jsonrpc_add_string_repaired(&rec, id, strlen(id));
 	buf_addstr(&rec, ",\"name\":");
 	jsonrpc_add_string_repaired(&rec, name, strlen(name));

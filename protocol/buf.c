@@ -54,10 +54,20 @@ buf_fmt_u64(char *out, uint64_t v, unsigned base)
 	char tmp[BUF_U64_MAX];
 	size_t n = 0, i;
 
-	do {
-		tmp[n++] = "0123456789abcdef"[v % base];
-		v /= base;
-	} while (v != 0);
+	/*
+	 * Each base by its constant: a shift or a multiply per digit, where
+	 * dividing by a variable took a 64-bit divide (tens of cycles).
+	 */
+	if (base == 16)
+		do {
+			tmp[n++] = "0123456789abcdef"[v & 15];
+			v >>= 4;
+		} while (v != 0);
+	else
+		do {
+			tmp[n++] = (char)('0' + v % 10);
+			v /= 10;
+		} while (v != 0);
 	for (i = 0; i < n; i++)
 		out[i] = tmp[n - 1 - i];
 	return n;

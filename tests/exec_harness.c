@@ -55,7 +55,6 @@ static const char *h_tool_json[] = {
 };
 
 static void	h_effect(void *, const struct exec_effect *);
-static void	h_effect_json(void *, const struct exec_effect *);
 static bool	h_hooks(void *, struct exec_tool *, enum exec_hook_phase,
     const json_t *);
 static void	h_log(struct harness *, char *);
@@ -170,14 +169,20 @@ h_hooks(void *arg, struct exec_tool *t, enum exec_hook_phase ph,
 }
 
 static void
-h_effect_json(void *arg, const struct exec_effect *e)
+h_effect(void *arg, const struct exec_effect *e)
 {
 	struct harness *h = arg;
-	const json_t *p = e->params, *r, *ids;
+	/* Encoded params (tool_status, state) parsed back, as a client would. */
+	json_t *parsed = e->params_text != NULL ? json_loadb(e->params_text,
+	    e->params_len, 0, NULL) : NULL;
+	const json_t *p = parsed != NULL ? parsed : e->params, *r, *ids;
 	char *line = NULL, *data, *content;
 	struct buf b = { 0 };
 	size_t i;
 
+	cr_assert(e->params_text == NULL || parsed != NULL,
+	    "params that are not JSON: %.*s", (int)e->params_len,
+	    e->params_text);
 	switch (e->kind) {
 	case EXEC_SPAWN:
 		cr_assert(h->nrunning < nitems(h->running));
@@ -277,24 +282,7 @@ h_effect_json(void *arg, const struct exec_effect *e)
 		break;
 	}
 	h_log(h, line);
-}
-
-/* Encoded params (tool_status, state) parsed back, as a client would. */
-static void
-h_effect(void *arg, const struct exec_effect *e)
-{
-	struct exec_effect pe = *e;
-
-	if (e->params_text == NULL) {
-		h_effect_json(arg, e);
-		return;
-	}
-	pe.params = json_loadb(e->params_text, e->params_len, 0, NULL);
-	cr_assert(pe.params != NULL, "params that are not JSON: %.*s",
-	    (int)e->params_len, e->params_text);
-	pe.params_text = NULL;
-	h_effect_json(arg, &pe);
-	json_decref(pe.params);
+	json_decref(parsed);
 }
 
 int

@@ -43,7 +43,6 @@ static const char *sim_text(struct sim *, const char *, size_t *);
 static struct sim_rec *sim_rec(struct sim *, const json_t *);
 static void	sim_leave(struct sim *, struct sim_rec *);
 static void	sim_effect(void *, const struct exec_effect *);
-static void	sim_effect_json(void *, const struct exec_effect *);
 static void	sim_check(struct sim *);
 static struct sim_rec *sim_pick_rec(struct sim *, bool);
 static void	sim_exit(struct sim *, struct sim_rec *);
@@ -105,11 +104,14 @@ sim_leave(struct sim *s, struct sim_rec *r)
 }
 
 static void
-sim_effect_json(void *arg, const struct exec_effect *e)
+sim_effect(void *arg, const struct exec_effect *e)
 {
 	struct sim *s = arg;
 	struct sim_rec *r;
-	const json_t *p = e->params;
+	/* Encoded params (tool_status, state) parsed back, as a client would. */
+	json_t *parsed = e->params_text != NULL ? json_loadb(e->params_text,
+	    e->params_len, 0, NULL) : NULL;
+	const json_t *p = parsed != NULL ? parsed : e->params;
 	size_t k;
 	uint64_t turn;
 	char *dump;
@@ -121,6 +123,9 @@ sim_effect_json(void *arg, const struct exec_effect *e)
 		    e->method != NULL ? e->method : "", dump ? dump : "");
 		free(dump);
 	}
+	CHECK(s, e->params_text == NULL || parsed != NULL,
+	    "params that are not JSON: %.*s", (int)e->params_len,
+	    e->params_text);
 
 	switch (e->kind) {
 	case EXEC_HOOKS_CANCEL:
@@ -228,27 +233,7 @@ sim_effect_json(void *arg, const struct exec_effect *e)
 		}
 		break;
 	}
-}
-
-/* Encoded params (tool_status, state) parsed back, as a client would. */
-static void
-sim_effect(void *arg, const struct exec_effect *e)
-{
-	struct exec_effect pe = *e;
-
-	if (e->params_text == NULL) {
-		sim_effect_json(arg, e);
-		return;
-	}
-	pe.params = json_loadb(e->params_text, e->params_len, 0, NULL);
-	if (pe.params == NULL) {
-		fprintf(stderr, "params that are not JSON: %.*s\n",
-		    (int)e->params_len, e->params_text);
-		abort();
-	}
-	pe.params_text = NULL;
-	sim_effect_json(arg, &pe);
-	json_decref(pe.params);
+	json_decref(parsed);
 }
 
 /* The current turn's queued tools, as status reports them. */

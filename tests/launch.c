@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -130,24 +131,38 @@ launch_wait_serving(pid_t pid, const char *sock, int timeout_ms, int *status)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	long long until = launch_now_ms() + timeout_ms;
+	struct stat st, foreign = { 0 };
 	struct ucred cred;
 	socklen_t len;
-	bool ours;
+	bool ours, seen;
 	int fd, k;
 
 	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", sock);
 	for (;;) {
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		k = connect(fd, (struct sockaddr *)&sun, sizeof sun);
 		/*
 		 * The listener must be the one launched: a dead daemon's socket
 		 * may still take connections while a process it left holds the
-		 * socket open (until that one is killed too).
+		 * socket open (until that one is killed too). Such a socket is
+		 * asked once: each connection stays in its queue, unaccepted,
+		 * and a full queue would make the daemon's own probe fail. The
+		 * daemon renames its socket into place: another file (the
+		 * inode number may be the old one's again, not its ctime too).
 		 */
-		len = sizeof cred;
-		ours = k == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred,
-		    &len) == 0 && launch_is_ours(cred.pid, pid);
-		close(fd);
+		seen = stat(sock, &st) == 0;
+		ours = false;
+		if (seen && (st.st_ino != foreign.st_ino ||
+		    st.st_ctim.tv_sec != foreign.st_ctim.tv_sec ||
+		    st.st_ctim.tv_nsec != foreign.st_ctim.tv_nsec)) {
+			fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+			    SOCK_NONBLOCK, 0);
+			k = connect(fd, (struct sockaddr *)&sun, sizeof sun);
+			len = sizeof cred;
+			ours = k == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED,
+			    &cred, &len) == 0 && launch_is_ours(cred.pid, pid);
+			if (k == 0 && !ours)
+				foreign = st;
+			close(fd);
+		}
 		if (ours)
 			return 0;
 		if (waitpid(pid, status, WNOHANG) == pid)

@@ -821,6 +821,55 @@ Test(lifecycle, a_stale_socket_is_replaced_on_restart)
 }
 
 /*
+ * A process that listens on the path and accepts nothing, its queue full:
+ * a blocking connect would wait for as long as it lives. The daemon's
+ * probe does not block; it refuses with a clear message and exits.
+ */
+Test(lifecycle, a_socket_with_a_full_queue_is_refused_not_waited_on)
+{
+	struct daemon *d = d_start(NULL);
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int listener, queued[64], n = 0, status;
+	char log[128], *text;
+
+	d_kill(d, SIGKILL);
+	cr_assert_eq(unlink(d->sock), 0);
+	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", d->sock);
+	listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert(listener != -1 && bind(listener, (struct sockaddr *)&sun,
+	    sizeof sun) == 0 && listen(listener, 0) == 0);
+	/* Fill its queue: connect until one would have to wait. */
+	for (;;) {
+		cr_assert(n < (int)(sizeof queued / sizeof queued[0]),
+		    "the queue never filled");
+		queued[n] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+		    SOCK_NONBLOCK, 0);
+		if (connect(queued[n], (struct sockaddr *)&sun,
+		    sizeof sun) != 0) {
+			cr_assert_eq(errno, EAGAIN, "connect: %s",
+			    strerror(errno));
+			close(queued[n]);
+			break;
+		}
+		n++;
+	}
+	snprintf(log, sizeof log, "%s", d_path(d, "second.log"));
+	status = run_other_daemon(d, log);
+	text = e2e_read_file(log, NULL);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0,
+	    "the daemon did not fail (status %#x): %s", status, text);
+	cr_assert(text != NULL && strstr(text, "accepts nothing") != NULL,
+	    "no clear message: %s", text);
+	free(text);
+	while (n > 0)
+		close(queued[--n]);
+	close(listener);
+	/* A file nobody listens on: the next start takes it over. */
+	d_restart(d, NULL);
+	d_stop(d);
+}
+
+/*
  * A crashed daemon's socket held open by a process it left behind (as a
  * child between its clone and its execve holds every descriptor): the
  * path still takes connections, yet nobody will accept them. Here the

@@ -103,7 +103,7 @@ server_listen(const char *path, mode_t mode, char *err, size_t errlen)
 	struct stat st;
 	pid_t owner = 0;
 	mode_t old;
-	int fd, probe;
+	int fd, probe, k, error;
 
 	if (strlen(path) >= sizeof sun.sun_path) {
 		snprintf(err, errlen, "socket path too long (%zu bytes, at "
@@ -121,10 +121,17 @@ server_listen(const char *path, mode_t mode, char *err, size_t errlen)
 			    "remove it or choose another --socket", path);
 			return -1;
 		}
-		/* A daemon that answers owns it; one that does not is gone. */
-		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (probe >= 0 && connect(probe, (struct sockaddr *)&sun,
-		    sizeof sun) == 0 && server_owner_lives(probe, &owner)) {
+		/*
+		 * A daemon that answers owns it; one that does not is gone.
+		 * Not blocking: a listener whose queue is full would hold a
+		 * blocking connect (and the start) for as long as it lives.
+		 */
+		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+		    SOCK_NONBLOCK, 0);
+		k = probe >= 0 ? connect(probe, (struct sockaddr *)&sun,
+		    sizeof sun) : -1;
+		error = errno;
+		if (k == 0 && server_owner_lives(probe, &owner)) {
 			close(probe);
 			snprintf(err, errlen, "another stexecd is already "
 			    "serving %s", path);
@@ -132,6 +139,12 @@ server_listen(const char *path, mode_t mode, char *err, size_t errlen)
 		}
 		if (probe >= 0)
 			close(probe);
+		if (k != 0 && error == EAGAIN) {
+			snprintf(err, errlen, "a process listens on %s but "
+			    "accepts nothing (its queue is full); stop it or "
+			    "remove the file", path);
+			return -1;
+		}
 		if (owner > 0)
 			log_info("removing stale socket %s: its daemon (pid "
 			    "%ld) is gone, a process it left holds it open",

@@ -1540,6 +1540,11 @@ main(int argc, char **argv)
 		 * just now. */
 		proc_adopted();
 	}
+	/*
+	 * Once the socket takes connections a client may stop us at once:
+	 * a SIGTERM before its event exists waits, and then ends us cleanly.
+	 */
+	main_signals(SIG_BLOCK);
 	if (listen_fd != -1) {
 		path = listen_path != NULL ? listen_path : "the inherited socket";
 		server_start(main_base, listen_fd, listen_path);

@@ -126,6 +126,7 @@ static void	session_log_result(struct session *, struct exec_tool *,
 static void	session_note(struct session *, const char *, json_t *);
 static void	session_note_text(struct session *, const char *, const char *,
     size_t);
+static void	session_note_tail(const struct session *, struct buf *);
 static void	session_note_repaired(struct session *, struct buf *,
     const char *, const json_t *);
 static void	session_note_output(struct session *,
@@ -1645,7 +1646,6 @@ static void
 session_note(struct session *s, const char *method, json_t *params)
 {
 	struct buf out = { 0 }, more = { 0 };
-	char seq[BUF_U64_MAX];
 	int rc;
 
 	/*
@@ -1657,10 +1657,7 @@ session_note(struct session *s, const char *method, json_t *params)
 	    session_big_text(params) == NULL) {
 		/* Most notes fit; from buf's 64 bytes it took three reallocs. */
 		buf_grow(&out, 256);
-		buf_addstr(&more, ",\"sessionId\":");
-		jsonrpc_add_string_repaired(&more, s->id, strlen(s->id));
-		buf_addstr(&more, ",\"seq\":");
-		buf_add(&more, seq, buf_fmt_u64(seq, s->last_seq + 1, 10));
+		session_note_tail(s, &more);
 		rc = jsonrpc_notification_with(&out, method, params, more.data,
 		    more.len);
 		buf_free(&more);
@@ -1680,28 +1677,35 @@ session_note(struct session *s, const char *method, json_t *params)
 	session_log(s, &out, strcmp(method, "turn_end") == 0, NULL);
 }
 
+/* The members every note's params end with: ,"sessionId":ID,"seq":N */
+static void
+session_note_tail(const struct session *s, struct buf *b)
+{
+	char seq[BUF_U64_MAX];
+
+	buf_addstr(b, ",\"sessionId\":");
+	jsonrpc_add_string_repaired(b, s->id, strlen(s->id));
+	buf_addstr(b, ",\"seq\":");
+	buf_add(b, seq, buf_fmt_u64(seq, s->last_seq + 1, 10));
+}
+
 /*
- * session_note for params already encoded (a compact JSON object): the
- * same line, sessionId and seq written after the params' own members.
+ * session_note for params already encoded, a compact JSON object with
+ * members (the executor's tool_status and state): the same line.
  */
 static void
 session_note_text(struct session *s, const char *method, const char *params,
     size_t len)
 {
 	struct buf out = { 0 };
-	char seq[BUF_U64_MAX];
 
 	/* One allocation: the log keeps it, at the size it grew to. */
 	buf_grow(&out, 96 + len + strlen(s->id));
 	buf_addstr(&out, "{\"jsonrpc\":\"2.0\",\"method\":");
 	jsonrpc_add_string_repaired(&out, method, strlen(method));
 	buf_addstr(&out, ",\"params\":");
-	/* Back over its "}"; an empty object takes no comma. */
-	buf_add(&out, params, len - 1);
-	buf_addstr(&out, len > 2 ? ",\"sessionId\":" : "\"sessionId\":");
-	jsonrpc_add_string_repaired(&out, s->id, strlen(s->id));
-	buf_addstr(&out, ",\"seq\":");
-	buf_add(&out, seq, buf_fmt_u64(seq, s->last_seq + 1, 10));
+	buf_add(&out, params, len - 1);         /* back over its "}" */
+	session_note_tail(s, &out);
 	buf_addstr(&out, "}}\n");
 	session_log(s, &out, strcmp(method, "turn_end") == 0, NULL);
 }

@@ -767,24 +767,32 @@ run_other_daemon(struct daemon *d, const char *log)
 	return status;
 }
 
+/* Another daemon on d's socket fails at once, its log saying why (want). */
+static void
+other_daemon_refuses(struct daemon *d, const char *want)
+{
+	char log[128], *text;
+	int status;
+
+	snprintf(log, sizeof log, "%s", d_path(d, "second.log"));
+	status = run_other_daemon(d, log);
+	text = e2e_read_file(log, NULL);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0,
+	    "the other daemon did not fail (status %#x): %s", status, text);
+	cr_assert(text != NULL && strstr(text, want) != NULL,
+	    "no clear message from the other daemon: %s", text);
+	free(text);
+}
+
 Test(lifecycle, a_second_daemon_refuses_a_live_socket)
 {
 	struct daemon *d = d_start(NULL);
 	struct client *c = c_open(d);
 	json_t *sid = c_session(c, NULL);
-	char log[128], *text;
 	struct stat before, after;
-	int status;
 
 	cr_assert_eq(stat(d->sock, &before), 0);
-	snprintf(log, sizeof log, "%s", d_path(d, "second.log"));
-	status = run_other_daemon(d, log);
-	text = e2e_read_file(log, NULL);
-	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0,
-	    "the second daemon did not fail (status %#x): %s", status, text);
-	cr_assert(text != NULL && strstr(text, "already serving") != NULL,
-	    "no clear message from the second daemon: %s", text);
-	free(text);
+	other_daemon_refuses(d, "already serving");
 
 	/* It left the first one's socket alone, and its clients. */
 	cr_assert_eq(stat(d->sock, &after), 0);
@@ -829,8 +837,7 @@ Test(lifecycle, a_socket_with_a_full_queue_is_refused_not_waited_on)
 {
 	struct daemon *d = d_start(NULL);
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int listener, queued[64], n = 0, status;
-	char log[128], *text;
+	int listener, queued[64], n = 0;
 
 	d_kill(d, SIGKILL);
 	cr_assert_eq(unlink(d->sock), 0);
@@ -853,14 +860,7 @@ Test(lifecycle, a_socket_with_a_full_queue_is_refused_not_waited_on)
 		}
 		n++;
 	}
-	snprintf(log, sizeof log, "%s", d_path(d, "second.log"));
-	status = run_other_daemon(d, log);
-	text = e2e_read_file(log, NULL);
-	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0,
-	    "the daemon did not fail (status %#x): %s", status, text);
-	cr_assert(text != NULL && strstr(text, "accepts nothing") != NULL,
-	    "no clear message: %s", text);
-	free(text);
+	other_daemon_refuses(d, "accepts nothing");
 	while (n > 0)
 		close(queued[--n]);
 	close(listener);

@@ -2,8 +2,8 @@
 #include "launch.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +103,7 @@ launch_daemon(const char *const *wrapper, const char *sock, const char *out,
 static bool
 launch_is_ours(pid_t pid, pid_t root)
 {
-	char path[64], stat[512], *end;
+	char path[64], line[512], *end;
 	int depth, fd;
 	ssize_t n;
 
@@ -113,13 +113,13 @@ launch_is_ours(pid_t pid, pid_t root)
 		snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
 		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 			return false;
-		n = read(fd, stat, sizeof stat - 1);
+		n = read(fd, line, sizeof line - 1);
 		close(fd);
 		if (n <= 0)
 			return false;
-		stat[n] = '\0';
+		line[n] = '\0';
 		/* "pid (comm) state ppid": comm may hold anything, even ") ". */
-		if ((end = strrchr(stat, ')')) == NULL)
+		if ((end = strrchr(line, ')')) == NULL)
 			return false;
 		pid = (pid_t)strtol(end + 3, NULL, 10);
 	}

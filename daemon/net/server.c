@@ -126,10 +126,13 @@ server_listen(const char *path, mode_t mode, char *err, size_t errlen)
 		 * Not blocking: a listener whose queue is full would hold a
 		 * blocking connect (and the start) for as long as it lives.
 		 */
-		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
-		    SOCK_NONBLOCK, 0);
-		k = probe >= 0 ? connect(probe, (struct sockaddr *)&sun,
-		    sizeof sun) : -1;
+		if ((probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+		    SOCK_NONBLOCK, 0)) == -1) {
+			snprintf(err, errlen, "cannot ask who serves %s: "
+			    "socket: %s", path, strerror(errno));
+			return -1;
+		}
+		k = connect(probe, (struct sockaddr *)&sun, sizeof sun);
 		error = errno;
 		if (k == 0 && server_owner_lives(probe, &owner)) {
 			close(probe);
@@ -137,8 +140,7 @@ server_listen(const char *path, mode_t mode, char *err, size_t errlen)
 			    "serving %s", path);
 			return -1;
 		}
-		if (probe >= 0)
-			close(probe);
+		close(probe);
 		if (k != 0 && error == EAGAIN) {
 			snprintf(err, errlen, "a process listens on %s but "
 			    "accepts nothing (its queue is full); stop it or "

@@ -653,17 +653,23 @@ def reload(d):
     c = Conn(d.sock)
     root = fresh_root("reload")
     started = os.path.join(AREA, "pre-started")
+    # Each hook runs until the test lets it go (a file), not for a guessed
+    # second: on a loaded machine the reload may take longer than that,
+    # and the hook must still be running when it comes.
     sid = session(c, root, hooks={
         "PreToolUse": [{"matcher": "Glob", "hooks": [hook(
-            "echo x >> %s; sleep 1" % started)]}],
+            "echo x >> %s; until [ -e %s.go ]; do sleep 0.02; done" % (
+                started, started))]}],
         "PostToolUse": [{"matcher": "LS", "hooks": [hook(
-            "touch %s.post; sleep 1" % started)]}]})
+            "touch %s.post; until [ -e %s.post.go ]; do sleep 0.02; done" % (
+                started, started))]}]})
     c.ok("addTool", sessionId=sid, toolUse={"id": "r1", "name": "glob",
                                             "input": {"pattern": "*"}})
     wait_for(lambda: os.path.exists(started), "the PreToolUse hook")
     d.proc.send_signal(signal.SIGHUP)
     c.close()
     c = wait_for(lambda: reconnect(d), "the reloaded daemon")
+    open(started + ".go", "w").close()
     c.ok("drain", sessionId=sid)
     res = [n["params"] for n in notes(c, sid) if n["method"] == "tool_result"]
     T.eq([(r["toolUseId"], r["meta"]["reason"]) for r in res],
@@ -675,6 +681,7 @@ def reload(d):
     d.proc.send_signal(signal.SIGHUP)
     c.close()
     c = wait_for(lambda: reconnect(d), "the reloaded daemon")
+    open(started + ".post.go", "w").close()
     c.ok("drain", sessionId=sid)
     res = [n["params"] for n in notes(c, sid) if n["method"] == "tool_result"]
     T.eq([(r["toolUseId"], r["meta"]["reason"]) for r in res][-1:],

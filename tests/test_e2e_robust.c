@@ -888,8 +888,9 @@ Test(lifecycle, a_socket_a_dead_daemon_left_held_is_replaced)
 	d_kill(d, SIGKILL);
 	cr_assert_eq(unlink(d->sock), 0);
 	snprintf(sun.sun_path, sizeof sun.sun_path, "%s", d->sock);
-	cr_assert_eq(pipe(hold), 0);
-	cr_assert_eq(pipe(pids), 0);
+	/* Close-on-exec: the daemon started below must not hold them. */
+	cr_assert_eq(pipe2(hold, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(pids, O_CLOEXEC), 0);
 	if ((owner = fork()) == 0) {
 		fd = socket(AF_UNIX, SOCK_STREAM, 0);
 		if (fd == -1 || bind(fd, (struct sockaddr *)&sun,

@@ -666,9 +666,7 @@ def reload(d):
     c.ok("addTool", sessionId=sid, toolUse={"id": "r1", "name": "glob",
                                             "input": {"pattern": "*"}})
     wait_for(lambda: os.path.exists(started), "the PreToolUse hook")
-    d.proc.send_signal(signal.SIGHUP)
-    c.close()
-    c = wait_for(lambda: reconnect(d), "the reloaded daemon")
+    c = sighup(d, c)
     open(started + ".go", "w").close()
     c.ok("drain", sessionId=sid)
     res = [n["params"] for n in notes(c, sid) if n["method"] == "tool_result"]
@@ -678,9 +676,7 @@ def reload(d):
     c.ok("addTool", sessionId=sid, toolUse={"id": "r2", "name": "list_dir",
                                             "input": {"path": root}})
     wait_for(lambda: os.path.exists(started + ".post"), "the PostToolUse hook")
-    d.proc.send_signal(signal.SIGHUP)
-    c.close()
-    c = wait_for(lambda: reconnect(d), "the reloaded daemon")
+    c = sighup(d, c)
     open(started + ".post.go", "w").close()
     c.ok("drain", sessionId=sid)
     res = [n["params"] for n in notes(c, sid) if n["method"] == "tool_result"]
@@ -722,13 +718,27 @@ def restart(d):
         shutil.rmtree(d3.tmp, ignore_errors=True)
 
 
-def reconnect(d):
+def reconnect(d, old_image=None):
+    """A connection once the daemon serves, from an image other than
+    old_image when one is given."""
     try:
         c = Conn(d.sock)
-        c.ok("ping")
-        return c
-    except OSError:
-        return None
+        if c.ok("initialize")["server"].get("instance") != old_image:
+            return c
+        c.close()
+    except (OSError, ValueError):  # refused, or closed mid-call
+        pass
+    return None
+
+
+def sighup(d, c):
+    """Reload the daemon and return a connection to the new image. The
+    old image serves until it hands over, so a connection alone does not
+    say the reload is done."""
+    before = c.ok("initialize")["server"]["instance"]
+    d.proc.send_signal(signal.SIGHUP)
+    c.close()
+    return wait_for(lambda: reconnect(d, before), "the reloaded daemon")
 
 
 def body(d):

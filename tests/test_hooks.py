@@ -665,7 +665,10 @@ def reload(d):
                 started, started))]}]})
     c.ok("addTool", sessionId=sid, toolUse={"id": "r1", "name": "glob",
                                             "input": {"pattern": "*"}})
-    wait_for(lambda: os.path.exists(started), "the PreToolUse hook")
+    # Its line written, not only its file made: the shell opens the file
+    # before it writes, and a reload between the two kills the first run
+    # before it has said so.
+    wait_for(lambda: read_or_empty(started) == "x\n", "the PreToolUse hook")
     c = sighup(d, c)
     open(started + ".go", "w").close()
     c.ok("drain", sessionId=sid)
@@ -716,6 +719,14 @@ def restart(d):
     finally:
         d3.stop()
         shutil.rmtree(d3.tmp, ignore_errors=True)
+
+
+def read_or_empty(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
 
 
 def reconnect(d, old_image=None):

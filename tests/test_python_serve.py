@@ -100,6 +100,20 @@ def offline():
                                            "isError": True}),
          {"sessionId": "s", "toolUseId": "t", "content": "x",
           "isError": True}, "a {content, isError} outcome")
+    # The claims after a reconnect may have the daemon send a call's
+    # tool_start again, and the client read it after the call's result was
+    # taken: it must not run the call again (seen once in the suite).
+    sv = stexec._Serving()
+    sv.register("s", {"TodoWrite": lambda input, call: "x"}, None)
+    start = {"sessionId": "s", "toolUseId": "t", "name": "TodoWrite",
+             "turn": 1}
+    action, call, _ = sv.start(start)
+    call.outcome, call.sending = {"content": "x"}, True
+    sv.sent(call, None)
+    T.eq(sv.start(start)[0], "ignore", "a taken call's tool_start again")
+    T.eq(sv.release(), [], "...and its result is not sent again")
+    T.eq(sv.start(dict(start, turn=2))[0], "run", "the same id next turn")
+    T.eq([c.turn for c in sv.calls.values()], [2], "the taken one dropped")
 
 
 # ------------------------------------------------------------ blocking

@@ -1229,6 +1229,7 @@ class _Call:
         self.worker: Any = None        # the thread or task running it
         self.cancels_task = False      # tool_cancel cancels the task
         self.again = False             # sent on a connection that broke
+        self.taken = False             # the daemon took its result
 
 
 class _Serving:
@@ -1249,7 +1250,7 @@ class _Serving:
         """The claims are made again: the calls whose results wait."""
         self.held = False
         return [c for c in self.calls.values()
-                if c.outcome is not None and not c.sending]
+                if c.outcome is not None and not c.sending and not c.taken]
 
     def register(self, session_id: str,
                  handlers: Mapping[str, Callable[..., Any]],
@@ -1293,9 +1294,16 @@ class _Serving:
             return "ignore", None, None
         old = self.calls.get((sid, tid))
         if old is not None and old.turn == params["turn"]:
-            if old.outcome is not None and not old.sending:
+            if old.outcome is not None and not old.sending and \
+                    not old.taken:
                 return "send", old, None
+            # Running, or done: a tool_start sent again on a claim (after
+            # a reconnect) may be read after its result was taken.
             return "ignore", old, None
+        # A later turn: the results taken before it are not asked again.
+        for key in [k for k, c in self.calls.items() if k[0] == sid and
+                    c.taken and c.turn < params["turn"]]:
+            del self.calls[key]
         call = _Call(sid, params, self.on_error.get(sid))
         self.calls[(sid, tid)] = call
         handler = self.handlers.get(sid, {}).get(params["name"])
@@ -1334,11 +1342,12 @@ class _Serving:
         if isinstance(err, ConnectionLost):
             call.again = True
             return None     # kept: the claim after a reconnect sends it
+        if err is None:
+            call.taken = True   # kept until a later turn (start)
+            return None
         key = (call.session_id, call.tool_use_id)
         if self.calls.get(key) is call:
             del self.calls[key]
-        if err is None:
-            return None
         # A refusal after tool_cancel is expected (the result is
         # delivered), and so is one of a result sent again (it had arrived).
         if isinstance(err, StexecError) and err.code == STATE_CONFLICT and \

@@ -56,7 +56,7 @@ static const char *h_tool_json[] = {
 
 static void	h_effect(void *, const struct exec_effect *);
 static bool	h_hooks(void *, struct exec_tool *, enum exec_hook_phase,
-    const json_t *);
+    bool);
 static void	h_log(struct harness *, char *);
 static void	h_forget(struct harness *, struct exec_tool *);
 
@@ -155,7 +155,7 @@ h_is_running(struct harness *h, struct exec_tool *t)
 
 static bool
 h_hooks(void *arg, struct exec_tool *t, enum exec_hook_phase ph,
-    const json_t *result)
+    bool failed)
 {
 	static const char *const names[] = { "pre", "permission", "post" };
 	struct harness *h = arg;
@@ -172,9 +172,9 @@ static void
 h_effect(void *arg, const struct exec_effect *e)
 {
 	struct harness *h = arg;
-	/* Encoded params (tool_status, state) parsed back, as a client would. */
+	/* Encoded params (tool_status, state, a tool_result) read back. */
 	json_t *parsed = e->params_text != NULL ? json_loadb(e->params_text,
-	    e->params_len, 0, NULL) : NULL;
+	    e->params_len, JSON_ALLOW_NUL, NULL) : NULL;
 	const json_t *p = parsed != NULL ? parsed : e->params, *r, *ids;
 	char *line = NULL, *data, *content;
 	struct buf b = { 0 };

@@ -48,7 +48,7 @@ static struct sim_rec *sim_pick_rec(struct sim *, bool);
 static void	sim_exit(struct sim *, struct sim_rec *);
 static void	sim_add(struct sim *);
 static bool	sim_hooks(void *, struct exec_tool *, enum exec_hook_phase,
-    const json_t *);
+    bool);
 static void	sim_hooks_done(struct sim *, struct sim_rec *);
 
 static void
@@ -108,9 +108,9 @@ sim_effect(void *arg, const struct exec_effect *e)
 {
 	struct sim *s = arg;
 	struct sim_rec *r;
-	/* Encoded params (tool_status, state) parsed back, as a client would. */
+	/* Encoded params (tool_status, state, a tool_result) read back. */
 	json_t *parsed = e->params_text != NULL ? json_loadb(e->params_text,
-	    e->params_len, 0, NULL) : NULL;
+	    e->params_len, JSON_ALLOW_NUL, NULL) : NULL;
 	const json_t *p = parsed != NULL ? parsed : e->params;
 	size_t k;
 	uint64_t turn;
@@ -513,7 +513,7 @@ sim_finish(struct sim *s)
  */
 static bool
 sim_hooks(void *arg, struct exec_tool *t, enum exec_hook_phase ph,
-    const json_t *result)
+    bool failed)
 {
 	struct sim *s = arg;
 	struct sim_rec *r;
@@ -523,8 +523,12 @@ sim_hooks(void *arg, struct exec_tool *t, enum exec_hook_phase ph,
 	r = &s->recs[k];
 	CHECK(s, r->hooks == 0 && !r->running && !r->completed,
 	    "t%zu reaches hooks twice", k);
-	CHECK(s, (ph == EXEC_HOOK_POST) == (result != NULL),
+	CHECK(s, (ph == EXEC_HOOK_POST) == (exec_tool_result(t) != NULL),
 	    "a result only after the call");
+	CHECK(s, ph == EXEC_HOOK_POST || !failed, "failed only after the call");
+	CHECK(s, ph != EXEC_HOOK_POST || failed == json_is_true(json_object_get(
+	    json_object_get(exec_tool_result(t), "result"), "is_error")),
+	    "failed as the result says");
 	if (!s->hooks || sim_pick(s, 3) != 0)
 		return false;
 	r->hooks = 1 + (int)ph;

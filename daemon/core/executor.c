@@ -74,7 +74,14 @@ struct exec_tool {
 	json_t *context;      /* context modifiers seen, in order (S14) */
 	char *note;           /* a line after its output: its cwd was reset */
 	json_t *warnings;     /* meta.warnings */
-	json_t *result;       /* the tool_result params, once completed */
+	/*
+	 * The tool_result params, once completed: as text (exec_result_write)
+	 * until something needs the object (exec_result), then the object.
+	 */
+	struct buf result_text;
+	json_t *result;
+	const char *result_reason; /* meta.reason and durationMs, for the */
+	int64_t result_ms;         /* tool_result's effect */
 	json_t *blocks;       /* content blocks given for its result (fd 3's
 	                         {"content": [...]}, or exec_finish) */
 	json_t *meta_extra;   /* members exec_finish adds to meta */
@@ -251,6 +258,7 @@ exec_tool_free(struct exec_tool *t)
 	json_decref(t->context);
 	free(t->note);
 	json_decref(t->warnings);
+	buf_free(&t->result_text);
 	json_decref(t->result);
 	json_decref(t->blocks);
 	json_decref(t->meta_extra);
@@ -716,6 +724,108 @@ exec_exit_content(struct buf *b, const struct exec_tool *t,
 }
 
 /*
+ * The params of a tool_result, written as text (encoding a jansson object
+ * built for it cost a fifth of the daemon's instructions per tool): the
+ * same bytes the object would encode to. The content is given as bytes
+ * (valid UTF-8) or, with content NULL, left null for exec_complete to set.
+ * Members only an object can hold (network, meta_extra, blocks) are set
+ * by exec_complete on the object.
+ */
+static void
+exec_result_write(struct buf *out, const struct exec_tool *t,
+    enum exec_reason why, bool is_error, const char *content, size_t len,
+    const struct exec_exit *x)
+{
+	size_t i, idlen = strlen(t->id);
+
+	buf_grow(out, 320 + 12 * idlen + (content != NULL ? len + len / 8 :
+	    0));
+	buf_addstr(out, "{\"turn\":");
+	buf_add_int(out, (long long)t->turn);
+	buf_addstr(out, ",\"toolUseId\":");
+	jsonrpc_add_string_repaired(out, t->id, idlen);
+	buf_addstr(out, ",\"result\":{\"type\":\"tool_result\","
+	    "\"tool_use_id\":");
+	jsonrpc_add_string_repaired(out, t->id, idlen);
+	buf_addstr(out, ",\"content\":");
+	if (content != NULL)
+		jsonrpc_add_string_repaired(out, content, len);
+	else
+		buf_addstr(out, "null");
+	buf_addstr(out, is_error ? ",\"is_error\":true},\"meta\":{\"reason\":\"" :
+	    ",\"is_error\":false},\"meta\":{\"reason\":\"");
+	buf_addstr(out, exec_reason_names[why]);
+	buf_addstr(out, "\",\"exitCode\":");
+	if (x != NULL && x->end == EXEC_END_EXITED)
+		buf_add_int(out, x->status);
+	else
+		buf_addstr(out, "null");
+	buf_addstr(out, ",\"signal\":");
+	if (x != NULL && x->signal != 0)
+		buf_add_int(out, x->signal);
+	else
+		buf_addstr(out, "null");
+	buf_addstr(out, ",\"durationMs\":");
+	buf_add_int(out, x != NULL ? (long long)x->duration_ms : 0);
+	buf_addstr(out, x != NULL && x->output.total > x->output.head_len ?
+	    ",\"truncated\":true,\"fullOutputPath\":" :
+	    ",\"truncated\":false,\"fullOutputPath\":");
+	if (x != NULL && x->output.path != NULL)
+		jsonrpc_add_string_repaired(out, x->output.path,
+		    strlen(x->output.path));
+	else
+		buf_addstr(out, "null");
+	/* Every warning is a string (json_string and json_sprintf's). */
+	buf_addstr(out, ",\"warnings\":[");
+	for (i = 0; i < json_array_size(t->warnings); i++) {
+		const json_t *w = json_array_get(t->warnings, i);
+
+		if (i > 0)
+			buf_addstr(out, ",");
+		jsonrpc_add_string_repaired(out, json_string_value(w),
+		    json_string_length(w));
+	}
+	buf_addstr(out, "]");
+	/* Extensions: only what was measured. */
+	if (x != NULL && x->peak_memory > 0) {
+		buf_addstr(out, ",\"peakMemoryBytes\":");
+		buf_add_int(out, (long long)x->peak_memory);
+	}
+	if (x != NULL && x->cpu_measured) {
+		buf_addstr(out, ",\"cpuMs\":");
+		buf_add_int(out, (long long)x->cpu_ms);
+	}
+	buf_addstr(out, "}}");
+}
+
+/*
+ * The result as an object, for whatever changes it or reads into it: made
+ * from the text the first time. The text is ours (every string went
+ * through jsonrpc_add_string_repaired), so it always parses.
+ */
+static json_t *
+exec_result(struct exec_tool *t)
+{
+	json_error_t err;
+
+	if (t->result != NULL || t->result_text.data == NULL)
+		return t->result;
+	t->result = json_loadb(t->result_text.data, t->result_text.len,
+	    JSON_ALLOW_NUL, &err);
+	if (t->result == NULL)
+		fatal("tool %s: its own tool_result does not parse: %s",
+		    t->id, err.text);
+	buf_free(&t->result_text);
+	return t->result;
+}
+
+const json_t *
+exec_tool_result(struct exec_tool *t)
+{
+	return exec_result(t);
+}
+
+/*
  * The tool is done: build its result (content given as a string, which is
  * stolen, or else from the process exit x), hold it for ordering, and
  * report the completion.
@@ -726,32 +836,37 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 {
 	struct exec *ex = t->ex;
 	struct buf b = { 0 }, fixed = { 0 };
-	json_t *p, *meta, *result, *text = NULL;
+	const char *text = NULL;
+	size_t len = 0;
+	json_t *p, *meta, *result;
 	bool is_error = why != REASON_OK && why != REASON_BACKGROUND;
 	/* PostToolUse(Failure): for a call that ran and was not stopped. */
 	bool post = t->status == EXEC_EXECUTING && !t->killed &&
 	    !t->discarded && why != REASON_BACKGROUND &&
 	    ex->cfg.hooks != NULL;
+	bool inline_content;
 
 	exec_hooks_cancel(t);
 	if (!post && (t->status == EXEC_WAITING_PERMISSION || t->status ==
 	    EXEC_EXECUTING || t->status == EXEC_HOOKS))
 		exec_leave(t);
-	/* The output alone, valid as it is: one copy of it, not two. */
-	if (content == NULL && x != NULL && why == REASON_OK &&
-	    t->note == NULL && x->output.total <= x->output.head_len &&
-	    x->output.head_len > 0 &&
-	    utf8_valid(x->output.head, x->output.head_len))
-		text = json_stringn_nocheck(x->output.head,
-		    x->output.head_len);
-	else if (content != NULL)
+	if (content != NULL)
 		buf_addstr(&b, content);
 	else if (why == REASON_INVALID_INPUT)
 		buf_printf(&b, "<tool_use_error>InputValidationError: %s"
 		    "</tool_use_error>", t->invalid);
-	else
+	else if (x != NULL && why == REASON_OK && t->note == NULL &&
+	    x->output.total <= x->output.head_len) {
+		/* The output alone: no copy of it. */
+		text = x->output.head;
+		len = x->output.head_len;
+	} else
 		exec_exit_content(&b, t, x, why);
 	free(content);
+	if (text == NULL) {
+		text = b.data != NULL ? b.data : "";
+		len = b.len;
+	}
 	/* S17: output is never lost silently, and meta says so too. */
 	if (x != NULL && x->output.total > x->output.head_len &&
 	    x->output.path == NULL)
@@ -761,48 +876,38 @@ exec_complete(struct exec_tool *t, enum exec_reason why, char *content,
 		    "no output directory"));
 	exec_early_dropped(t, x);
 	/* Each piece is valid; should one slip, S10 still needs a result. */
-	if (text == NULL && !utf8_valid(b.data, b.len)) {
-		utf8_repair(&fixed, b.data, b.len);
+	if (!utf8_valid(text, len)) {
+		utf8_repair(&fixed, text, len);
 		buf_free(&b);
 		b = fixed;
+		text = b.data;
+		len = b.len;
 	}
-	meta = json_object();
-	exec_set(meta, "reason", json_string(exec_reason_names[why]));
-	exec_set(meta, "exitCode", x != NULL && x->end == EXEC_END_EXITED ?
-	    json_integer(x->status) : json_null());
-	exec_set(meta, "signal", x != NULL && x->signal != 0 ?
-	    json_integer(x->signal) : json_null());
-	exec_set(meta, "durationMs", json_integer((json_int_t)(x != NULL ?
-	    x->duration_ms : 0)));
-	exec_set(meta, "truncated", json_boolean(x != NULL &&
-	    x->output.total > x->output.head_len));
-	exec_set(meta, "fullOutputPath", x != NULL && x->output.path != NULL ?
-	    json_string(x->output.path) : json_null());
-	exec_set(meta, "warnings", json_incref(t->warnings));
-	/* Extensions: only what was measured. */
-	if (x != NULL && x->peak_memory > 0)
-		json_object_set_new(meta, "peakMemoryBytes",
-		    json_integer((json_int_t)x->peak_memory));
-	if (x != NULL && x->cpu_measured)
-		json_object_set_new(meta, "cpuMs",
-		    json_integer((json_int_t)x->cpu_ms));
-	if (x != NULL && x->network != NULL)
-		json_object_set(meta, "network", x->network);
-	if (t->meta_extra != NULL)
-		json_object_update(meta, t->meta_extra);
-	p = exec_tool_params(t);
-	/* Output may hold NUL bytes: the content is given with its length. */
-	result = json_object();
-	exec_set(result, "type", json_string("tool_result"));
-	exec_set(result, "tool_use_id", json_string(t->id));
-	exec_set(result, "content", exec_content(t, text != NULL ? text :
-	    json_stringn_nocheck(b.data != NULL ? b.data : "", b.len)));
-	exec_set(result, "is_error", json_boolean(is_error));
-	exec_set(p, "result", result);
-	exec_set(p, "meta", meta);
+	/*
+	 * A long content stays out of the text: the session encodes such a
+	 * result in slices (an object's string), not in one pass here.
+	 */
+	inline_content = len <= EXEC_RESULT_TEXT_MAX && t->blocks == NULL;
+	exec_result_write(&t->result_text, t, why, is_error, inline_content ?
+	    text : NULL, len, x);
+	t->result_reason = exec_reason_names[why];
+	t->result_ms = x != NULL ? x->duration_ms : 0;
+	if (!inline_content || (x != NULL && x->network != NULL) ||
+	    t->meta_extra != NULL) {
+		p = exec_result(t);
+		result = json_object_get(p, "result");
+		meta = json_object_get(p, "meta");
+		if (!inline_content)
+			/* Output may hold NUL bytes: given with its length. */
+			exec_set(result, "content", exec_content(t,
+			    json_stringn_nocheck(text, len)));
+		if (x != NULL && x->network != NULL)
+			json_object_set(meta, "network", x->network);
+		if (t->meta_extra != NULL)
+			json_object_update(meta, t->meta_extra);
+	}
 	buf_free(&b);
-	t->result = p;
-	if (post && ex->cfg.hooks(ex->cfg.arg, t, EXEC_HOOK_POST, p)) {
+	if (post && ex->cfg.hooks(ex->cfg.arg, t, EXEC_HOOK_POST, is_error)) {
 		/* The result waits in the slot for the hooks' word. */
 		exec_set_status(t, EXEC_HOOKS);
 		t->hook_phase = EXEC_HOOK_POST;
@@ -824,8 +929,8 @@ exec_settle(struct exec_tool *t, enum exec_reason why, bool is_error)
 	exec_set_status(t, EXEC_COMPLETED);
 	exec_hooks_remind(t);
 	if (t->hooks != NULL)
-		json_object_set(json_object_get(t->result, "meta"), "hooks",
-		    t->hooks);
+		json_object_set(json_object_get(exec_result(t), "meta"),
+		    "hooks", t->hooks);
 	exec_notify_status(t, "completed");
 
 	if (is_error && t->def != NULL && tooldef_abort_siblings(t->def) &&
@@ -880,6 +985,7 @@ exec_deliver(struct exec *ex)
 	    .method = "tool_result" };
 	struct exec_turn *turn = &ex->turn;
 	struct exec_tool *t;
+	const json_t *meta;
 
 	while (turn->deliver < turn->n) {
 		t = turn->tools[turn->deliver];
@@ -890,9 +996,23 @@ exec_deliver(struct exec *ex)
 		/* The effect names the tool: the I/O layer times delivery. */
 		e.tool = t;
 		e.params = t->result;
+		e.params_text = t->result_text.data;
+		e.params_len = t->result_text.len;
+		if (t->result != NULL) {
+			/* Restored, or changed: it says so itself. */
+			meta = json_object_get(t->result, "meta");
+			e.reason = json_string_value(json_object_get(meta,
+			    "reason"));
+			e.duration_ms = json_integer_value(json_object_get(
+			    meta, "durationMs"));
+		} else {
+			e.reason = t->result_reason;
+			e.duration_ms = t->result_ms;
+		}
 		exec_emit(ex, &e);
 		json_decref(t->result);
 		t->result = NULL;
+		buf_free(&t->result_text);
 	}
 }
 
@@ -1126,7 +1246,8 @@ exec_detach(struct exec_tool *t, char *content, json_t *job)
 	t->running = false;
 	ex->n_running--;
 	exec_complete(t, REASON_BACKGROUND, content, NULL);
-	json_object_set_new(json_object_get(t->result, "meta"), "job", job);
+	json_object_set_new(json_object_get(exec_result(t), "meta"), "job",
+	    job);
 	exec_after_event(ex);
 }
 
@@ -1693,7 +1814,7 @@ const char *
 exec_turn_tool_state(const struct exec *ex, size_t i, enum exec_status *st,
     const json_t **input, const json_t **result)
 {
-	const struct exec_tool *t;
+	struct exec_tool *t;  /* its result made an object: the same state */
 
 	if (i >= ex->turn.n)
 		return NULL;
@@ -1703,7 +1824,7 @@ exec_turn_tool_state(const struct exec *ex, size_t i, enum exec_status *st,
 	if (t->status == EXEC_HOOKS && t->hook_phase == EXEC_HOOK_POST)
 		*st = EXEC_COMPLETED;
 	*input = t->input;
-	*result = t->result;
+	*result = exec_result(t);
 	return t->id;
 }
 
@@ -1991,7 +2112,7 @@ exec_hooks_input(struct exec_tool *t, const json_t *input)
 static void
 exec_hooks_post(struct exec_tool *t, const struct exec_hooks_done *d)
 {
-	json_t *result = json_object_get(t->result, "result");
+	json_t *result = json_object_get(exec_result(t), "result");
 	json_t *content = json_object_get(result, "content");
 	const char *event = t->post_error ? "PostToolUseFailure" :
 	    "PostToolUse", *name = d->name != NULL ? d->name : t->name;
@@ -2023,12 +2144,13 @@ exec_hooks_post(struct exec_tool *t, const struct exec_hooks_done *d)
 static void
 exec_hooks_remind(struct exec_tool *t)
 {
-	json_t *result = json_object_get(t->result, "result");
-	json_t *content = json_object_get(result, "content");
+	json_t *result, *content;
 	char *text;
 
-	if (t->remind.len == 0 || result == NULL)
+	if (t->remind.len == 0 ||
+	    (result = json_object_get(exec_result(t), "result")) == NULL)
 		return;
+	content = json_object_get(result, "content");
 	xasprintf(&text, "<system-reminder>\n%.*s</system-reminder>",
 	    (int)t->remind.len, t->remind.data);
 	buf_free(&t->remind);

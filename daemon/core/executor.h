@@ -23,6 +23,12 @@
 #define EXEC_MAX_PARALLEL_LIMIT 256
 #define EXEC_INTERRUPT_MESSAGE \
 	"<tool_use_error>Interrupted by user</tool_use_error>"
+/*
+ * A tool_result whose content is longer comes as an object (params), not
+ * as text: the session encodes such a content in slices, across loop
+ * passes, so that one long result holds nobody up.
+ */
+#define EXEC_RESULT_TEXT_MAX (64 * 1024)
 
 struct exec;
 struct exec_tool;
@@ -83,8 +89,11 @@ struct exec_effect {
 	json_t *params;         /* NOTIFY: borrowed for the call; NULL when */
 	const char *params_text; /* they come encoded (a compact JSON object,
 	                           borrowed): tool_status and state, several a
-	                           tool, are built without jansson objects */
+	                           tool, and most tool_results are built
+	                           without jansson objects */
 	size_t params_len;
+	const char *reason;     /* NOTIFY of a tool_result: its meta.reason */
+	int64_t duration_ms;    /* ...and meta.durationMs */
 	void *cookie;           /* DRAIN_DONE */
 	uint64_t turn;          /* DRAIN_DONE: the drained turn */
 	unsigned results;       /* DRAIN_DONE: results that turn delivered */
@@ -110,13 +119,13 @@ struct exec_config {
 	/*
 	 * May be NULL. A tool reaches a hook phase (README, "Hooks"): in its
 	 * slot, after safety was decided (S2), before permission (S13) and
-	 * the call, and after the call with its result (params of
-	 * tool_result, POST only). True: the I/O layer started hooks, and
-	 * exec_hooks_done follows, from the event loop, unless
+	 * the call, with its result (POST only: failed says whether it is an
+	 * error, exec_tool_result gives it). True: the I/O layer started
+	 * hooks, and exec_hooks_done follows, from the event loop, unless
 	 * EXEC_HOOKS_CANCEL comes first. Must not call into the executor.
 	 */
 	bool (*hooks)(void *arg, struct exec_tool *t, enum exec_hook_phase,
-	    const json_t *result);
+	    bool failed);
 };
 
 /*
@@ -395,6 +404,11 @@ bool exec_tool_safe(const struct exec_tool *);
 /* Its timeout, fixed when it was added (S16). */
 int64_t exec_tool_timeout_ms(const struct exec_tool *);
 const json_t *exec_tool_input(const struct exec_tool *);
+/*
+ * A completed tool's tool_result params (for its PostToolUse hooks),
+ * until delivered; NULL before or after. Made an object on first use.
+ */
+const json_t *exec_tool_result(struct exec_tool *);
 /* It has a process: spawned (or handed over), its end not yet seen. */
 bool exec_tool_running(const struct exec_tool *);
 /* Its turn was discarded (or the session closed) while it ran. */

@@ -121,8 +121,8 @@ static struct proc_user *session_user(uid_t, json_t *);
 static void	session_effect(void *, const struct exec_effect *);
 static void	session_limits(const struct tooldef_limits *,
 		    struct toolcg_limits *);
-static void	session_log_result(struct session *, struct exec_tool *,
-		    const json_t *);
+static void	session_log_result(struct session *,
+		    const struct exec_effect *);
 static void	session_note(struct session *, const char *, json_t *);
 static void	session_note_text(struct session *, const char *, const char *,
     size_t);
@@ -692,17 +692,14 @@ session_idle_cb(evutil_socket_t fd, short what, void *arg)
  * costs a busy daemon nothing.
  */
 static void
-session_log_result(struct session *s, struct exec_tool *t,
-    const json_t *params)
+session_log_result(struct session *s, const struct exec_effect *e)
 {
-	const json_t *meta = json_object_get(params, "meta");
-	const char *reason = json_string_value(json_object_get(meta, "reason"));
+	const char *reason = e->reason;
 
 	log_about(reason != NULL && strcmp(reason, "ok") == 0 ?
-	    LOG_LEVEL_DEBUG : LOG_LEVEL_INFO, s->id, exec_tool_id(t),
-	    exec_tool_name(t), "result %s after %lld ms", reason != NULL ?
-	    reason : "?", (long long)json_integer_value(json_object_get(meta,
-	    "durationMs")));
+	    LOG_LEVEL_DEBUG : LOG_LEVEL_INFO, s->id, exec_tool_id(e->tool),
+	    exec_tool_name(e->tool), "result %s after %lld ms", reason != NULL ?
+	    reason : "?", (long long)e->duration_ms);
 }
 
 /* The executor's effects: processes, kills, notifications, drain replies. */
@@ -742,11 +739,10 @@ session_effect(void *arg, const struct exec_effect *e)
 	case EXEC_NOTIFY:
 		if (e->tool != NULL) {
 			/* A tool_result: how long it waited after the end. */
-			metrics_finished(json_string_value(json_object_get(
-			    json_object_get(e->params, "meta"), "reason")));
+			metrics_finished(e->reason);
 			metrics_observe(METRICS_DELIVERY, exec_tool_stamp(
 			    e->tool, EXEC_STAMP_ENDED));
-			session_log_result(s, e->tool, e->params);
+			session_log_result(s, e);
 		}
 		if (e->params_text != NULL)
 			session_note_text(s, e->method, e->params_text,

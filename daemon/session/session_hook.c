@@ -49,7 +49,7 @@ static int64_t session_hook_timeout_ms;
 static const char *session_hook_dir;
 
 static bool	session_hook_start(struct session *, struct exec_tool *,
-    enum hooks_event, const json_t *);
+    enum hooks_event, bool);
 static json_t	*session_hook_event(struct session *, struct exec_tool *,
     enum hooks_event, const json_t *, const json_t *);
 static json_t	*session_hook_input(struct session *, const json_t *);
@@ -194,7 +194,7 @@ session_hook_event(struct session *s, struct exec_tool *t,
 /* Start the event's hooks that match: false when none does. */
 static bool
 session_hook_start(struct session *s, struct exec_tool *t,
-    enum hooks_event e, const json_t *result)
+    enum hooks_event e, bool post)
 {
 	struct session_hook *sh = s->hook;
 	const struct hooks_handler *h[HOOKS_MAX_HANDLERS];
@@ -216,7 +216,9 @@ session_hook_start(struct session *s, struct exec_tool *t,
 		return false;
 	if (t != NULL)
 		input = session_hook_input(s, exec_tool_input(t));
-	ev = session_hook_event(s, t, e, input, result);
+	/* The result only once a hook wants it: it may be text until then. */
+	ev = session_hook_event(s, t, e, input, post ? exec_tool_result(t) :
+	    NULL);
 	json_decref(input);
 	spec.event = e;
 	spec.input = ev;
@@ -242,7 +244,7 @@ session_hook_start(struct session *s, struct exec_tool *t,
 /* exec_config.hooks: the tool's hooks of this phase, if any match. */
 bool
 session_hook_phase(void *arg, struct exec_tool *t, enum exec_hook_phase ph,
-    const json_t *result)
+    bool failed)
 {
 	struct session *s = arg;
 	struct session_hook *sh = s->hook;
@@ -259,9 +261,8 @@ session_hook_phase(void *arg, struct exec_tool *t, enum exec_hook_phase ph,
 	}
 	e = ph == EXEC_HOOK_PRE ? HOOKS_PRE_TOOL_USE :
 	    ph == EXEC_HOOK_PERMISSION ? HOOKS_PERMISSION_REQUEST :
-	    json_is_true(json_object_get(json_object_get(result, "result"),
-	    "is_error")) ? HOOKS_POST_TOOL_USE_FAILURE : HOOKS_POST_TOOL_USE;
-	return session_hook_start(s, t, e, result);
+	    failed ? HOOKS_POST_TOOL_USE_FAILURE : HOOKS_POST_TOOL_USE;
+	return session_hook_start(s, t, e, ph == EXEC_HOOK_POST);
 }
 
 static void
@@ -353,7 +354,7 @@ session_hook_release(struct session *s)
 		if ((t = sh->held[i]) == NULL)
 			continue;
 		sh->held[i] = NULL;
-		if (!session_hook_start(s, t, HOOKS_PRE_TOOL_USE, NULL))
+		if (!session_hook_start(s, t, HOOKS_PRE_TOOL_USE, false))
 			exec_hooks_done(t, &none);
 	}
 	free(sh->held);
@@ -464,7 +465,7 @@ session_hook_attach(struct session *s, const json_t *own, bool start)
 	if (start && hooks_count(all, HOOKS_SESSION_START) > 0) {
 		session_hook_env_file(s);
 		sh->starting = session_hook_start(s, NULL, HOOKS_SESSION_START,
-		    NULL);
+		    false);
 	}
 }
 

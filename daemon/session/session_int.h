@@ -307,7 +307,7 @@ void session_hook_init(const struct session_hook_ops *);
 void session_hook_attach(struct session *, const json_t *own, bool start);
 const json_t *session_hook_own(const struct session *);
 bool session_hook_phase(void *, struct exec_tool *, enum exec_hook_phase,
-    const json_t *);
+    bool);
 void session_hook_cancel(struct session *, struct exec_tool *);
 void session_hook_end(struct session *);
 void session_hook_free(struct session *);

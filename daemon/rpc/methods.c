@@ -15,9 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "net/conn.h"
 #include "core/executor.h"
 #include "hooks/hooks.h"
+#include "jsonrpc.h"
 #include "mcp/mcp.h"
 #include "session/job.h"
 #include "session/session.h"
@@ -548,7 +550,7 @@ static void
 methods_add_tool(struct call *call)
 {
 	const json_t *use = json_object_get(call->params, "toolUse"), *input;
-	json_t *reply;
+	struct buf reply = { 0 };
 	struct session *s;
 	struct exec_added added;
 	const char *id, *name;
@@ -593,16 +595,18 @@ methods_add_tool(struct call *call)
 		    "in this turn: %s", id);
 		return;
 	}
-	/* Key by key, not json_pack (which parses its format): every addTool. */
-	reply = json_object();
-	json_object_set_new_nocheck(reply, "toolUseId", json_string(id));
-	json_object_set_new_nocheck(reply, "turn",
-	    json_integer((json_int_t)added.turn));
-	json_object_set_new_nocheck(reply, "status",
-	    json_string(exec_status_name(added.status)));
-	json_object_set_new_nocheck(reply, "concurrencySafe",
-	    json_boolean(added.safe));
-	conn_reply(call->c, call->id, reply);
+	/* Written as text, as its object would encode: every addTool. */
+	buf_grow(&reply, 96 + 6 * strlen(id));
+	buf_addstr(&reply, "{\"toolUseId\":");
+	jsonrpc_add_string_repaired(&reply, id, strlen(id));
+	buf_addstr(&reply, ",\"turn\":");
+	buf_add_int(&reply, (long long)added.turn);
+	buf_addstr(&reply, ",\"status\":\"");
+	buf_addstr(&reply, exec_status_name(added.status));
+	buf_addstr(&reply, added.safe ? "\",\"concurrencySafe\":true}" :
+	    "\",\"concurrencySafe\":false}");
+	conn_reply_raw(call->c, call->id, reply.data, reply.len);
+	buf_free(&reply);
 }
 
 static void

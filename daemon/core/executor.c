@@ -787,7 +787,7 @@ exec_result_write(struct buf *out, const struct exec_tool *t,
 	}
 	buf_addstr(out, "]");
 	/* Extensions: only what was measured. */
-	if (x != NULL && x->peak_memory > 0) {
+	if (x != NULL && x->peak_measured) {
 		buf_addstr(out, ",\"peakMemoryBytes\":");
 		buf_add_int(out, (long long)x->peak_memory);
 	}

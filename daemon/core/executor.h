@@ -186,7 +186,8 @@ struct exec_exit {
 	struct output output;  /* valid during the call only */
 	const char *output_error; /* the whole content could not be saved */
 	uint64_t limit;        /* the limit it went over */
-	uint64_t peak_memory;  /* bytes; 0: not measured */
+	bool peak_measured;
+	uint64_t peak_memory;  /* bytes, when peak_measured */
 	bool cpu_measured;
 	uint64_t cpu_ms;       /* user + system, when cpu_measured */
 	json_t *network;       /* meta.network (borrowed); NULL: no rules */

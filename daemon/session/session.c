@@ -326,7 +326,7 @@ session_tool_describe(struct exec_tool *t, json_t *o)
 {
 	struct session_tool *st = exec_tool_handle(t);
 	uint64_t peak, cpu_ms;
-	bool has_cpu;
+	bool has_peak, has_cpu;
 	long pid;
 
 	if (st != NULL && st->client != NULL) {
@@ -346,8 +346,8 @@ session_tool_describe(struct exec_tool *t, json_t *o)
 		json_object_set_new(o, "elapsedMs", json_integer((json_int_t)
 		    ((metrics_now() - exec_tool_stamp(t, EXEC_STAMP_STARTED)) /
 		    1000000)));
-	proc_usage(st->proc, &peak, &has_cpu, &cpu_ms);
-	if (peak > 0)
+	proc_usage(st->proc, &has_peak, &peak, &has_cpu, &cpu_ms);
+	if (has_peak)
 		json_object_set_new(o, "peakMemoryBytes",
 		    json_integer((json_int_t)peak));
 	if (has_cpu)
@@ -1590,6 +1590,7 @@ session_proc_exit(void *arg, const struct proc_exit *px)
 		.output = px->output,
 		.output_error = px->output_error,
 		.limit = px->limit,
+		.peak_measured = px->peak_measured,
 		.peak_memory = px->peak_memory,
 		.cpu_measured = px->cpu_measured,
 		.cpu_ms = px->cpu_ms,

@@ -1519,8 +1519,8 @@ proc_done_cb(evutil_socket_t fd, short events, void *arg)
 		e.error = p->error;
 		e.hit = p->hit;
 		e.limit = p->hit_limit;
-		toolcg_usage(p->cg, &e.peak_memory, &e.cpu_measured,
-		    &e.cpu_ms);
+		toolcg_usage(p->cg, &e.peak_measured, &e.peak_memory,
+		    &e.cpu_measured, &e.cpu_ms);
 		if (p->capture != NULL) {
 			capture_output(p->capture, &e.output);
 			e.output_error = capture_error(p->capture);
@@ -1698,10 +1698,10 @@ proc_pid(const struct proc *p)
 }
 
 void
-proc_usage(const struct proc *p, uint64_t *peak, bool *has_cpu,
-    uint64_t *cpu_ms)
+proc_usage(const struct proc *p, bool *has_peak, uint64_t *peak,
+    bool *has_cpu, uint64_t *cpu_ms)
 {
-	toolcg_usage(p->cg, peak, has_cpu, cpu_ms);
+	toolcg_usage(p->cg, has_peak, peak, has_cpu, cpu_ms);
 }
 
 unsigned

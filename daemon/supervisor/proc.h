@@ -94,7 +94,8 @@ struct proc_exit {
 	                             but head and tail are still right */
 	enum toolcg_hit hit;   /* PROC_LIMIT_HIT: which limit */
 	uint64_t limit;        /* PROC_LIMIT_HIT: its value */
-	uint64_t peak_memory;  /* bytes, 0: not measured */
+	bool peak_measured;
+	uint64_t peak_memory;  /* bytes, when peak_measured */
 	bool cpu_measured;
 	uint64_t cpu_ms;
 };
@@ -217,8 +218,8 @@ void proc_pause(struct proc *, bool);
 /* The main pid, or 0 while queued or after it ended. */
 pid_t proc_pid(const struct proc *);
 /* Its peak memory and CPU time so far, where cgroups measure them. */
-void proc_usage(const struct proc *, uint64_t *peak, bool *has_cpu,
-    uint64_t *cpu_ms);
+void proc_usage(const struct proc *, bool *has_peak, uint64_t *peak,
+    bool *has_cpu, uint64_t *cpu_ms);
 
 /*
  * Descriptors the supervisor may need at once with max_procs tools running

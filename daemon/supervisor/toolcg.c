@@ -765,24 +765,30 @@ toolcg_populated(struct toolcg *cg)
 }
 
 void
-toolcg_usage(struct toolcg *cg, uint64_t *peak, bool *has_cpu,
-    uint64_t *cpu_ms)
+toolcg_usage(struct toolcg *cg, bool *has_peak, uint64_t *peak,
+    bool *has_cpu, uint64_t *cpu_ms)
 {
 	uint64_t n;
 
 	*peak = 0;
-	*has_cpu = false;
+	*has_peak = *has_cpu = false;
 	if (cg == NULL)
 		return;
 	if (cg->v1[CTL_MEMORY] != NULL) {
-		if (cg->meterfd[METER_PEAK] != -1)
-			toolcg_read_num(cg->meterfd[METER_PEAK], peak);
-		else
-			toolcg_field(-1, cg->v1[CTL_MEMORY],
-			    "memory.max_usage_in_bytes", NULL, peak);
+		*has_peak = cg->meterfd[METER_PEAK] != -1 ?
+		    toolcg_read_num(cg->meterfd[METER_PEAK], peak) :
+		    toolcg_field(-1, cg->v1[CTL_MEMORY],
+		    "memory.max_usage_in_bytes", NULL, peak);
+		/*
+		 * A pooled group's count less what it held when pooled. v1
+		 * counts in the kernel's per-CPU charge batches (64 pages),
+		 * so a tool that used less than a batch may count 0 here:
+		 * measured, and said, as 0.
+		 */
 		*peak = *peak > cg->meter_base ? *peak - cg->meter_base : 0;
 	} else if (toolcg_via[CTL_MEMORY] == VIA_V2)
-		toolcg_field(cg->v2fd, NULL, "memory.peak", NULL, peak);
+		*has_peak = toolcg_field(cg->v2fd, NULL, "memory.peak", NULL,
+		    peak);
 	/* cpu.stat's usage is there without the cpu controller. */
 	if (cg->v2fd != -1 && toolcg_field_kept(cg->v2fd, &cg->cpufd,
 	    "cpu.stat", "usage_usec", &n) && n >= cg->cpu_base) {
@@ -806,7 +812,7 @@ toolcg_free(struct toolcg *cg)
 	if (cg->v2fd != -1 && !cg->v2_limited && !cg->killed &&
 	    toolcg_nspares < TOOLCG_SPARES && toolcg_populated(cg) == 0) {
 		if (!cg->cpu_read)
-			toolcg_usage(cg, &n, &b, &n);
+			toolcg_usage(cg, &b, &n, &b, &n);
 		toolcg_spares[toolcg_nspares].dir = cg->v2;
 		toolcg_spares[toolcg_nspares].fd = cg->v2fd;
 		toolcg_spares[toolcg_nspares].eventsfd = cg->eventsfd;

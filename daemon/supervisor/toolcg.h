@@ -73,9 +73,9 @@ enum toolcg_hit toolcg_hit(const struct toolcg *, uint64_t *limit);
 bool toolcg_kill(struct toolcg *);
 /* 1 while a process is in its v2 group, 0 once empty, -1 unknown. */
 int toolcg_populated(struct toolcg *);
-/* Peak memory (bytes, 0: unknown) and CPU time (false: unknown). */
-void toolcg_usage(struct toolcg *, uint64_t *peak, bool *has_cpu,
-    uint64_t *cpu_ms);
+/* Peak memory in bytes and CPU time, each where measured (has_*). */
+void toolcg_usage(struct toolcg *, bool *has_peak, uint64_t *peak,
+    bool *has_cpu, uint64_t *cpu_ms);
 /*
  * A reload (doc/design.md §7, Reload): a running tool's groups into obj,
  * its group's descriptor kept across execve; made again from obj in the

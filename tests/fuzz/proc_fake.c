@@ -281,10 +281,11 @@ proc_rebind(struct proc *p, const struct proc_ops *ops, void *arg)
 
 /* A fake process has no cgroup: nothing is measured. */
 void
-proc_usage(const struct proc *p, uint64_t *peak, bool *has_cpu,
-    uint64_t *cpu_ms)
+proc_usage(const struct proc *p, bool *has_peak, uint64_t *peak,
+    bool *has_cpu, uint64_t *cpu_ms)
 {
 	(void)p;
+	*has_peak = false;
 	*peak = 0;
 	*has_cpu = false;
 	*cpu_ms = 0;

@@ -142,6 +142,56 @@ Test(reload, running_tools_keep_running_and_deliver_their_results)
 	d_stop(d);
 }
 
+/*
+ * A result that completed but waits for an earlier one (S5) is handed over
+ * as it stands: its bytes (a NUL and non-ASCII among them), once, in order.
+ */
+Test(reload, a_held_result_is_handed_over_and_delivered_in_order)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *tools = json_array(), *sid_j, *list, *n;
+	const json_t *r;
+	const char *sid;
+	char gate[512], cmd[600];
+	size_t i, first = 0, second = 0;
+
+	snprintf(gate, sizeof gate, "%s/gate", d->dir);
+	snprintf(cmd, sizeof cmd, "until [ -e %s ]; do sleep 0.01; done; "
+	    "echo first", gate);
+	json_array_append_new(tools, json_pack("{s:s, s:[s,s,s], s:b}",
+	    "name", "gated", "command", "/bin/sh", "-c", cmd,
+	    "concurrencySafe", 1));
+	/* printf's own escapes: the bytes are C3 A9 (é) and a NUL. */
+	json_array_append_new(tools, json_pack("{s:s, s:[s,s], s:b}", "name",
+	    "quick", "command", "/usr/bin/printf", "held \\303\\251 \\000 end",
+	    "concurrencySafe", 1));
+	sid_j = c_session(c, json_pack("{s:o}", "tools", tools));
+	sid = json_string_value(sid_j);
+	json_decref(c_add(c, sid, "g", "gated", NULL));
+	json_decref(c_add(c, sid, "q", "quick", NULL));
+	json_decref(c_wait_tool(c, "tool_status", "q", "completed", SLOW));
+	reload(d, c);
+	make_file(gate);
+	json_decref(c_call(c, "drain", json_pack("{s:s}", "sessionId", sid)));
+	list = all_notes(c, sid);
+	json_array_foreach(list, i, n)
+		if (strcmp(e2e_str(n, "method"), "tool_result") == 0)
+			*(first == 0 ? &first : &second) = i;
+	cr_assert_str_eq(e2e_str(json_object_get(json_array_get(list, first),
+	    "params"), "toolUseId"), "g", "results in order (S5)");
+	cr_assert_neq(second, 0, "two results");
+	cr_assert_not_null(r = result_of(list, "q"));
+	cr_assert_str_eq(e2e_reason(r), "ok");
+	cr_assert_eq(json_string_length(json_object_get(json_object_get(r,
+	    "result"), "content")), 13);
+	cr_assert_eq(memcmp(e2e_content(r), "held \303\251 \0 end", 13), 0);
+	json_decref(list);
+	json_decref(sid_j);
+	c_close(c);
+	d_stop(d);
+}
+
 Test(reload, a_pending_drain_is_answered_and_streams_come_whole)
 {
 	struct daemon *d = d_start(NULL);

@@ -322,6 +322,16 @@ exec_notify_text(struct exec *ex, const char *method, struct buf *params)
 	buf_free(params);
 }
 
+/* {"turn":N,"toolUseId":ID, as exec_tool_params encodes, opened as text. */
+static void
+exec_params_open(struct buf *b, const struct exec_tool *t)
+{
+	buf_addstr(b, "{\"turn\":");
+	buf_add_int(b, (long long)t->turn);
+	buf_addstr(b, ",\"toolUseId\":");
+	jsonrpc_add_string_repaired(b, t->id, strlen(t->id));
+}
+
 /*
  * {"turn":N,"toolUseId":ID,"status":S}: the same bytes exec_tool_params
  * and a "status" member would encode to, at a fraction of the cost (two
@@ -334,10 +344,7 @@ exec_notify_status(struct exec_tool *t, const char *status)
 
 	/* One allocation, not one per doubling: the size is known. */
 	buf_grow(&p, 64 + 6 * strlen(t->id));
-	buf_addstr(&p, "{\"turn\":");
-	buf_add_int(&p, (long long)t->turn);
-	buf_addstr(&p, ",\"toolUseId\":");
-	jsonrpc_add_string_repaired(&p, t->id, strlen(t->id));
+	exec_params_open(&p, t);
 	buf_addstr(&p, ",\"status\":\"");
 	buf_addstr(&p, status);
 	buf_addstr(&p, "\"}");
@@ -740,10 +747,7 @@ exec_result_write(struct buf *out, const struct exec_tool *t,
 
 	buf_grow(out, 320 + 12 * idlen + (content != NULL ? len + len / 8 :
 	    0));
-	buf_addstr(out, "{\"turn\":");
-	buf_add_int(out, (long long)t->turn);
-	buf_addstr(out, ",\"toolUseId\":");
-	jsonrpc_add_string_repaired(out, t->id, idlen);
+	exec_params_open(out, t);
 	buf_addstr(out, ",\"result\":{\"type\":\"tool_result\","
 	    "\"tool_use_id\":");
 	jsonrpc_add_string_repaired(out, t->id, idlen);

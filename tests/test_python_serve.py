@@ -299,7 +299,11 @@ def sync_reconnect(d):
     c._sock.shutdown(2)
     until(lambda: c._broken is not None, "the break to be seen")
     go2.set()
-    time.sleep(pydaemon.scaled(0.1))  # its completeTool finds no connection
+    # Made while away: its completeTool met the broken connection.
+    def cut_off():
+        with c._cond:
+            return any(k.again for k in c._serving.calls.values())
+    until(cut_off, "its completeTool to find no connection")
     c.reconnect()
     list(turn.finish(timeout=WAIT))
     T.eq(contents(turn), [("t", "made while away", False)],

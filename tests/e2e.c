@@ -223,7 +223,8 @@ e2e_fini(void)
 		if ((d = e2e_live[i]) == NULL)
 			continue;
 		e2e_live[i] = NULL;
-		if (!d->exited) {
+		/* Not started (launch_daemon failed): nothing to stop. */
+		if (!d->exited && d->pid > 0) {
 			launch_stop(d->pid, e2e_ms(5000), &killed);
 			d->exited = true;
 		}

@@ -180,6 +180,9 @@ launch_stop(pid_t pid, int timeout_ms, bool *killed)
 	int status = 0;
 
 	*killed = false;
+	/* 0 or -1 would signal our process group or every process. */
+	if (pid <= 0)
+		return 0;
 	kill(pid, SIGTERM);
 	while (waitpid(pid, &status, WNOHANG) == 0) {
 		if (launch_now_ms() > until) {

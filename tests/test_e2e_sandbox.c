@@ -482,6 +482,40 @@ Test(limits, peak_memory_is_reported_as_initialize_says)
 	}
 }
 
+/*
+ * A tool's peak is its own: a small tool after a large one, in the group
+ * the large one left (groups are reused), does not report the large peak.
+ */
+Test(limits, a_peak_is_the_tools_own_not_an_earlier_tools)
+{
+	struct daemon *d = d_start("--measure-memory", NULL);
+	struct client *c = c_open(d);
+	json_t *sid = session(c), *r, *meta;
+	char *who = peak_memory(c);
+	int i;
+
+	if (strcmp(who, "all") != 0) {
+		cr_log_warn("peak memory is measured for %s tools here: "
+		    "not run", who);
+		goto out;
+	}
+	for (i = 0; i < 3; i++) {
+		cr_assert(peak_reported(c, sid, "unsafe"));
+		r = run(c, sid, "unsafe", "exec true");
+		meta = json_object_get(r, "meta");
+		cr_assert(!e2e_is_error(r), "%s", e2e_content(r));
+		cr_assert(json_object_get(meta, "peakMemoryBytes") != NULL);
+		cr_assert_lt(e2e_int(meta, "peakMemoryBytes"), 8LL << 20,
+		    "round %d: true's peak is the 16 MiB tool's before it", i);
+		json_decref(r);
+	}
+out:
+	free(who);
+	json_decref(sid);
+	c_close(c);
+	d_stop(d);
+}
+
 Test(limits, a_tool_over_its_memory_limit_is_killed_and_says_so)
 {
 	struct daemon *d = d_start(NULL);

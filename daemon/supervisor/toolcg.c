@@ -69,6 +69,9 @@ struct toolcg {
 	                         child is moved in, not joined */
 	int meterfd[METER_N]; /* that group's files, kept open (-1: not) */
 	uint64_t meter_base;  /* its usage when it was taken from the pool */
+	int peakfd;           /* a reused v2 group's memory.peak, reset through
+	                         this descriptor (-1: the group is new) */
+	uint64_t peak_base;   /* its usage at that reset */
 };
 
 /*
@@ -87,7 +90,10 @@ static size_t toolcg_nmeters;
 
 /*
  * Empty v2 groups kept for the next tools: a fresh cgroup's first process
- * costs the kernel about 100 us more to fork into than a used one's.
+ * costs the kernel about 100 us more to fork into than a used one's. Where
+ * v2 holds the memory controller, only while its memory.peak can be reset
+ * (Linux 6.12): that peak is the group's since its creation otherwise, the
+ * largest of every tool it served.
  */
 #define TOOLCG_SPARES 64
 struct toolcg_spare {
@@ -96,7 +102,9 @@ struct toolcg_spare {
 	int eventsfd;
 	int cpufd;
 	int procsfd;
+	int peakfd;
 	uint64_t cpu_base;
+	uint64_t peak_base;
 };
 
 static char *toolcg_v2_dir;          /* the daemon's v2 subtree */
@@ -322,6 +330,8 @@ toolcg_spare_close(struct toolcg_spare *sp)
 		close(sp->cpufd);
 	if (sp->procsfd != -1)
 		close(sp->procsfd);
+	if (sp->peakfd != -1)
+		close(sp->peakfd);
 	rmdir(sp->dir);
 	free(sp->dir);
 }
@@ -597,7 +607,7 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
 		return NULL;
 	cg = xcalloc(1, sizeof *cg);
 	cg->limits = *l;
-	cg->v2fd = cg->eventsfd = cg->cpufd = cg->procsfd = -1;
+	cg->v2fd = cg->eventsfd = cg->cpufd = cg->procsfd = cg->peakfd = -1;
 	for (i = 0; i < METER_N; i++)
 		cg->meterfd[i] = -1;
 	snprintf(name, sizeof name, "tool-%" PRIu64, token);
@@ -613,6 +623,8 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
 		cg->cpufd = toolcg_spares[toolcg_nspares].cpufd;
 		cg->procsfd = toolcg_spares[toolcg_nspares].procsfd;
 		cg->cpu_base = toolcg_spares[toolcg_nspares].cpu_base;
+		cg->peakfd = toolcg_spares[toolcg_nspares].peakfd;
+		cg->peak_base = toolcg_spares[toolcg_nspares].peak_base;
 		req->cgroup_fd = cg->v2fd;
 	} else if (toolcg_v2_dir != NULL) {
 		xasprintf(&cg->v2, "%s/%s", toolcg_v2_dir, name);
@@ -764,6 +776,23 @@ toolcg_populated(struct toolcg *cg)
 	return (cg->empty = n == 0) ? 0 : 1;
 }
 
+/*
+ * Start a reused group's memory.peak again for its next tool: a write resets
+ * it for the descriptor written (Linux 6.12; not before). True when v2 does
+ * not measure memory.
+ */
+static bool
+toolcg_peak_reset(struct toolcg *cg)
+{
+	if (toolcg_via[CTL_MEMORY] != VIA_V2)
+		return true;
+	if (cg->peakfd == -1 && (cg->peakfd = openat(cg->v2fd, "memory.peak",
+	    O_RDWR | O_CLOEXEC)) == -1)
+		return false;
+	return toolcg_writeat(cg->peakfd, NULL, "reset") == 0 &&
+	    toolcg_read_num(cg->peakfd, &cg->peak_base);
+}
+
 void
 toolcg_usage(struct toolcg *cg, bool *has_peak, uint64_t *peak,
     bool *has_cpu, uint64_t *cpu_ms)
@@ -786,6 +815,10 @@ toolcg_usage(struct toolcg *cg, bool *has_peak, uint64_t *peak,
 		 * measured, and said, as 0.
 		 */
 		*peak = *peak > cg->meter_base ? *peak - cg->meter_base : 0;
+	} else if (toolcg_via[CTL_MEMORY] == VIA_V2 && cg->peakfd != -1) {
+		/* What the group still held at the reset is not the tool's. */
+		*has_peak = toolcg_read_num(cg->peakfd, peak);
+		*peak = *peak > cg->peak_base ? *peak - cg->peak_base : 0;
 	} else if (toolcg_via[CTL_MEMORY] == VIA_V2)
 		*has_peak = toolcg_field(cg->v2fd, NULL, "memory.peak", NULL,
 		    peak);
@@ -810,7 +843,8 @@ toolcg_free(struct toolcg *cg)
 		return;
 	/* An empty group without limits serves the next tool. */
 	if (cg->v2fd != -1 && !cg->v2_limited && !cg->killed &&
-	    toolcg_nspares < TOOLCG_SPARES && toolcg_populated(cg) == 0) {
+	    toolcg_nspares < TOOLCG_SPARES && toolcg_populated(cg) == 0 &&
+	    toolcg_peak_reset(cg)) {
 		if (!cg->cpu_read)
 			toolcg_usage(cg, &b, &n, &b, &n);
 		toolcg_spares[toolcg_nspares].dir = cg->v2;
@@ -818,9 +852,12 @@ toolcg_free(struct toolcg *cg)
 		toolcg_spares[toolcg_nspares].eventsfd = cg->eventsfd;
 		toolcg_spares[toolcg_nspares].cpufd = cg->cpufd;
 		toolcg_spares[toolcg_nspares].procsfd = cg->procsfd;
+		toolcg_spares[toolcg_nspares].peakfd = cg->peakfd;
+		toolcg_spares[toolcg_nspares].peak_base = cg->peak_base;
 		toolcg_spares[toolcg_nspares++].cpu_base = cg->cpu_last;
 		cg->v2 = NULL;
 		cg->v2fd = cg->eventsfd = cg->cpufd = cg->procsfd = -1;
+		cg->peakfd = -1;
 	}
 	if (cg->v2fd != -1)
 		close(cg->v2fd);
@@ -830,6 +867,8 @@ toolcg_free(struct toolcg *cg)
 		close(cg->cpufd);
 	if (cg->procsfd != -1)
 		close(cg->procsfd);
+	if (cg->peakfd != -1)
+		close(cg->peakfd);
 	/* Not empty at shutdown: cgroup_destroy takes the whole subtree. */
 	if (cg->v2 != NULL)
 		rmdir(cg->v2);
@@ -881,6 +920,13 @@ toolcg_save(struct toolcg *cg)
 	    (json_int_t)cg->cpu_base, "cpuLast", (json_int_t)cg->cpu_last,
 	    "cpuRead", cg->cpu_read, "empty", cg->empty, "killed", cg->killed,
 	    "v1", v1, "v1base", (json_int_t)cg->meter_base);
+	/* The reset peak is the descriptor's, so the next image needs it. */
+	if (cg->peakfd != -1) {
+		json_object_set_new(o, "peakfd", json_integer(cg->peakfd));
+		json_object_set_new(o, "peakBase", json_integer(
+		    (json_int_t)cg->peak_base));
+		handover_keep_fd(cg->peakfd);
+	}
 	handover_keep_fd(cg->v2fd);
 	return o;
 }
@@ -907,6 +953,11 @@ toolcg_load(const json_t *o)
 	fd = (int)json_integer_value(json_object_get(o, "v2fd"));
 	cg->v2fd = fd >= 0 && handover_claim_fd(fd) ? fd : -1;
 	cg->eventsfd = cg->cpufd = cg->procsfd = -1;
+	fd = (int)json_integer_value(json_object_get(o, "peakfd"));
+	cg->peakfd = json_object_get(o, "peakfd") != NULL && fd >= 0 &&
+	    handover_claim_fd(fd) ? fd : -1;
+	cg->peak_base = (uint64_t)json_integer_value(json_object_get(o,
+	    "peakBase"));
 	for (i = 0; i < METER_N; i++)
 		cg->meterfd[i] = -1;
 	cg->meter_base = (uint64_t)json_integer_value(json_object_get(o,

@@ -69,8 +69,9 @@ struct toolcg {
 	                         child is moved in, not joined */
 	int meterfd[METER_N]; /* that group's files, kept open (-1: not) */
 	uint64_t meter_base;  /* its usage when it was taken from the pool */
+	bool reused;          /* a spare v2 group, not made for it */
 	int peakfd;           /* a reused v2 group's memory.peak, reset through
-	                         this descriptor (-1: the group is new) */
+	                         this descriptor (-1: not reset) */
 	uint64_t peak_base;   /* its usage at that reset */
 };
 
@@ -90,10 +91,12 @@ static size_t toolcg_nmeters;
 
 /*
  * Empty v2 groups kept for the next tools: a fresh cgroup's first process
- * costs the kernel about 100 us more to fork into than a used one's. Where
- * v2 holds the memory controller, only while its memory.peak can be reset
- * (Linux 6.12): that peak is the group's since its creation otherwise, the
- * largest of every tool it served.
+ * costs the kernel about 100 us more to fork into than a used one's, and a
+ * removed memory group lingers in the kernel until its pages are reclaimed.
+ * A group's memory.peak is its own since its creation, the largest of every
+ * tool it served, unless it can be reset (toolcg_peak_resets, Linux 6.12):
+ * where it cannot, a reused group's tool has no peak, and --measure-memory
+ * gives every tool a new group instead.
  */
 #define TOOLCG_SPARES 64
 struct toolcg_spare {
@@ -123,6 +126,7 @@ static bool toolcg_memsw;            /* v1 memory.memsw.* exists */
  * On v2 the group a tool is born into measures it for free.
  */
 static bool toolcg_meter_all;
+static bool toolcg_peak_resets;      /* v2's memory.peak takes a reset */
 
 static char *toolcg_v1_find(const char *);
 static bool toolcg_meter_take(struct toolcg *, struct spawn_req *);
@@ -378,6 +382,14 @@ toolcg_init(bool meter_all)
 		toolcg_v2_enable();
 		toolcg_v2_procs = toolcg_pin(AT_FDCWD, toolcg_v2_dir);
 	}
+	if (toolcg_via[CTL_MEMORY] == VIA_V2) {
+		struct stat st;
+
+		xasprintf(&path, "%s/memory.peak", toolcg_v2_dir);
+		toolcg_peak_resets = stat(path, &st) == 0 &&
+		    (st.st_mode & S_IWUSR) != 0;
+		free(path);
+	}
 	for (c = 0; c < CTL_N; c++) {
 		if (toolcg_via[c] == VIA_V2)
 			continue;
@@ -478,11 +490,11 @@ toolcg_capabilities(void)
 	for (c = 0; c < CTL_N; c++)
 		via[c] = toolcg_via_names[toolcg_via[c]];
 	/* Whose peak memory a memory group accounts: every tool's, or only
-	 * those with a memory limit's. */
-	if (toolcg_via[CTL_MEMORY] == VIA_V2 || (toolcg_via[CTL_MEMORY] ==
-	    VIA_V1 && toolcg_meter_all))
+	 * those with a memory limit's (each in a group of its own). */
+	if ((toolcg_via[CTL_MEMORY] == VIA_V2 && toolcg_peak_resets) ||
+	    (toolcg_via[CTL_MEMORY] != VIA_RLIMIT && toolcg_meter_all))
 		peak = "all";
-	else if (toolcg_via[CTL_MEMORY] == VIA_V1)
+	else if (toolcg_via[CTL_MEMORY] != VIA_RLIMIT)
 		peak = "limited";
 	return json_pack("{s:s, s:{s:s?, s:s?, s:s?}, s:s?}", "supervision",
 	    toolcg_v2_dir != NULL ? "cgroup" : "process-group", "limits",
@@ -623,6 +635,7 @@ toolcg_new(uint64_t token, const struct toolcg_limits *l, bool launch,
 		cg->cpufd = toolcg_spares[toolcg_nspares].cpufd;
 		cg->procsfd = toolcg_spares[toolcg_nspares].procsfd;
 		cg->cpu_base = toolcg_spares[toolcg_nspares].cpu_base;
+		cg->reused = true;
 		cg->peakfd = toolcg_spares[toolcg_nspares].peakfd;
 		cg->peak_base = toolcg_spares[toolcg_nspares].peak_base;
 		req->cgroup_fd = cg->v2fd;
@@ -777,15 +790,18 @@ toolcg_populated(struct toolcg *cg)
 }
 
 /*
- * Start a reused group's memory.peak again for its next tool: a write resets
- * it for the descriptor written (Linux 6.12; not before). True when v2 does
- * not measure memory.
+ * Whether a group may serve the next tool: where v2 measures memory, once
+ * its memory.peak starts again for it (a write resets it for the
+ * descriptor written), or, where the kernel cannot reset it, when not every
+ * tool's peak is asked for.
  */
 static bool
 toolcg_peak_reset(struct toolcg *cg)
 {
 	if (toolcg_via[CTL_MEMORY] != VIA_V2)
 		return true;
+	if (!toolcg_peak_resets)
+		return !toolcg_meter_all;
 	if (cg->peakfd == -1 && (cg->peakfd = openat(cg->v2fd, "memory.peak",
 	    O_RDWR | O_CLOEXEC)) == -1)
 		return false;
@@ -819,7 +835,10 @@ toolcg_usage(struct toolcg *cg, bool *has_peak, uint64_t *peak,
 		/* What the group still held at the reset is not the tool's. */
 		*has_peak = toolcg_read_num(cg->peakfd, peak);
 		*peak = *peak > cg->peak_base ? *peak - cg->peak_base : 0;
-	} else if (toolcg_via[CTL_MEMORY] == VIA_V2)
+	} else if (toolcg_via[CTL_MEMORY] == VIA_V2 && !cg->reused &&
+	    (toolcg_peak_resets || toolcg_meter_all ||
+	    cg->limits.memory_bytes > 0))
+		/* A new group's; only whose toolcg_capabilities promises. */
 		*has_peak = toolcg_field(cg->v2fd, NULL, "memory.peak", NULL,
 		    peak);
 	/* cpu.stat's usage is there without the cpu controller. */
@@ -920,6 +939,8 @@ toolcg_save(struct toolcg *cg)
 	    (json_int_t)cg->cpu_base, "cpuLast", (json_int_t)cg->cpu_last,
 	    "cpuRead", cg->cpu_read, "empty", cg->empty, "killed", cg->killed,
 	    "v1", v1, "v1base", (json_int_t)cg->meter_base);
+	if (cg->reused)
+		json_object_set_new(o, "reused", json_true());
 	/* The reset peak is the descriptor's, so the next image needs it. */
 	if (cg->peakfd != -1) {
 		json_object_set_new(o, "peakfd", json_integer(cg->peakfd));
@@ -958,6 +979,7 @@ toolcg_load(const json_t *o)
 	    handover_claim_fd(fd) ? fd : -1;
 	cg->peak_base = (uint64_t)json_integer_value(json_object_get(o,
 	    "peakBase"));
+	cg->reused = json_is_true(json_object_get(o, "reused"));
 	for (i = 0; i < METER_N; i++)
 		cg->meterfd[i] = -1;
 	cg->meter_base = (uint64_t)json_integer_value(json_object_get(o,

@@ -1,10 +1,11 @@
 /*
  * old-landlock ABI COMMAND [ARG...]: run COMMAND as on a kernel whose
  * Landlock is of that (older) ABI. A seccomp filter hands COMMAND's first
- * Landlock version query to a listener process that answers ABI; every
- * other Landlock call goes to the real kernel, which enforces whatever the
- * daemon asks of it. The daemon asks once, at start, so the listener
- * answers once and exits.
+ * Landlock version query to a listener process that answers ABI, or the
+ * kernel's own answer where that is older still or no Landlock at all (no
+ * shim can add what the kernel lacks); every other Landlock call goes to the real kernel, which
+ * enforces whatever the daemon asks of it. The daemon asks once, at
+ * start, so the listener answers once and exits.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -38,12 +39,18 @@ main(int argc, char **argv)
 	struct sock_fprog prog = { sizeof code / sizeof code[0], code };
 	struct seccomp_notif req;
 	struct seccomp_notif_resp resp;
-	int fd, abi;
+	int fd, abi, err;
+	long real;
 
 	if (argc < 3 || (abi = atoi(argv[1])) < 1) {
 		fprintf(stderr, "usage: old-landlock ABI COMMAND [ARG...]\n");
 		return 2;
 	}
+	real = syscall(SYS_landlock_create_ruleset, NULL, 0,
+	    LANDLOCK_CREATE_RULESET_VERSION);
+	err = errno;
+	if (real >= 0 && real < abi)
+		abi = (int)real;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
 	    (fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
 	    SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog)) == -1) {
@@ -60,7 +67,11 @@ main(int argc, char **argv)
 			_exit(1);
 		memset(&resp, 0, sizeof resp);
 		resp.id = req.id;
-		resp.val = abi;
+		/* No Landlock at all: the kernel's own answer. */
+		if (real < 0)
+			resp.error = -err;
+		else
+			resp.val = abi;
 		_exit(ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0);
 	}
 	close(fd);

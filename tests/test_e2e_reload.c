@@ -192,6 +192,77 @@ Test(reload, a_held_result_is_handed_over_and_delivered_in_order)
 	d_stop(d);
 }
 
+/*
+ * A tool's peak memory is its own across a reload (README, Limits): tool
+ * groups without limits are reused, and where initialize says "all" on
+ * cgroup v2 (Linux 6.12 on) a reused group's memory.peak is reset through a
+ * descriptor kept with it, which a reload hands on with the peak the group
+ * held at the reset. A 16 MiB tool runs through the reload in a group a
+ * tool used before; after it, `true` in the groups handed over reports its
+ * own small peak. Where initialize says "limited" or "none", no tool
+ * without a limit reports a peak, before the reload or after.
+ */
+Test(reload, a_tools_peak_memory_stays_its_own)
+{
+	struct daemon *d = d_start(NULL);
+	struct client *c = c_open(d);
+	json_t *tools = json_array(), *caps, *sid_j, *r, *meta;
+	const char *sid, *who;
+	char ready[512], go[512], cmd[1400], id[16];
+	bool all;
+	int k;
+
+	caps = c_call(c, "initialize", json_object());
+	who = e2e_str(json_object_get(json_object_get(caps, "capabilities"),
+	    "enforcement"), "peakMemory");
+	all = who != NULL && strcmp(who, "all") == 0;
+	snprintf(ready, sizeof ready, "%s/ready", d->dir);
+	snprintf(go, sizeof go, "%s/go", d->dir);
+	snprintf(cmd, sizeof cmd, "import os, time\n"
+	    "b = bytearray(16 << 20)\n"
+	    "open('%s', 'w').close()\n"
+	    "while not os.path.exists('%s'):\n"
+	    "    time.sleep(0.01)\n", ready, go);
+	json_array_append_new(tools, json_pack("{s:s, s:[s,s,s]}", "name",
+	    "big", "command", "/usr/bin/python3", "-c", cmd));
+	json_array_append_new(tools, json_pack("{s:s, s:[s]}", "name",
+	    "small", "command", "/bin/true"));
+	sid_j = c_session(c, json_pack("{s:o}", "tools", tools));
+	sid = json_string_value(sid_j);
+
+	/* A group used before, for the tool the reload hands over. */
+	json_decref(c_add(c, sid, "warm", "small", NULL));
+	json_decref(c_wait_tool(c, "tool_result", "warm", NULL, SLOW));
+	json_decref(c_add(c, sid, "big", "big", NULL));
+	wait_file(ready);
+	reload(d, c);
+	make_file(go);
+	r = c_wait_tool(c, "tool_result", "big", NULL, SLOW);
+	meta = json_object_get(json_object_get(r, "params"), "meta");
+	cr_assert_str_eq(e2e_reason(json_object_get(r, "params")), "ok");
+	cr_assert_eq(json_object_get(meta, "peakMemoryBytes") != NULL, all,
+	    "peakMemory %s", who != NULL ? who : "none");
+	if (all)
+		cr_assert_geq(e2e_int(meta, "peakMemoryBytes"), 16LL << 20);
+	json_decref(r);
+	for (k = 0; k < 3; k++) {
+		snprintf(id, sizeof id, "small%d", k);
+		json_decref(c_add(c, sid, id, "small", NULL));
+		r = c_wait_tool(c, "tool_result", id, NULL, SLOW);
+		meta = json_object_get(json_object_get(r, "params"), "meta");
+		cr_assert_eq(json_object_get(meta, "peakMemoryBytes") != NULL,
+		    all);
+		if (all)
+			cr_assert_lt(e2e_int(meta, "peakMemoryBytes"), 8LL << 20,
+			    "%s reports the 16 MiB tool's peak", id);
+		json_decref(r);
+	}
+	json_decref(caps);
+	json_decref(sid_j);
+	c_close(c);
+	d_stop(d);
+}
+
 Test(reload, a_pending_drain_is_answered_and_streams_come_whole)
 {
 	struct daemon *d = d_start(NULL);

@@ -12,6 +12,18 @@
  * or progress pipe: its cost over the bare spawn is what the Unix socket's
  * round trips and the waits cost here.
  *
+ * floor_contract: the least a daemon that keeps the contract can do for
+ * one tool call at a time: a child process that reads addTool lines from a
+ * Unix socket, parses each (jansson), spawns the command as §4 of the
+ * contract says (the input on stdin, then EOF; stdout, stderr and a
+ * progress pipe on fd 3 read to their ends; the session's cwd; the
+ * environment plus STEXEC_SESSION_ID, STEXEC_TOOL_USE_ID and
+ * STEXEC_PROGRESS_FD), reaps it, and writes the lines the daemon writes,
+ * byte for byte the same shape: tool_status, state and the reply at the
+ * spawn; tool_status, tool_result and state at the end (S15, §3). No
+ * journal, no cgroup, no schema, no limits, no sandbox: what the daemon
+ * adds over it is its own work beyond the contract.
+ *
  * floor_spawn: /bin/cat started by the daemon's own spawn (spawn.h), bare or
  * in a sandbox profile's confinement (sandbox.h: its Landlock ruleset, made
  * ahead as the daemon's TMPDIR worker makes it; its seccomp program; for
@@ -40,6 +52,9 @@ double	floor_daemon_one(struct floor_daemon *);
 /* calls written at once, until every result: calls per second. */
 double	floor_daemon_run(struct floor_daemon *, int calls);
 void	floor_daemon_stop(struct floor_daemon *);
+
+/* Its pid; *fd: our end of its socket, which takes addTool lines. */
+pid_t	floor_contract_start(const char *cmd, const char *sid, int *fd);
 
 void	floor_spawn_init(void);
 /* Whether this kernel can confine a tool to the profile. */

@@ -29,6 +29,14 @@
  * mount namespace, filter and Landlock domain are freed), which would slow
  * whatever ran next: in those rounds each call waits LAT_SETTLE_US first.
  *
+ * The least a daemon that keeps the contract adds (bench_floor.h: the
+ * same addTool and the same lines back, the tool's four pipes, cwd and
+ * variables; no journal, cgroup or checks) is a call to that daemon right
+ * after the minimal one: two more rows, call by call, without a target:
+ * the contract's floor over the minimal floor (what the contract itself
+ * costs) and the cat over the contract's floor (what the daemon adds
+ * beyond the contract).
+ *
  * A `true` ToolDef (no stdin read, no output) beside the cat gives one
  * more row, judged like the cat's against the same limit.
  *
@@ -169,7 +177,10 @@ main(void)
 	struct lat_row lim, tool[LAT_NTOOLS];
 	/* The floor daemon, the cat over it call by call; the spawns. */
 	struct lat_row fdaemon, over, spawn[LAT_NSPAWNS];
+	/* The contract's floor: over the floor, and the cat over it. */
+	struct lat_row cfloor, cover, dover;
 	struct bench_sum ls, ds[LAT_NTOOLS], fds, os, ss[LAT_NSPAWNS], cs;
+	struct bench_sum cfs, cos, dos;
 	/* The daemon's CPU per tool, a round's worth (its tools only). */
 	double *cpu = bench_alloc((size_t)reps * sizeof *cpu), cpu0, fcpu0;
 	double *fcpu = bench_alloc((size_t)reps * sizeof *fcpu);
@@ -177,7 +188,9 @@ main(void)
 	int ntools = 0;
 	struct bench_daemon d;
 	struct floor_daemon fd;
-	struct bench_conn *c;
+	struct bench_conn *c, *cc = NULL;
+	pid_t cpid = 0;
+	int cfd;
 	char params[256], limit[128], cmp[128], name[64];
 	const char *sid;
 	json_t *res;
@@ -186,14 +199,20 @@ main(void)
 	lat_row_init(&lim, n, reps, true);
 	lat_row_init(&fdaemon, n, reps, !plain);
 	lat_row_init(&over, n, reps, !plain);
+	lat_row_init(&cfloor, n, reps, !plain);
+	lat_row_init(&cover, n, reps, !plain);
+	lat_row_init(&dover, n, reps, !plain);
 	for (t = 0; t < LAT_NTOOLS; t++)
 		lat_row_init(&tool[t], n, reps, !plain || t == 0 ||
 		    t == LAT_TRUE);
 	for (t = 0; t < LAT_NSPAWNS; t++)
 		lat_row_init(&spawn[t], n, reps, !plain && floor_spawn_can(
 		    lat_profiles[t]));
-	if (!plain)
+	if (!plain) {
 		floor_daemon_start(&fd, LAT_INPUT);
+		cpid = floor_contract_start("/bin/cat", "s-floor", &cfd);
+		cc = bench_conn_adopt(cfd);
+	}
 	bench_daemon_start(&d, NULL);
 	c = bench_conn_open(d.sock);
 	res = bench_call(c, "createSession",
@@ -211,8 +230,11 @@ main(void)
 	/* Warm up: page cache, the daemon's allocator, the CPU clocks. */
 	for (i = 0; i < 50; i++) {
 		lat_limit_one();
-		if (!plain)
+		if (!plain) {
 			floor_daemon_one(&fd);
+			bench_tool_us(cc, "s-floor", "cat", LAT_INPUT,
+			    LAT_OUTPUT, i);
+		}
 		for (t = 0; t < LAT_NSPAWNS; t++)
 			if (spawn[t].can)
 				floor_spawn_one(lat_profiles[t], LAT_INPUT);
@@ -239,6 +261,10 @@ main(void)
 				continue;
 			fdaemon.samp[i] = floor_daemon_one(&fd);
 			over.samp[i] = tool[0].samp[i] - fdaemon.samp[i];
+			cfloor.samp[i] = bench_tool_us(cc, "s-floor", "cat",
+			    LAT_INPUT, LAT_OUTPUT, i);
+			cover.samp[i] = cfloor.samp[i] - fdaemon.samp[i];
+			dover.samp[i] = tool[0].samp[i] - cfloor.samp[i];
 		}
 		json_decref(bench_call(c, "drain", params));
 		cpu[r] = (bench_cpu_us(d.pid) - cpu0) / (n * ntools);
@@ -255,6 +281,9 @@ main(void)
 		if (!plain) {
 			fdaemon.med[r] = lat_median(fdaemon.samp, n);
 			over.med[r] = lat_median(over.samp, n);
+			cfloor.med[r] = lat_median(cfloor.samp, n);
+			cover.med[r] = lat_median(cover.samp, n);
+			dover.med[r] = lat_median(dover.samp, n);
 		}
 		for (t = 0; t < LAT_NTOOLS; t++)
 			if (tool[t].can)
@@ -266,8 +295,11 @@ main(void)
 	json_decref(res);
 	bench_conn_close(c);
 	bench_daemon_stop(&d);
-	if (!plain)
+	if (!plain) {
 		floor_daemon_stop(&fd);
+		bench_conn_close(cc);
+		waitpid(cpid, NULL, 0);
+	}
 	floor_spawn_done();
 
 	bench_summarize(lim.med, reps, &ls);
@@ -275,6 +307,11 @@ main(void)
 	bench_summarize(fcpu, reps, &fcs);
 	bench_summarize(fdaemon.med, reps, &fds);
 	bench_summarize(over.med, reps, &os);
+	if (!plain) {
+		bench_summarize(cfloor.med, reps, &cfs);
+		bench_summarize(cover.med, reps, &cos);
+		bench_summarize(dover.med, reps, &dos);
+	}
 	for (t = 0; t < LAT_NTOOLS; t++)
 		if (tool[t].can)
 			bench_summarize(tool[t].med, reps, &ds[t]);
@@ -306,6 +343,13 @@ main(void)
 		printf("latency, the floor's CPU median %.1f us  min %.1f  "
 		    "max %.1f | per call, the minimal daemon's\n", fcs.med,
 		    fcs.min, fcs.max);
+		printf("latency, the contract's floor median %.1f us  min %.1f  "
+		    "max %.1f | over the floor, call by call: %+.1f us (min "
+		    "%+.1f, max %+.1f): what the contract itself costs\n",
+		    cfs.med, cfs.min, cfs.max, cos.med, cos.min, cos.max);
+		printf("latency, cat over the contract's floor, call by call "
+		    "median %+.1f us  min %+.1f  max %+.1f | what the daemon "
+		    "adds beyond the contract\n", dos.med, dos.min, dos.max);
 	}
 	for (t = 1; t < LAT_TRUE && !plain; t++) {
 		snprintf(name, sizeof name, "latency, %s", t == 1 ?
@@ -327,6 +371,9 @@ main(void)
 	lat_row_free(&lim);
 	lat_row_free(&fdaemon);
 	lat_row_free(&over);
+	lat_row_free(&cfloor);
+	lat_row_free(&cover);
+	lat_row_free(&dover);
 	for (t = 0; t < LAT_NTOOLS; t++)
 		lat_row_free(&tool[t]);
 	for (t = 0; t < LAT_NSPAWNS; t++)

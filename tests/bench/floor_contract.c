@@ -166,8 +166,18 @@ fc_finish(struct fc *f)
 	    (now.tv_nsec - c->start.tv_nsec) / 1000000;
 	cpu = (c->ru.ru_utime.tv_sec + c->ru.ru_stime.tv_sec) * 1000 +
 	    (c->ru.ru_utime.tv_usec + c->ru.ru_stime.tv_usec) / 1000;
-	/* stdout, then stderr: this tool writes none, so no newline between. */
-	content = json_stringn(c->got[0].data, c->got[0].len);
+	/* stdout, then stderr, a newline between where stdout has none. */
+	if (c->got[1].len > 0 && c->got[0].len > 0 &&
+	    c->got[0].data[c->got[0].len - 1] != '\n' &&
+	    c->got[0].len < sizeof c->got[0].data)
+		c->got[0].data[c->got[0].len++] = '\n';
+	n = (int)(sizeof c->got[0].data - c->got[0].len);
+	if (c->got[1].len < (size_t)n)
+		n = (int)c->got[1].len;
+	memcpy(c->got[0].data + c->got[0].len, c->got[1].data, (size_t)n);
+	if ((content = json_stringn(c->got[0].data, c->got[0].len +
+	    (size_t)n)) == NULL)
+		bench_fail("contract floor: the tool's output is not UTF-8");
 	text = json_dumps(content, JSON_ENCODE_ANY);
 	json_decref(content);
 	n = asprintf(&out,
@@ -177,7 +187,7 @@ fc_finish(struct fc *f)
 	    "{\"jsonrpc\":\"2.0\",\"method\":\"tool_result\",\"params\":"
 	    "{\"turn\":1,\"toolUseId\":\"%s\",\"result\":{\"type\":"
 	    "\"tool_result\",\"tool_use_id\":\"%s\",\"content\":%s,"
-	    "\"is_error\":%s},\"meta\":{\"reason\":\"ok\",\"exitCode\":%d,"
+	    "\"is_error\":%s},\"meta\":{\"reason\":\"%s\",\"exitCode\":%d,"
 	    "\"signal\":null,\"durationMs\":%ld,\"truncated\":false,"
 	    "\"fullOutputPath\":null,\"warnings\":[],\"cpuMs\":%ld},"
 	    "\"sessionId\":\"%s\",\"seq\":%" PRIu64 "}}\n"
@@ -185,7 +195,7 @@ fc_finish(struct fc *f)
 	    "{\"interruptible\":false,\"inProgress\":[],\"sessionId\":\"%s\","
 	    "\"seq\":%" PRIu64 "}}\n", c->use, f->sid, f->seq + 1, c->use,
 	    c->use, text, c->status == 0 ? "false" : "true",
-	    WEXITSTATUS(c->status), ms, cpu, f->sid, f->seq + 2, f->sid,
+	    c->status == 0 ? "ok" : "exit", WEXITSTATUS(c->status), ms, cpu, f->sid, f->seq + 2, f->sid,
 	    f->seq + 3);
 	f->seq += 3;
 	if (n < 0)

@@ -2,10 +2,10 @@
  * old-landlock ABI COMMAND [ARG...]: run COMMAND as on a kernel whose
  * Landlock is of that (older) ABI. A seccomp filter hands COMMAND's first
  * Landlock version query to a listener process that answers ABI, or the
- * kernel's own answer where that is older still or no Landlock at all (no
- * shim can add what the kernel lacks); every other Landlock call goes to the real kernel, which
- * enforces whatever the daemon asks of it. The daemon asks once, at
- * start, so the listener answers once and exits.
+ * kernel's own answer where that is older still or there is no Landlock
+ * (no shim can add what the kernel lacks); every other Landlock call goes
+ * to the real kernel, which enforces whatever the daemon asks of it. The
+ * daemon asks once, at start, so the listener answers once and exits.
  */
 #include <errno.h>
 #include <stddef.h>

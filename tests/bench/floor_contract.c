@@ -195,8 +195,8 @@ fc_finish(struct fc *f)
 	    "{\"interruptible\":false,\"inProgress\":[],\"sessionId\":\"%s\","
 	    "\"seq\":%" PRIu64 "}}\n", c->use, f->sid, f->seq + 1, c->use,
 	    c->use, text, c->status == 0 ? "false" : "true",
-	    c->status == 0 ? "ok" : "exit", WEXITSTATUS(c->status), ms, cpu, f->sid, f->seq + 2, f->sid,
-	    f->seq + 3);
+	    c->status == 0 ? "ok" : "exit", WEXITSTATUS(c->status), ms, cpu,
+	    f->sid, f->seq + 2, f->sid, f->seq + 3);
 	f->seq += 3;
 	if (n < 0)
 		bench_fail("asprintf: %s", strerror(errno));
@@ -316,7 +316,8 @@ floor_contract_start(const char *cmd, const char *sid, int *fd)
 	f.cmd = cmd;
 	snprintf(f.sid, sizeof f.sid, "%s", sid);
 	/* environ, then the session's id, the tool's (per call) and fd 3. */
-	for (e = environ; *e != NULL && f.nenv < sizeof f.envp / sizeof f.envp[0] - 4; e++)
+	for (e = environ; *e != NULL &&
+	    f.nenv < sizeof f.envp / sizeof f.envp[0] - 4; e++)
 		f.envp[f.nenv++] = *e;
 	if (asprintf(&f.envp[f.nenv], "STEXEC_SESSION_ID=%s", sid) < 0)
 		_exit(1);

@@ -8,8 +8,10 @@
  *
  * Limit: the same /bin/cat spawned directly with posix_spawn, pipes for
  * stdin and stdout, the same stdin bytes written, stdout read to EOF,
- * waitpid. Limit and daemon alternate tool by tool, so drift on a busy
- * machine hits both alike.
+ * waitpid. Each iteration makes one call of every kind (the limit, each
+ * tool, each floor below) in an order drawn anew (lat_shuffle), so that
+ * drift on a busy machine, and what one call leaves the kernel to do
+ * during the next, hit all alike.
  *
  * The same cat in the read-only and the workspace-write sandbox, tool by
  * tool beside the others, gives two more rows, judged against the
@@ -17,25 +19,31 @@
  *
  * Floors (bench_floor.h) say what bounds those figures on this machine.
  * The least any daemon adds to the bare spawn (one request over a Unix
- * socket, its reply, the result) is a call to a minimal daemon after the
- * daemon's tools, in the same rounds: the cat's figure is judged against
- * it call by call (the median of cat minus floor), so that the drift
- * between rounds, which moves either figure by tens of microseconds from
- * run to run, cancels. The daemon may add at most LAT_FLOOR_TARGET_US to
- * what the floor adds. What the kernel charges for each profile's
- * confinement, with no daemon around it, is measured in rounds of its
- * own, alternating with the same spawn unconfined. A confined process
+ * socket, its reply, the result) is a call to a minimal daemon in the same
+ * iterations: the cat's figure is judged against it call by call (the
+ * median of cat minus floor), so that the drift between rounds, which
+ * moves either figure by tens of microseconds from run to run, cancels.
+ * The daemon may add at most LAT_FLOOR_TARGET_US to what the floor adds.
+ * What the kernel charges for each profile's confinement, with no daemon
+ * around it, is measured in rounds of its own, alternating with the same
+ * spawn unconfined. A confined process
  * leaves work behind that the kernel's workers do after its exit (its
  * mount namespace, filter and Landlock domain are freed), which would slow
  * whatever ran next: in those rounds each call waits LAT_SETTLE_US first.
  *
  * The least a daemon that keeps the contract adds (bench_floor.h: the
  * same addTool and the same lines back, the tool's four pipes, cwd and
- * variables; no journal, cgroup or checks) is a call to that daemon right
- * after the minimal one: two more rows, call by call, without a target:
+ * variables; no journal, cgroup or checks) is a call to that daemon in
+ * the same iterations: two more rows, call by call, without a target:
  * the contract's floor over the minimal floor (what the contract itself
  * costs) and the cat over the contract's floor (what the daemon adds
  * beyond the contract).
+ *
+ * Those calls come back to back, as a message's tools do. An agent's next
+ * message comes after the model's turn, to a machine at rest: one more
+ * row, without a target, makes a quarter as many calls of the cat and
+ * both floors, each after LAT_SETTLE_US idle, and gives the cat over the
+ * floor, call by call, with the contract's floor beside it.
  *
  * A `true` ToolDef (no stdin read, no output) beside the cat gives one
  * more row, judged like the cat's against the same limit.
@@ -87,8 +95,18 @@ static const char *const lat_outputs[] = {
 	LAT_OUTPUT, LAT_OUTPUT, LAT_OUTPUT, "\"\"",
 };
 
+/*
+ * One iteration's calls, in an order drawn anew each time: the tools (their
+ * index in lat_tools), the bare spawn, the floor and the contract's floor.
+ */
+#define LAT_CALL_LIMIT LAT_NTOOLS
+#define LAT_CALL_FLOOR (LAT_NTOOLS + 1)
+#define LAT_CALL_CFLOOR (LAT_NTOOLS + 2)
+#define LAT_NCALLS (LAT_NTOOLS + 3)
+
 static double	lat_limit_one(void);
 static double	lat_median(double *, int);
+static void	lat_shuffle(int *, int, uint64_t *);
 
 /* The same process, input and output without the daemon. */
 static double
@@ -115,6 +133,33 @@ lat_limit_one(void)
 	    WEXITSTATUS(status) != 0)
 		bench_fail("bare cat: %zu bytes, status %#x", total, status);
 	return (double)(t1 - t0) / 1e3;
+}
+
+/*
+ * A call pays for what the one before it left the kernel to do: a process
+ * reaped just before, a sandbox torn down, a CPU left idle. In a fixed
+ * order, with the cat right after the bare spawn, the cat was 88 us over
+ * the contract's floor; with the contract's floor in that place instead,
+ * 23 us under it. Drawn anew for each iteration (Fisher-Yates, xorshift64
+ * from a fixed seed, so runs repeat), every call follows every other as
+ * often.
+ */
+static void
+lat_shuffle(int *order, int count, uint64_t *rng)
+{
+	int k, j, tmp;
+
+	for (k = 0; k < count; k++)
+		order[k] = k;
+	for (k = count - 1; k > 0; k--) {
+		*rng ^= *rng << 13;
+		*rng ^= *rng >> 7;
+		*rng ^= *rng << 17;
+		j = (int)(*rng % (uint64_t)(k + 1));
+		tmp = order[k];
+		order[k] = order[j];
+		order[j] = tmp;
+	}
 }
 
 static double
@@ -171,7 +216,9 @@ lat_row_free(struct lat_row *row)
 int
 main(void)
 {
-	int reps = bench_reps(), n = (int)bench_n(1000, 1, 10000), r, i, t;
+	int reps = bench_reps(), n = (int)bench_n(1000, 1, 10000), r, i, t, k;
+	int order[LAT_NCALLS], nrest = n / 4 > 0 ? n / 4 : 1;
+	uint64_t rng = 0x9e3779b97f4a7c15ULL;
 	bool plain = bench_env_long("STEXEC_BENCH_PLAIN", 0, 0, 1) != 0;
 	/* The daemon's rounds: its limit, then each tool. */
 	struct lat_row lim, tool[LAT_NTOOLS];
@@ -181,6 +228,10 @@ main(void)
 	struct lat_row cfloor, cover, dover;
 	struct bench_sum ls, ds[LAT_NTOOLS], fds, os, ss[LAT_NSPAWNS], cs;
 	struct bench_sum cfs, cos, dos;
+	/* From rest: the cat over the floor, and as above beside it. */
+	struct lat_row rover, rcover, rdover;
+	struct bench_sum ros, rcos, rdos;
+	double *rcat, *rfloor, *rcfloor;
 	/* The daemon's CPU per tool, a round's worth (its tools only). */
 	double *cpu = bench_alloc((size_t)reps * sizeof *cpu), cpu0, fcpu0;
 	double *fcpu = bench_alloc((size_t)reps * sizeof *fcpu);
@@ -202,6 +253,12 @@ main(void)
 	lat_row_init(&cfloor, n, reps, !plain);
 	lat_row_init(&cover, n, reps, !plain);
 	lat_row_init(&dover, n, reps, !plain);
+	lat_row_init(&rover, n, reps, !plain);
+	lat_row_init(&rcover, n, reps, !plain);
+	lat_row_init(&rdover, n, reps, !plain);
+	rcat = bench_alloc((size_t)n * sizeof *rcat);
+	rfloor = bench_alloc((size_t)n * sizeof *rfloor);
+	rcfloor = bench_alloc((size_t)n * sizeof *rcfloor);
 	for (t = 0; t < LAT_NTOOLS; t++)
 		lat_row_init(&tool[t], n, reps, !plain || t == 0 ||
 		    t == LAT_TRUE);
@@ -251,18 +308,25 @@ main(void)
 		cpu0 = bench_cpu_us(d.pid);
 		fcpu0 = plain ? 0 : bench_cpu_us(fd.pid);
 		for (i = 0; i < n; i++) {
-			lim.samp[i] = lat_limit_one();
-			for (t = 0; t < LAT_NTOOLS; t++)
-				if (tool[t].can)
+			lat_shuffle(order, LAT_NCALLS, &rng);
+			for (k = 0; k < LAT_NCALLS; k++) {
+				t = order[k];
+				if (t == LAT_CALL_LIMIT)
+					lim.samp[i] = lat_limit_one();
+				else if (t < LAT_NTOOLS && tool[t].can)
 					tool[t].samp[i] = bench_tool_us(c, sid,
 					    lat_tools[t], LAT_INPUT,
 					    lat_outputs[t], i * LAT_NTOOLS + t);
+				else if (t == LAT_CALL_FLOOR && !plain)
+					fdaemon.samp[i] = floor_daemon_one(&fd);
+				else if (t == LAT_CALL_CFLOOR && !plain)
+					cfloor.samp[i] = bench_tool_us(cc,
+					    "s-floor", "cat", LAT_INPUT,
+					    LAT_OUTPUT, i);
+			}
 			if (plain)
 				continue;
-			fdaemon.samp[i] = floor_daemon_one(&fd);
 			over.samp[i] = tool[0].samp[i] - fdaemon.samp[i];
-			cfloor.samp[i] = bench_tool_us(cc, "s-floor", "cat",
-			    LAT_INPUT, LAT_OUTPUT, i);
 			cover.samp[i] = cfloor.samp[i] - fdaemon.samp[i];
 			dover.samp[i] = tool[0].samp[i] - cfloor.samp[i];
 		}
@@ -277,6 +341,31 @@ main(void)
 					spawn[t].samp[i] = floor_spawn_one(
 					    lat_profiles[t], LAT_INPUT);
 				}
+		/* From rest: the cat and both floors, each after a pause. */
+		for (i = 0; i < nrest && !plain; i++) {
+			lat_shuffle(order, 3, &rng);
+			for (k = 0; k < 3; k++) {
+				lat_settle();
+				if (order[k] == 0)
+					rcat[i] = bench_tool_us(c, sid, "cat",
+					    LAT_INPUT, LAT_OUTPUT, i);
+				else if (order[k] == 1)
+					rfloor[i] = floor_daemon_one(&fd);
+				else
+					rcfloor[i] = bench_tool_us(cc,
+					    "s-floor", "cat", LAT_INPUT,
+					    LAT_OUTPUT, n + i);
+			}
+			rover.samp[i] = rcat[i] - rfloor[i];
+			rcover.samp[i] = rcfloor[i] - rfloor[i];
+			rdover.samp[i] = rcat[i] - rcfloor[i];
+		}
+		if (!plain) {
+			json_decref(bench_call(c, "drain", params));
+			rover.med[r] = lat_median(rover.samp, nrest);
+			rcover.med[r] = lat_median(rcover.samp, nrest);
+			rdover.med[r] = lat_median(rdover.samp, nrest);
+		}
 		lim.med[r] = lat_median(lim.samp, n);
 		if (!plain) {
 			fdaemon.med[r] = lat_median(fdaemon.samp, n);
@@ -311,6 +400,9 @@ main(void)
 		bench_summarize(cfloor.med, reps, &cfs);
 		bench_summarize(cover.med, reps, &cos);
 		bench_summarize(dover.med, reps, &dos);
+		bench_summarize(rover.med, reps, &ros);
+		bench_summarize(rcover.med, reps, &rcos);
+		bench_summarize(rdover.med, reps, &rdos);
 	}
 	for (t = 0; t < LAT_NTOOLS; t++)
 		if (tool[t].can)
@@ -350,6 +442,12 @@ main(void)
 		printf("latency, cat over the contract's floor, call by call "
 		    "median %+.1f us  min %+.1f  max %+.1f | what the daemon "
 		    "adds beyond the contract\n", dos.med, dos.min, dos.max);
+		printf("latency, from rest, cat over the floor, call by call "
+		    "median %+.1f us  min %+.1f  max %+.1f | each call after "
+		    "%d us idle, no target; the contract's floor over the "
+		    "floor %+.1f us, the cat over the contract's floor "
+		    "%+.1f us\n", ros.med, ros.min, ros.max, LAT_SETTLE_US,
+		    rcos.med, rdos.med);
 	}
 	for (t = 1; t < LAT_TRUE && !plain; t++) {
 		snprintf(name, sizeof name, "latency, %s", t == 1 ?
@@ -374,6 +472,12 @@ main(void)
 	lat_row_free(&cfloor);
 	lat_row_free(&cover);
 	lat_row_free(&dover);
+	lat_row_free(&rover);
+	lat_row_free(&rcover);
+	lat_row_free(&rdover);
+	free(rcat);
+	free(rfloor);
+	free(rcfloor);
 	for (t = 0; t < LAT_NTOOLS; t++)
 		lat_row_free(&tool[t]);
 	for (t = 0; t < LAT_NSPAWNS; t++)

@@ -138,9 +138,9 @@ lat_limit_one(void)
 /*
  * A call pays for what the one before it left the kernel to do: a process
  * reaped just before, a sandbox torn down, a CPU left idle. In a fixed
- * order, with the cat right after the bare spawn, the cat was 88 us over
- * the contract's floor; with the contract's floor in that place instead,
- * 23 us under it. Drawn anew for each iteration (Fisher-Yates, xorshift64
+ * order, with the cat right after the bare spawn, the cat was 83..90 us
+ * over the contract's floor; with the contract's floor in that place
+ * instead, 21..25 us under it. Drawn anew for each iteration (Fisher-Yates, xorshift64
  * from a fixed seed, so runs repeat), every call follows every other as
  * often.
  */

@@ -43,7 +43,9 @@
  * message comes after the model's turn, to a machine at rest: one more
  * row, without a target, makes a quarter as many calls of the cat and
  * both floors, each after LAT_SETTLE_US idle, and gives the cat over the
- * floor, call by call, with the contract's floor beside it.
+ * floor, call by call, with the contract's floor beside it; and another,
+ * the daemon's CPU time per cat in those calls (the minimal floor's per
+ * call beside it), to set beside the CPU rows of the back-to-back calls.
  *
  * A `true` ToolDef (no stdin read, no output) beside the cat gives one
  * more row, judged like the cat's against the same limit.
@@ -140,9 +142,9 @@ lat_limit_one(void)
  * reaped just before, a sandbox torn down, a CPU left idle. In a fixed
  * order, with the cat right after the bare spawn, the cat was 83..90 us
  * over the contract's floor; with the contract's floor in that place
- * instead, 21..25 us under it. Drawn anew for each iteration (Fisher-Yates, xorshift64
- * from a fixed seed, so runs repeat), every call follows every other as
- * often.
+ * instead, 21..25 us under it. Drawn anew for each iteration
+ * (Fisher-Yates, xorshift64 from a fixed seed, so runs repeat), every
+ * call follows every other as often.
  */
 static void
 lat_shuffle(int *order, int count, uint64_t *rng)
@@ -235,6 +237,10 @@ main(void)
 	/* The daemon's CPU per tool, a round's worth (its tools only). */
 	double *cpu = bench_alloc((size_t)reps * sizeof *cpu), cpu0, fcpu0;
 	double *fcpu = bench_alloc((size_t)reps * sizeof *fcpu);
+	/* The same from rest: the daemon's per cat, the floor's per call. */
+	double *rcpu = bench_alloc((size_t)reps * sizeof *rcpu);
+	double *rfcpu = bench_alloc((size_t)reps * sizeof *rfcpu);
+	struct bench_sum rcs, rfcs;
 	struct bench_sum fcs;
 	int ntools = 0;
 	struct bench_daemon d;
@@ -342,6 +348,8 @@ main(void)
 					    lat_profiles[t], LAT_INPUT);
 				}
 		/* From rest: the cat and both floors, each after a pause. */
+		cpu0 = bench_cpu_us(d.pid);
+		fcpu0 = plain ? 0 : bench_cpu_us(fd.pid);
 		for (i = 0; i < nrest && !plain; i++) {
 			lat_shuffle(order, 3, &rng);
 			for (k = 0; k < 3; k++) {
@@ -361,6 +369,8 @@ main(void)
 			rdover.samp[i] = rcat[i] - rcfloor[i];
 		}
 		if (!plain) {
+			rcpu[r] = (bench_cpu_us(d.pid) - cpu0) / nrest;
+			rfcpu[r] = (bench_cpu_us(fd.pid) - fcpu0) / nrest;
 			json_decref(bench_call(c, "drain", params));
 			rover.med[r] = lat_median(rover.samp, nrest);
 			rcover.med[r] = lat_median(rcover.samp, nrest);
@@ -403,6 +413,8 @@ main(void)
 		bench_summarize(rover.med, reps, &ros);
 		bench_summarize(rcover.med, reps, &rcos);
 		bench_summarize(rdover.med, reps, &rdos);
+		bench_summarize(rcpu, reps, &rcs);
+		bench_summarize(rfcpu, reps, &rfcs);
 	}
 	for (t = 0; t < LAT_NTOOLS; t++)
 		if (tool[t].can)
@@ -448,6 +460,9 @@ main(void)
 		    "floor %+.1f us, the cat over the contract's floor "
 		    "%+.1f us\n", ros.med, ros.min, ros.max, LAT_SETTLE_US,
 		    rcos.med, rdos.med);
+		printf("latency, from rest, CPU median %.1f us  min %.1f  max "
+		    "%.1f | the daemon's per cat; the minimal daemon's %.1f us "
+		    "per call\n", rcs.med, rcs.min, rcs.max, rfcs.med);
 	}
 	for (t = 1; t < LAT_TRUE && !plain; t++) {
 		snprintf(name, sizeof name, "latency, %s", t == 1 ?
@@ -466,6 +481,8 @@ main(void)
 	}
 	free(cpu);
 	free(fcpu);
+	free(rcpu);
+	free(rfcpu);
 	lat_row_free(&lim);
 	lat_row_free(&fdaemon);
 	lat_row_free(&over);

@@ -533,6 +533,50 @@ Test(proc, launched_beside_a_running_tool,
 	finish();
 }
 
+/*
+ * A job (detached: the session's live shell, a command in the background)
+ * holds no slot, and a tool beside it starts as it would alone, waited
+ * for; a tool beside one that holds a slot is launched, job or not.
+ */
+Test(proc, a_job_leaves_the_next_spawn_waited,
+    .timeout = 30 * STEXEC_TEST_BUILD_SCALE)
+{
+	struct result a = { 0 }, b = { 0 }, c = { 0 }, d = { 0 };
+	struct proc_spec aspec = sh_spec(&a, "sleep 10");
+	struct proc_spec bspec = sh_spec(&b, "echo out");
+	struct proc_spec cspec = sh_spec(&c, "sleep 10");
+	struct proc_spec dspec = sh_spec(&d, "echo out");
+
+	start(0, 0, 0);
+	spawn(&a, &aspec);
+	proc_detach(a.p);
+	spawn(&b, &bspec);
+	cr_assert_eq(proc_launched(), 0, "beside a job, a spawn waits");
+	cr_assert_eq(b.nstarted, 1, "a waited spawn starts at its return");
+	cr_assert(run_until(&b.done, 5000));
+	cr_assert_eq(b.end, PROC_EXITED);
+	cr_assert_str_eq(b.head.data, "out\n");
+	spawn(&c, &cspec);
+	cr_assert_eq(proc_launched(), 0);
+	spawn(&d, &dspec);
+	cr_assert_eq(proc_launched(), 1, "beside a tool, a spawn is launched");
+	cr_assert(run_until(&d.done, 5000));
+	cr_assert_str_eq(d.head.data, "out\n");
+	in_call = true;
+	proc_kill(a.p);
+	proc_kill(c.p);
+	in_call = false;
+	cr_assert(run_until(&a.done, 5000));
+	cr_assert(run_until(&c.done, 5000));
+	cr_assert_eq(a.end, PROC_KILLED);
+	cr_assert_eq(c.end, PROC_KILLED);
+	result_free(&a);
+	result_free(&b);
+	result_free(&c);
+	result_free(&d);
+	finish();
+}
+
 /* Turn the loop until p's exec is known (proc_execd looks each time). */
 static bool
 run_until_execd(struct proc *p, int timeout_ms)

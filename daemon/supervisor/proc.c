@@ -747,11 +747,17 @@ proc_watch(struct proc *p)
 	}
 }
 
-/* Whether the next child is launched (proc_spawn_child says why). */
+/*
+ * Whether the next child is launched (proc_spawn_child says why): while
+ * other tools hold a slot. A job (the session's live shell, a command in
+ * the background) does not count: it may run for the session's life, and
+ * every tool beside it would be launched, where alone it starts sooner
+ * waited for (a bash -c true took 4% longer beside an idle live shell).
+ */
 static bool
 proc_launches(void)
 {
-	return proc_nrunning > 0;
+	return proc_nslots > 0;
 }
 
 /*
@@ -1531,7 +1537,7 @@ proc_done_cb(evutil_socket_t fd, short events, void *arg)
 		if (p->ops.exit != NULL)
 			p->ops.exit(p->arg, &e);
 		proc_free(p, true);
-		if (proc_nrunning == 0 && proc_after_ev != NULL)
+		if (!proc_launches() && proc_after_ev != NULL)
 			event_active(proc_after_ev, EV_TIMEOUT, 1);
 		if (proc_base == NULL)
 			break;
@@ -1566,7 +1572,7 @@ proc_after_cb(evutil_socket_t fd, short events, void *arg)
 	(void)events;
 	(void)arg;
 	proc_close_spent_now();
-	if (proc_nrunning == 0 && proc_nlaunching == 0)
+	if (!proc_launches() && proc_nlaunching == 0)
 		pipes_fill();
 }
 

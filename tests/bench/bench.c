@@ -558,6 +558,24 @@ bench_cmp_double(const void *a, const void *b)
 }
 
 void
+bench_shuffle(int *order, int count, uint64_t *rng)
+{
+	int k, j, tmp;
+
+	for (k = 0; k < count; k++)
+		order[k] = k;
+	for (k = count - 1; k > 0; k--) {
+		*rng ^= *rng << 13;
+		*rng ^= *rng >> 7;
+		*rng ^= *rng << 17;
+		j = (int)(*rng % (uint64_t)(k + 1));
+		tmp = order[k];
+		order[k] = order[j];
+		order[j] = tmp;
+	}
+}
+
+void
 bench_summarize(const double *v, int n, struct bench_sum *s)
 {
 	double *c;

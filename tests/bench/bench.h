@@ -102,6 +102,15 @@ double	bench_tool_us(struct bench_conn *, const char *sid, const char *tool,
 double	bench_client_tool_us(struct bench_conn *, const char *sid, int k);
 /* qsort's comparison of doubles. */
 int	bench_cmp_double(const void *, const void *);
+/*
+ * order[0..count) a permutation drawn anew (Fisher-Yates, xorshift64 from
+ * *rng, which the caller seeds once, so runs repeat). A call pays for what
+ * the one before it left the kernel to do (a process reaped, a sandbox
+ * torn down, a CPU left idle): in an order drawn for each iteration,
+ * every call follows every other as often.
+ */
+void	bench_shuffle(int *order, int count, uint64_t *rng);
+#define BENCH_SEED 0x9e3779b97f4a7c15ULL
 /* stats.rssBytes, after a round trip so earlier requests are done. */
 long long bench_rss(struct bench_conn *);
 

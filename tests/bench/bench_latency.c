@@ -9,9 +9,11 @@
  * Limit: the same /bin/cat spawned directly with posix_spawn, pipes for
  * stdin and stdout, the same stdin bytes written, stdout read to EOF,
  * waitpid. Each iteration makes one call of every kind (the limit, each
- * tool, each floor below) in an order drawn anew (lat_shuffle), so that
+ * tool, each floor below) in an order drawn anew (bench_shuffle), so that
  * drift on a busy machine, and what one call leaves the kernel to do
- * during the next, hit all alike.
+ * during the next, hit all alike. (In a fixed order, with the cat right
+ * after the bare spawn, the cat was 83..90 us over the contract's floor;
+ * with the contract's floor in that place instead, 21..25 us under it.)
  *
  * The same cat in the read-only and the workspace-write sandbox, tool by
  * tool beside the others, gives two more rows, judged against the
@@ -108,7 +110,6 @@ static const char *const lat_outputs[] = {
 
 static double	lat_limit_one(void);
 static double	lat_median(double *, int);
-static void	lat_shuffle(int *, int, uint64_t *);
 
 /* The same process, input and output without the daemon. */
 static double
@@ -135,33 +136,6 @@ lat_limit_one(void)
 	    WEXITSTATUS(status) != 0)
 		bench_fail("bare cat: %zu bytes, status %#x", total, status);
 	return (double)(t1 - t0) / 1e3;
-}
-
-/*
- * A call pays for what the one before it left the kernel to do: a process
- * reaped just before, a sandbox torn down, a CPU left idle. In a fixed
- * order, with the cat right after the bare spawn, the cat was 83..90 us
- * over the contract's floor; with the contract's floor in that place
- * instead, 21..25 us under it. Drawn anew for each iteration
- * (Fisher-Yates, xorshift64 from a fixed seed, so runs repeat), every
- * call follows every other as often.
- */
-static void
-lat_shuffle(int *order, int count, uint64_t *rng)
-{
-	int k, j, tmp;
-
-	for (k = 0; k < count; k++)
-		order[k] = k;
-	for (k = count - 1; k > 0; k--) {
-		*rng ^= *rng << 13;
-		*rng ^= *rng >> 7;
-		*rng ^= *rng << 17;
-		j = (int)(*rng % (uint64_t)(k + 1));
-		tmp = order[k];
-		order[k] = order[j];
-		order[j] = tmp;
-	}
 }
 
 static double
@@ -220,7 +194,7 @@ main(void)
 {
 	int reps = bench_reps(), n = (int)bench_n(1000, 1, 10000), r, i, t, k;
 	int order[LAT_NCALLS], nrest = n / 4 > 0 ? n / 4 : 1;
-	uint64_t rng = 0x9e3779b97f4a7c15ULL;
+	uint64_t rng = BENCH_SEED;
 	bool plain = bench_env_long("STEXEC_BENCH_PLAIN", 0, 0, 1) != 0;
 	/* The daemon's rounds: its limit, then each tool. */
 	struct lat_row lim, tool[LAT_NTOOLS];
@@ -314,7 +288,7 @@ main(void)
 		cpu0 = bench_cpu_us(d.pid);
 		fcpu0 = plain ? 0 : bench_cpu_us(fd.pid);
 		for (i = 0; i < n; i++) {
-			lat_shuffle(order, LAT_NCALLS, &rng);
+			bench_shuffle(order, LAT_NCALLS, &rng);
 			for (k = 0; k < LAT_NCALLS; k++) {
 				t = order[k];
 				if (t == LAT_CALL_LIMIT)
@@ -351,7 +325,7 @@ main(void)
 		cpu0 = bench_cpu_us(d.pid);
 		fcpu0 = plain ? 0 : bench_cpu_us(fd.pid);
 		for (i = 0; i < nrest && !plain; i++) {
-			lat_shuffle(order, 3, &rng);
+			bench_shuffle(order, 3, &rng);
 			for (k = 0; k < 3; k++) {
 				lat_settle();
 				if (order[k] == 0)

@@ -3,8 +3,12 @@
  * subscribed connection; calls added one at a time, each timed from
  * writing its addTool to reading its tool_result: bash_session {"command":
  * "true"} (the session's live shell, started by a warm-up call) and bash
- * {"command": "true"} (a new bash -c each time), alternating call by
- * call so that drift on a busy machine hits both alike. Per repetition
+ * {"command": "true"} (a new bash -c each time), one call of each kind
+ * per iteration, in an order drawn anew (bench_shuffle), so that drift on
+ * a busy machine and what a call leaves behind for the next hit all
+ * alike: in a fixed order bash always came right after bash_session, and
+ * its ToolDef after it (bash over its ToolDef: 1.051, 1.044, 1.059 so;
+ * 1.000, 1.007, 1.009 shuffled). Per repetition
  * the median over N calls of each; reported: median, min and max of those
  * medians, and bash_session's against bash's.
  *
@@ -15,7 +19,7 @@
  * and env. Target: bash takes at most 1.05 times that. Both again with
  * {"command": "/bin/true"}: a program, which bash runs in its own place
  * unless a trap keeps it (the built-in's cwd carry, for a command that
- * may cd), the common case for an agent.
+ * may cd), the common case for an agent. All five in the same shuffle.
  *
  * A daemon without bash_session (an earlier release, under tests/bench/ab)
  * gives the other rows only.
@@ -79,7 +83,9 @@ main(void)
 	struct bench_daemon d;
 	struct bench_conn *c;
 	int reps = bench_reps(), r, k = 0;
-	size_t j, nf = sizeof f / sizeof f[0];
+	size_t j, nf = sizeof f / sizeof f[0], first, q;
+	int order[sizeof f / sizeof f[0]];
+	uint64_t rng = BENCH_SEED;
 	bool live;
 	long n = bench_n(300, 10, 100000), i;
 	char params[128], lim[96], cmp[96];
@@ -99,6 +105,7 @@ main(void)
 	snprintf(params, sizeof params, "{\"sessionId\":\"%s\"}", sid);
 	json_decref(bench_call(c, "subscribe", params));
 	live = shell_has_tool(c, params, "bash_session");
+	first = live ? 0 : 1;
 
 	/* Warm up; the first bash_session call starts the shell. */
 	for (i = 0; i < 30; i++)
@@ -107,10 +114,14 @@ main(void)
 			    k++);
 	json_decref(bench_call(c, "drain", params));
 	for (r = 0; r < reps; r++) {
-		for (i = 0; i < n; i++)
-			for (j = live ? 0 : 1; j < nf; j++)
-				f[j].one[i] = bench_tool_us(c, sid, f[j].tool,
-				    f[j].input, "\"\"", k++);
+		for (i = 0; i < n; i++) {
+			bench_shuffle(order, (int)(nf - first), &rng);
+			for (j = 0; j < nf - first; j++) {
+				q = first + (size_t)order[j];
+				f[q].one[i] = bench_tool_us(c, sid, f[q].tool,
+				    f[q].input, "\"\"", k++);
+			}
+		}
 		json_decref(bench_call(c, "drain", params));
 		for (j = 0; j < nf; j++) {
 			qsort(f[j].one, (size_t)n, sizeof *f[j].one,

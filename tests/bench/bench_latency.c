@@ -28,10 +28,10 @@
  * The daemon may add at most LAT_FLOOR_TARGET_US to what the floor adds.
  * What the kernel charges for each profile's confinement, with no daemon
  * around it, is measured in rounds of its own, alternating with the same
- * spawn unconfined. A confined process
- * leaves work behind that the kernel's workers do after its exit (its
- * mount namespace, filter and Landlock domain are freed), which would slow
- * whatever ran next: in those rounds each call waits LAT_SETTLE_US first.
+ * spawn unconfined. A confined process leaves work behind that the
+ * kernel's workers do after its exit (its mount namespace, filter and
+ * Landlock domain are freed), which would slow whatever ran next: in those
+ * rounds each call waits LAT_SETTLE_US first.
  *
  * The least a daemon that keeps the contract adds (bench_floor.h: the
  * same addTool and the same lines back, the tool's four pipes, cwd and
